@@ -1,0 +1,36 @@
+# DATABASE_URL names the PostgreSQL server every target uses.
+DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export DATABASE_URL
+
+# FUZZTIME is how long each fuzz target of `make fuzz` runs.
+FUZZTIME ?= 30s
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: migrate
+migrate: ## Apply the database migrations to DATABASE_URL.
+	go run ./starter migrate
+
+.PHONY: test
+test: ## Vet, then run every test with the race detector (needs PostgreSQL at DATABASE_URL).
+	go vet ./...
+	go test -race ./...
+
+.PHONY: lint
+lint: ## Run go vet and staticcheck.
+	go vet ./...
+	go tool staticcheck ./...
+
+.PHONY: bench
+bench: ## Benchmark the dedup store against a bare transaction (8 goroutines, 5 rounds).
+	go test -run '^$$' -bench BenchmarkIssueCredit -benchtime 3s -count 5 ./internal/idempotency/
+
+.PHONY: fuzz
+fuzz: ## Fuzz key escaping and argument canonicalization for FUZZTIME each.
+	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
+	go test -run '^$$' -fuzz '^FuzzKeyCollision$$' -fuzztime $(FUZZTIME) ./internal/keys/
+	go test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime $(FUZZTIME) ./internal/keys/

@@ -1,0 +1,80 @@
+package migrations_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/migrations"
+)
+
+func TestMigrateConcurrentProcessesApplyEachMigrationOnce(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewEmptyDB(t)
+	ctx := context.Background()
+	const starters = 4
+	results := make([]migrations.Result, starters)
+	errs := make([]error, starters)
+	var wg sync.WaitGroup
+	for i := range starters {
+		conn := pgtest.Connect(t, db)
+		wg.Go(func() { results[i], errs[i] = migrations.Migrate(ctx, conn) })
+	}
+	wg.Wait()
+
+	var applied []string
+	for i := range starters {
+		require.NoError(t, errs[i], "starter %d", i)
+		assert.EqualValues(t, 3, results[i].Version, "starter %d", i)
+		applied = append(applied, results[i].Applied...)
+	}
+	assert.ElementsMatch(t, []string{"001_idempotency_keys.sql", "002_credits.sql", "003_order_notes.sql"}, applied,
+		"every migration is applied by exactly one starter")
+
+	conn := pgtest.Connect(t, db)
+	var tables int
+	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'
+		AND tablename IN ('idempotency_keys', 'credits', 'order_notes')`).Scan(&tables))
+	assert.Equal(t, 3, tables)
+}
+
+func TestMigrateIsIdempotent(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t) // already migrated from the template
+	res, err := migrations.Migrate(context.Background(), pgtest.Connect(t, db))
+	require.NoError(t, err)
+	assert.Empty(t, res.Applied)
+	assert.EqualValues(t, 3, res.Version)
+}
+
+func TestStateCheckRejectsUnknownState(t *testing.T) {
+	t.Parallel()
+	conn := pgtest.Connect(t, pgtest.NewDB(t))
+	_, err := conn.Exec(context.Background(), `INSERT INTO idempotency_keys
+		(tenant, key, run_id, step, tool, state, args_hash, lease_owner, lease_expiry, expires_at)
+		VALUES ('t', 'k', 'r', 1, 'tool', 'done', repeat('a', 64), 'o', now(), now())`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "idempotency_keys_state_check")
+}
+
+func TestStateColumnsMustMatchState(t *testing.T) {
+	t.Parallel()
+	conn := pgtest.Connect(t, pgtest.NewDB(t))
+	// A completed key without a result would replay nothing.
+	_, err := conn.Exec(context.Background(), `INSERT INTO idempotency_keys
+		(tenant, key, run_id, step, tool, state, args_hash, expires_at)
+		VALUES ('t', 'k', 'r', 1, 'tool', 'completed', repeat('a', 64), now())`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "idempotency_keys_state_columns")
+}
+
+func TestFingerprintNamesContent(t *testing.T) {
+	t.Parallel()
+	fp := migrations.Fingerprint()
+	assert.Len(t, fp, 64)
+	assert.Equal(t, fp, migrations.Fingerprint())
+}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/migrations"
+)
+
+func newMigrateCmd(env environment) *cobra.Command {
+	var databaseURL string
+	cmd := &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply pending database migrations",
+		Long: `Apply every pending migration to the database, each in its own transaction.
+
+Safe to run from several processes at once: an advisory lock makes the others
+wait, then find nothing left to do.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			cfg, err := pgx.ParseConfig(databaseURL)
+			if err != nil {
+				return fmt.Errorf("--database-url: %w", err)
+			}
+			conn, err := pgx.ConnectConfig(ctx, cfg)
+			if err != nil {
+				return fmt.Errorf("connect to %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
+			}
+			defer conn.Close(ctx)
+			res, err := migrations.Migrate(ctx, conn)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(res.Applied) == 0 {
+				fmt.Fprintf(out, "schema is up to date at version %d\n", res.Version)
+				return nil
+			}
+			fmt.Fprintf(out, "applied %s\nschema is at version %d\n", strings.Join(res.Applied, ", "), res.Version)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&databaseURL, "database-url", env.databaseURL(), "PostgreSQL URL (default from DATABASE_URL)")
+	return cmd
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/internal/pgtest"
+)
+
+// run runs the CLI with args and returns what it printed.
+func run(t *testing.T, env environment, args ...string) (string, error) {
+	t.Helper()
+	cmd := newRootCmd(env)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewEmptyDB(t)
+
+	out, err := run(t, environment{DatabaseURL: db.URL}, "migrate")
+	require.NoError(t, err, out)
+	assert.Equal(t, "applied 001_idempotency_keys.sql, 002_credits.sql, 003_order_notes.sql\nschema is at version 3\n", out)
+
+	out, err = run(t, environment{}, "migrate", "--database-url", db.URL)
+	require.NoError(t, err, out)
+	assert.Equal(t, "schema is up to date at version 3\n", out)
+
+	var n int
+	require.NoError(t, pgtest.Connect(t, db).QueryRow(context.Background(),
+		"SELECT count(*) FROM idempotency_keys").Scan(&n))
+}
+
+func TestMigrateCommandBadInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"malformed url", []string{"migrate", "--database-url", "::nope"}, "--database-url: cannot parse"},
+		{"unreachable server", []string{"migrate", "--database-url", "postgres://postgres@127.0.0.1:1/x?connect_timeout=2"}, "connect to 127.0.0.1:1/x"},
+		{"stray argument", []string{"migrate", "now"}, `unknown command "now"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := run(t, environment{}, tt.args...)
+			require.Error(t, err)
+			assert.Contains(t, out+err.Error(), tt.want)
+		})
+	}
+}
+
+func TestDatabaseURLDefault(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, defaultDatabaseURL, environment{}.databaseURL())
+	assert.Equal(t, "postgres://x", environment{DatabaseURL: "postgres://x"}.databaseURL())
+	assert.Equal(t, pgtest.DefaultURL, defaultDatabaseURL, "tests and the CLI default to the same server")
+}
