@@ -42,6 +42,13 @@ CREATE INDEX idempotency_keys_expires_at_idx ON idempotency_keys (expires_at);
 -- "tenant = $1 AND key = $2" that walks this index over the whole tenant.
 CREATE INDEX idempotency_keys_run_idx ON idempotency_keys (run_id, tenant, step);
 
+-- The transactional path sends its completion and COMMIT in one pipelined
+-- batch. Casting the completion's returned result to this domain turns "no row
+-- was completed" into an error on the server, which aborts the transaction
+-- before the COMMIT can make the effect durable without its key.
+CREATE DOMAIN idempotency_completed_result AS jsonb NOT NULL;
+
 ---- create above / drop below ----
 
+DROP DOMAIN idempotency_completed_result;
 DROP TABLE idempotency_keys;

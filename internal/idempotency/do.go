@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
@@ -15,8 +16,8 @@ import (
 // concurrent caller). Each round makes progress, so this is rarely above 2.
 const maxClaimTries = 5
 
-// errContended is returned when a key kept changing for maxClaimTries rounds.
-var errContended = errors.New("key kept changing while being claimed")
+// rollbackTimeout bounds the rollback of an abandoned claim.
+const rollbackTimeout = 5 * time.Second
 
 // Effect is a write to the store's own database. It runs inside the claim's
 // transaction and must do all its work through tx; its result is stored and
@@ -45,7 +46,7 @@ func (s *Store) Do(ctx context.Context, claim Claim, effect Effect) (Outcome, er
 			return out, err
 		}
 	}
-	return Outcome{}, fmt.Errorf("claim %s: %w", a.key, errContended)
+	return Outcome{}, fmt.Errorf("claim %s: %w", a.key, ErrContended)
 }
 
 // doOnce makes one attempt at Do; again reports that the key changed under
@@ -69,7 +70,11 @@ func (s *Store) doOnce(ctx context.Context, a claimArgs, effect Effect) (out Out
 	committed := false
 	defer func() {
 		if !committed {
-			tx.Rollback(ctx) //nolint:errcheck // on failure the connection is discarded by Release
+			// Roll back even when ctx is done (an activity timed out, say), so
+			// the connection goes back to the pool instead of being closed.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			defer cancel()
+			tx.Rollback(rctx) //nolint:errcheck // on failure Release discards the connection
 		}
 	}()
 
@@ -120,19 +125,16 @@ func completeAndCommit(ctx context.Context, tx pgx.Tx, l *Lease, result json.Raw
 	key := l.Claim.Key.String()
 	batch := &pgx.Batch{}
 	var stored json.RawMessage
-	batch.Queue(completeSQL, l.Claim.Key.Tenant, key, l.Owner, l.Attempt, result).QueryRow(func(row pgx.Row) error {
+	batch.Queue(completeInTxSQL, l.Claim.Key.Tenant, key, l.Owner, l.Attempt, result).QueryRow(func(row pgx.Row) error {
 		return row.Scan(&stored)
 	})
 	batch.Queue("COMMIT")
-	err := tx.SendBatch(ctx, batch).Close()
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		// Unreachable while the claim's row lock is held; kept so that a
-		// broken invariant fails loudly instead of committing.
-		return nil, fmt.Errorf("complete %s as %s attempt %d: %w", key, l.Owner, l.Attempt, ErrLeaseLost)
-	case err != nil:
-		// If the COMMIT was sent, it may or may not have happened; a retry of
-		// Do finds out.
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		// The claim's transaction holds the key's row from its INSERT or
+		// takeover on, so the completion fails only if the effect itself
+		// changed idempotency_keys; the server then aborts before COMMIT. On
+		// a network error after sending, the COMMIT may or may not have
+		// happened; a retry of Do finds out.
 		return nil, fmt.Errorf("complete and commit %s: %w", key, err)
 	}
 	return stored, nil

@@ -25,6 +25,10 @@ var (
 	// See [OutcomeUnknownError], which carries the lease the caller now holds.
 	ErrOutcomeUnknown = errors.New("outcome of an earlier attempt unknown")
 
+	// ErrContended means the key kept changing under a claim (taken over or
+	// pruned) for several rounds in a row. Nothing was applied; retry later.
+	ErrContended = errors.New("idempotency key kept changing while being claimed")
+
 	// ErrLeaseLost means a Complete or Fail came from an owner whose lease was
 	// taken over (or whose key is no longer in flight). Nothing was written.
 	ErrLeaseLost = errors.New("lease lost")
@@ -32,13 +36,18 @@ var (
 
 // KeyReuseError reports a key claimed again with different arguments.
 type KeyReuseError struct {
-	Key          string
-	StoredHash   string
+	// Key is the key's string form.
+	Key string
+	// StoredHash is the arguments hash the key was first claimed with.
+	StoredHash string
+	// ProposedHash is the arguments hash of the refused claim.
 	ProposedHash string
 }
 
+// Error names the key and both hashes.
 func (e *KeyReuseError) Error() string {
-	return fmt.Sprintf("%s: key %s was claimed with args hash %s, not %s", ErrKeyReuse, e.Key, e.StoredHash, e.ProposedHash)
+	return fmt.Sprintf("%s: key %s was claimed with args hash %s, not %s",
+		ErrKeyReuse, e.Key, e.StoredHash, e.ProposedHash)
 }
 
 // Is reports whether target is [ErrKeyReuse].
@@ -46,13 +55,18 @@ func (e *KeyReuseError) Is(target error) bool { return target == ErrKeyReuse }
 
 // InFlightError reports a key whose lease another owner holds.
 type InFlightError struct {
-	Key         string
-	Owner       string
+	// Key is the key's string form.
+	Key string
+	// Owner is the store owner holding the lease.
+	Owner string
+	// LeaseExpiry is when the lease may be taken over, by the database's clock.
 	LeaseExpiry time.Time
 }
 
+// Error names the key, its owner and the lease's expiry.
 func (e *InFlightError) Error() string {
-	return fmt.Sprintf("%s: key %s is held by %s until %s", ErrInFlight, e.Key, e.Owner, e.LeaseExpiry.UTC().Format(time.RFC3339Nano))
+	return fmt.Sprintf("%s: key %s is held by %s until %s",
+		ErrInFlight, e.Key, e.Owner, e.LeaseExpiry.UTC().Format(time.RFC3339Nano))
 }
 
 // Is reports whether target is [ErrInFlight].
@@ -66,6 +80,7 @@ func (e *InFlightError) Is(target error) bool { return target == ErrInFlight }
 // returned by [Store.Do], Lease is nil: a transactional effect cannot resolve
 // an external one.
 type OutcomeUnknownError struct {
+	// Key is the key's string form.
 	Key string
 	// Lease is the lease now held by the caller, or nil.
 	Lease *Lease
@@ -74,9 +89,11 @@ type OutcomeUnknownError struct {
 	Previous *Failure
 }
 
+// Error names the key and what is known of the earlier attempt.
 func (e *OutcomeUnknownError) Error() string {
 	if e.Previous != nil {
-		return fmt.Sprintf("%s: key %s: earlier attempt failed after the effect may have begun: %s", ErrOutcomeUnknown, e.Key, e.Previous.Message)
+		return fmt.Sprintf("%s: key %s: earlier attempt failed after the effect may have begun: %s",
+			ErrOutcomeUnknown, e.Key, e.Previous.Message)
 	}
 	return fmt.Sprintf("%s: key %s: earlier attempt's lease expired without an outcome", ErrOutcomeUnknown, e.Key)
 }

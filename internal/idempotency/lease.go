@@ -44,7 +44,7 @@ func (s *Store) Begin(ctx context.Context, claim Claim) (Begun, error) {
 			return b, err
 		}
 	}
-	return Begun{}, fmt.Errorf("claim %s: %w", a.key, errContended)
+	return Begun{}, fmt.Errorf("claim %s: %w", a.key, ErrContended)
 }
 
 func (s *Store) beginOnce(ctx context.Context, a claimArgs) (b Begun, again bool, err error) {

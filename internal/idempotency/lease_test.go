@@ -219,3 +219,41 @@ func TestCompleteRejectsInvalidResult(t *testing.T) {
 	assert.Equal(t, "in_flight", state)
 	require.ErrorContains(t, f.store.Fail(ctx, b.Lease, idempotency.Failure{}), "Failure.Message is empty")
 }
+
+func TestCompleteTwiceKeepsFirstResult(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	c := claim(t, "acme", "r1", 2, "refund_payment", `{}`)
+	b, err := f.store.Begin(ctx, c)
+	require.NoError(t, err)
+	first, err := f.store.Complete(ctx, b.Lease, json.RawMessage(`{"refund_id":"re_1"}`))
+	require.NoError(t, err)
+
+	_, err = f.store.Complete(ctx, b.Lease, json.RawMessage(`{"refund_id":"re_2"}`))
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost, "a completed key is not completed again")
+	require.ErrorIs(t, f.store.Fail(ctx, b.Lease, idempotency.Failure{Message: "late"}), idempotency.ErrLeaseLost)
+	replay, err := f.store.Begin(ctx, c)
+	require.NoError(t, err)
+	assert.Equal(t, string(first.Result), string(replay.Outcome.Result))
+}
+
+func TestUnknownOutcomeReportsOnlyTheLatestFailure(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	c := claim(t, "acme", "r1", 2, "refund_payment", `{}`)
+	b, err := f.store.Begin(ctx, c)
+	require.NoError(t, err)
+	require.NoError(t, f.store.Fail(ctx, b.Lease, idempotency.Failure{Message: "connection refused", BeforeEffect: true}))
+	retry, err := f.store.Begin(ctx, c)
+	require.NoError(t, err)
+	require.NotNil(t, retry.Lease)
+	f.expireLease(t, c) // attempt 2 went silent
+
+	_, err = f.store.Begin(ctx, c)
+	var unknown *idempotency.OutcomeUnknownError
+	require.ErrorAs(t, err, &unknown)
+	assert.Nil(t, unknown.Previous, "attempt 1's failure before the effect says nothing about attempt 2")
+	assert.Contains(t, err.Error(), "lease expired without an outcome")
+}

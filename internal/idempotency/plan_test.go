@@ -28,10 +28,11 @@ func TestHotStatementsUsePrimaryKeyFromEmpty(t *testing.T) {
 		types string
 		args  string
 	}{
-		"load":     {loadRowSQL, "text, text", "'t', 'k'"},
-		"takeover": {takeoverSQL, "text, text, text, interval, text, integer", "'t', 'k', 'o', '1 minute', 'h', 1"},
-		"complete": {completeSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'"},
-		"fail":     {failSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'"},
+		"load":           {loadRowSQL, "text, text", "'t', 'k'"},
+		"takeover":       {takeoverSQL, "text, text, text, interval, text, integer, interval", "'t', 'k', 'o', '1 minute', 'h', 1, '1 day'"},
+		"complete":       {completeSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'"},
+		"complete_in_tx": {completeInTxSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'"},
+		"fail":           {failSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'"},
 	}
 	for name, st := range statements {
 		_, err := conn.Exec(ctx, fmt.Sprintf("PREPARE %s (%s) AS %s", name, st.types, st.sql))

@@ -12,7 +12,9 @@ import (
 )
 
 // The statements below are the whole protocol. Every lease decision compares
-// against the database's now(), never a worker's clock.
+// against the database's clock, never a worker's: statement_timestamp() rather
+// than now(), the start of the transaction, which in Do may be long before a
+// statement that waited on the index or followed a slow effect.
 const (
 	// insertClaimSQL claims a key. It returns no row when the key exists;
 	// when another transaction holds an uncommitted claim on the same key it
@@ -20,7 +22,7 @@ const (
 	insertClaimSQL = `
 INSERT INTO idempotency_keys
     (tenant, key, run_id, step, tool, state, args_hash, lease_owner, lease_expiry, expires_at)
-VALUES ($1, $2, $3, $4, $5, 'in_flight', $6, $7, now() + $8::interval, now() + $9::interval)
+VALUES ($1, $2, $3, $4, $5, 'in_flight', $6, $7, statement_timestamp() + $8::interval, statement_timestamp() + $9::interval)
 ON CONFLICT (tenant, key) DO NOTHING
 RETURNING attempts, lease_expiry`
 
@@ -28,26 +30,37 @@ RETURNING attempts, lease_expiry`
 	// statement it sees the row the blocking transaction committed.
 	loadRowSQL = `
 SELECT state, args_hash, result, failure, lease_owner, lease_expiry, attempts,
-       coalesce(lease_expiry < now(), false) AS lease_expired
+       coalesce(lease_expiry < statement_timestamp(), false) AS lease_expired
 FROM idempotency_keys
 WHERE tenant = $1 AND key = $2`
 
 	// takeoverSQL moves the key to a new owner and attempt when the row is
-	// still as the caller saw it: failed, or in flight with an expired lease.
-	// The attempt number is the fencing token.
+	// still as the caller saw it: same attempt, and failed or in flight with
+	// an expired lease. The attempt number is the fencing token. The earlier
+	// failure is cleared (the caller has read it), and the key's retention
+	// restarts so that the new lease cannot outlive the key.
 	takeoverSQL = `
 UPDATE idempotency_keys
-SET state = 'in_flight', lease_owner = $3, lease_expiry = now() + $4::interval, attempts = attempts + 1
+SET state = 'in_flight', lease_owner = $3, lease_expiry = statement_timestamp() + $4::interval,
+    attempts = attempts + 1, failure = NULL,
+    expires_at = greatest(expires_at, statement_timestamp() + $7::interval)
 WHERE tenant = $1 AND key = $2 AND args_hash = $5 AND attempts = $6
-  AND (state = 'failed' OR (state = 'in_flight' AND lease_expiry < now()))
+  AND (state = 'failed' OR (state = 'in_flight' AND lease_expiry < statement_timestamp()))
 RETURNING attempts, lease_expiry`
 
 	// completeSQL records the result, if the caller still holds the lease.
 	completeSQL = `
 UPDATE idempotency_keys
-SET state = 'completed', result = $5, failure = NULL, completed_at = now()
+SET state = 'completed', result = $5, failure = NULL, completed_at = statement_timestamp()
 WHERE tenant = $1 AND key = $2 AND state = 'in_flight' AND lease_owner = $3 AND attempts = $4
 RETURNING result`
+
+	// completeInTxSQL is completeSQL for the transactional path, whose COMMIT
+	// travels in the same pipeline: if no row was completed the cast fails,
+	// the transaction aborts and the COMMIT never applies the effect.
+	completeInTxSQL = `
+WITH done AS (` + completeSQL + `)
+SELECT (SELECT result FROM done)::idempotency_completed_result`
 
 	// failSQL records a failure, if the caller still holds the lease.
 	failSQL = `
@@ -134,7 +147,7 @@ func loadRow(ctx context.Context, q querier, a claimArgs) (row keyRow, found boo
 // failed or expired. It returns (nil, nil) when the row changed meanwhile.
 func takeover(ctx context.Context, q querier, a claimArgs, owner string, seen int32) (*Lease, error) {
 	l := &Lease{Claim: a.Claim, Owner: owner}
-	err := q.QueryRow(ctx, takeoverSQL, a.Key.Tenant, a.key, owner, a.lease, a.ArgsHash, seen).Scan(&l.Attempt, &l.Expiry)
+	err := q.QueryRow(ctx, takeoverSQL, a.Key.Tenant, a.key, owner, a.lease, a.ArgsHash, seen, a.retention).Scan(&l.Attempt, &l.Expiry)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
@@ -202,9 +215,13 @@ func (s *Store) meet(ctx context.Context, q querier, a claimArgs) (d decision, r
 		return 0, keyRow{}, err == nil, err
 	}
 	d, err = decide(a, row)
+	var reuse *KeyReuseError
 	switch {
-	case err != nil:
+	case errors.As(err, &reuse):
 		s.log.Error("key reused with different arguments", a.fields(zap.Error(err))...)
+		return 0, row, false, err
+	case err != nil:
+		s.log.Error("key row is unreadable", a.fields(zap.Error(err))...)
 		return 0, row, false, err
 	case d == decideReplay:
 		s.debug("tool call replayed", a, row.Attempts)

@@ -352,3 +352,45 @@ func TestNewValidatesConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEmpty(t, s.Owner())
 }
+
+func TestDoNeverCommitsEffectWithoutCompletedKey(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	c := claim(t, "acme", "r1", 1, "add_order_note", `{}`)
+	var runs atomic.Int64
+
+	// A misbehaving effect that removes its own key row: the completion then
+	// updates nothing, and the pipelined COMMIT must not make the note durable.
+	_, err := f.store.Do(ctx, c, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
+		if _, err := addNote(&runs, c, "orphan")(ctx, tx); err != nil {
+			return nil, err
+		}
+		_, err := tx.Exec(ctx, "DELETE FROM idempotency_keys")
+		return json.RawMessage(`{}`), err
+	})
+	require.ErrorContains(t, err, "idempotency_completed_result")
+	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM order_notes"), "no effect without its key")
+	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM idempotency_keys"))
+
+	out, err := f.store.Do(ctx, c, addNote(&runs, c, "whole"))
+	require.NoError(t, err, "the connection and the key are usable afterwards")
+	assert.False(t, out.Replayed)
+}
+
+func TestEffectCannotEndTheClaimTransaction(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	c := claim(t, "acme", "r1", 1, "add_order_note", `{}`)
+	var runs atomic.Int64
+	_, err := f.store.Do(ctx, c, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
+		if _, err := addNote(&runs, c, "early")(ctx, tx); err != nil {
+			return nil, err
+		}
+		return nil, tx.Commit(ctx)
+	})
+	require.ErrorContains(t, err, "an effect must not commit or roll back")
+	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM order_notes"), "the effect's write was not committed apart from its key")
+	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM idempotency_keys"))
+}
