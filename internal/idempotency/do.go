@@ -32,7 +32,7 @@ type Effect func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error)
 // If the key was already completed with the same arguments, Do returns the
 // stored result with Replayed set and does not run effect. A concurrent
 // duplicate waits for the first transaction and then replays its result.
-// Errors: [ErrInvalidClaim], [ErrKeyReuse], [ErrInFlight] and
+// Errors: [ErrInvalidClaim], [ErrKeyReuse], [ErrInFlight], [ErrContended] and
 // [ErrOutcomeUnknown] (the key is held by an external call through
 // [Store.Begin]), or effect's own error, wrapped.
 func (s *Store) Do(ctx context.Context, claim Claim, effect Effect) (Outcome, error) {
