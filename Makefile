@@ -16,14 +16,25 @@ migrate: ## Apply the database migrations to DATABASE_URL.
 	go run ./starter migrate
 
 .PHONY: test
-test: ## Vet, then run every test with the race detector (needs PostgreSQL at DATABASE_URL).
+test: ## Vet, check workflow determinism, then run every test with the race detector (needs PostgreSQL at DATABASE_URL).
 	go vet ./...
-	go test -race ./...
+	go tool workflowcheck ./workflows/...
+	go test -race -timeout 20m ./...
 
 .PHONY: lint
-lint: ## Run go vet and staticcheck.
+lint: ## Run go vet, staticcheck and workflowcheck.
 	go vet ./...
 	go tool staticcheck ./...
+	go tool workflowcheck ./workflows/...
+
+.PHONY: worker
+worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
+	go run ./worker
+
+.PHONY: record-histories
+record-histories: ## Re-record the workflow histories the replay test checks (after an intended change).
+	rm -f workflows/testdata/histories/*.json
+	ONCERUN_RECORD_HISTORIES=$(CURDIR)/workflows/testdata/histories go test -count=1 ./internal/integration/
 
 .PHONY: bench
 bench: ## Benchmark the dedup store against a bare transaction (8 goroutines, 5 rounds).

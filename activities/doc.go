@@ -1,8 +1,18 @@
-// Package activities is the home of oncerun's Temporal activities: structs
-// that carry their dependencies (the dedup store, a logger) and execute one
-// tool call under its idempotency key, mapping the store's errors to
-// retryable and non-retryable Temporal errors.
+// Package activities holds oncerun's Temporal activities. [Activities]
+// carries their dependencies and is registered whole on a worker:
 //
-// The package holds no activity yet; internal/idempotency is the store they
-// will run through.
+//   - [Activities.Plan] asks the run's planner for the next calls and checks
+//     each against its tool (schema, canonical arguments, approval rule);
+//   - [Activities.RunTool] executes one step through the dedup store, under
+//     the key derived from tenant, run, step and tool, according to the
+//     tool's effect class;
+//   - [Activities.RequestApproval] and [Activities.ResolveApproval] keep the
+//     approvals table that inboxes list.
+//
+// # Errors
+//
+// Failures that retrying cannot fix (key reuse, invalid arguments, an
+// unknown tool or planner) are non-retryable Temporal application errors
+// whose types are the Err* constants of this package; an in-flight key is a
+// retryable error, so Temporal backs off and tries again.
 package activities

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/oncerun/oncerun/internal/host"
 )
 
 // composeFile is the part of docker-compose.yml that oncerun relies on.
@@ -42,7 +44,7 @@ func TestComposePostgresMatchesDefaultURL(t *testing.T) {
 	require.NoError(t, err, "postgres image %q has a numeric major version tag", pg.Image)
 	assert.GreaterOrEqual(t, major, 13, "oncerun needs PostgreSQL 13 or later")
 
-	u, err := url.Parse(defaultDatabaseURL)
+	u, err := url.Parse(host.DefaultDatabaseURL)
 	require.NoError(t, err)
 	assert.Contains(t, pg.Ports, u.Hostname()+":"+u.Port()+":5432", "the default URL's host and port are published")
 	assert.Equal(t, u.User.Username(), pg.Environment["POSTGRES_USER"])

@@ -1,12 +1,15 @@
-// Command oncerun is the command-line interface of oncerun: it migrates the
-// database today, and starts, inspects and approves agent runs as those
-// features land.
+// Command oncerun is oncerun's command line.
 //
 // Usage:
 //
 //	oncerun migrate [--database-url URL]
+//	oncerun start --tenant T --run-id R (--plan FILE | --goal TEXT) [--json]
+//	oncerun status --tenant T --run-id R [--json]
+//	oncerun approvals [--tenant T] [--json]
+//	oncerun approve|reject --tenant T --run-id R --step N [--as NAME] [--comment TEXT]
 //
-// DATABASE_URL sets the default database URL.
+// Environment: DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+// TEMPORAL_TASK_QUEUE and USER (the default approver name).
 package main
 
 import (
@@ -14,30 +17,22 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-)
 
-// defaultDatabaseURL is the database used when neither --database-url nor
-// DATABASE_URL is given: the local server of a laptop or of docker-compose.yml.
-const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	"github.com/oncerun/oncerun/internal/cli"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	env := environment{DatabaseURL: os.Getenv("DATABASE_URL")}
-	if err := newRootCmd(env).ExecuteContext(ctx); err != nil {
+	env := cli.Env{
+		DatabaseURL:     os.Getenv("DATABASE_URL"),
+		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
+		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
+		TaskQueue:       os.Getenv("TEMPORAL_TASK_QUEUE"),
+		User:            os.Getenv("USER"),
+	}
+	if err := cli.NewRoot(env).ExecuteContext(ctx); err != nil {
 		// Cobra has printed the error and, for bad usage, the usage.
 		os.Exit(1)
 	}
-}
-
-// environment holds what the process environment says; main reads it once.
-type environment struct {
-	DatabaseURL string
-}
-
-func (e environment) databaseURL() string {
-	if e.DatabaseURL != "" {
-		return e.DatabaseURL
-	}
-	return defaultDatabaseURL
 }

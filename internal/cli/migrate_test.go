@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/pgtest"
 )
 
 // run runs the CLI with args and returns what it printed.
-func run(t *testing.T, env environment, args ...string) (string, error) {
+func run(t *testing.T, env Env, args ...string) (string, error) {
 	t.Helper()
-	cmd := newRootCmd(env)
+	cmd := NewRoot(env)
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -27,13 +28,13 @@ func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewEmptyDB(t)
 
-	out, err := run(t, environment{DatabaseURL: db.URL}, "migrate")
+	out, err := run(t, Env{DatabaseURL: db.URL}, "migrate")
 	require.NoError(t, err, out)
-	assert.Equal(t, "applied 001_idempotency_keys.sql, 002_credits.sql, 003_order_notes.sql\nschema is at version 3\n", out)
+	assert.Equal(t, "applied 001_idempotency_keys.sql, 002_credits.sql, 003_order_notes.sql, 004_orders.sql, 005_approvals.sql\nschema is at version 5\n", out)
 
-	out, err = run(t, environment{}, "migrate", "--database-url", db.URL)
+	out, err = run(t, Env{}, "migrate", "--database-url", db.URL)
 	require.NoError(t, err, out)
-	assert.Equal(t, "schema is up to date at version 3\n", out)
+	assert.Equal(t, "schema is up to date at version 5\n", out)
 
 	var n int
 	require.NoError(t, pgtest.Connect(t, db).QueryRow(context.Background(),
@@ -54,7 +55,7 @@ func TestMigrateCommandBadInput(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			out, err := run(t, environment{}, tt.args...)
+			out, err := run(t, Env{}, tt.args...)
 			require.Error(t, err)
 			assert.Contains(t, out+err.Error(), tt.want)
 		})
@@ -63,7 +64,7 @@ func TestMigrateCommandBadInput(t *testing.T) {
 
 func TestDatabaseURLDefault(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, defaultDatabaseURL, environment{}.databaseURL())
-	assert.Equal(t, "postgres://x", environment{DatabaseURL: "postgres://x"}.databaseURL())
-	assert.Equal(t, pgtest.DefaultURL, defaultDatabaseURL, "tests and the CLI default to the same server")
+	assert.Equal(t, host.DefaultDatabaseURL, Env{}.databaseURL())
+	assert.Equal(t, "postgres://x", Env{DatabaseURL: "postgres://x"}.databaseURL())
+	assert.Equal(t, pgtest.DefaultURL, host.DefaultDatabaseURL, "tests and the CLI default to the same server")
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 	"github.com/oncerun/oncerun/migrations"
 )
 
-func newMigrateCmd(env environment) *cobra.Command {
+func newMigrateCmd(env Env) *cobra.Command {
 	var databaseURL string
 	cmd := &cobra.Command{
 		Use:   "migrate",

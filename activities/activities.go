@@ -1,0 +1,98 @@
+package activities
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// Application error types of the activities' failures, as Temporal reports
+// them. All but ErrTypeInFlight and ErrTypeToolFailed are non-retryable.
+const (
+	ErrTypeKeyReuse       = "KeyReuse"
+	ErrTypeInvalidArgs    = "InvalidArgs"
+	ErrTypeUnknownTool    = "UnknownTool"
+	ErrTypeUnknownPlanner = "UnknownPlanner"
+	ErrTypePlanner        = "PlannerFailed"
+	ErrTypeInFlight       = "InFlight"
+	ErrTypeOutcomeUnknown = "OutcomeUnknown"
+	ErrTypeToolFailed     = "ToolFailed"
+)
+
+// Activities carries what the activities need. Register a pointer to it on
+// a worker.
+type Activities struct {
+	// Pool is the worker's PostgreSQL pool.
+	Pool *pgxpool.Pool
+	// Store is the dedup store every keyed call goes through.
+	Store *idempotency.Store
+	// Tools is the worker's validated tool registry.
+	Tools *tools.Registry
+	// Planners maps a planner name, as runs spell it, to the planner.
+	Planners map[string]planner.Planner
+	// Log receives one line per tool call outcome. Default: none.
+	Log *zap.Logger
+	// Metrics counts tool calls. Nil counts nothing.
+	Metrics *metrics.Metrics
+}
+
+func (a *Activities) log() *zap.Logger {
+	if a.Log == nil {
+		return zap.NewNop()
+	}
+	return a.Log
+}
+
+// callFields are the fields of every log line about a tool call.
+func callFields(k keys.Key, extra ...zap.Field) []zap.Field {
+	return append([]zap.Field{
+		zap.String("tenant", k.Tenant),
+		zap.String("run_id", k.RunID),
+		zap.Int64("step", k.Step),
+		zap.String("tool", k.Tool),
+		zap.String("key", k.String()),
+	}, extra...)
+}
+
+// Permanent marks a tool's error as one that retrying cannot fix: the step
+// fails at once instead of being retried.
+func Permanent(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeToolFailed, err)
+}
+
+// temporalError maps a dedup store or registry error to the Temporal error
+// that makes the right retry decision.
+func temporalError(err error) error {
+	var app *temporal.ApplicationError
+	switch {
+	case errors.As(err, &app):
+		if top, ok := err.(*temporal.ApplicationError); ok {
+			return top
+		}
+		// Temporal reads the type and retryability of the outermost error
+		// only: a wrapped application error (a tool's Permanent error under
+		// the store's context) would turn into a retryable one. Restate them
+		// on top, keeping the whole message.
+		if app.NonRetryable() {
+			return temporal.NewNonRetryableApplicationError(err.Error(), app.Type(), app)
+		}
+		return temporal.NewApplicationErrorWithCause(err.Error(), app.Type(), app)
+	case errors.Is(err, idempotency.ErrKeyReuse):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, err)
+	case errors.Is(err, tools.ErrInvalidCall), errors.Is(err, keys.ErrInvalidArgs),
+		errors.Is(err, keys.ErrInvalidKey), errors.Is(err, idempotency.ErrInvalidClaim):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidArgs, err)
+	case errors.Is(err, idempotency.ErrInFlight):
+		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeInFlight, err)
+	}
+	return fmt.Errorf("%w", err)
+}

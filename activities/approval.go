@@ -1,0 +1,76 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Approval row states, as the approvals table spells them.
+const (
+	ApprovalPending  = "pending"
+	ApprovalApproved = "approved"
+	ApprovalRejected = "rejected"
+	ApprovalExpired  = "expired"
+)
+
+// ApprovalRequest records a step that waits for a human.
+type ApprovalRequest struct {
+	Tenant      string          `json:"tenant"`
+	RunID       string          `json:"run_id"`
+	Step        int64           `json:"step"`
+	Tool        string          `json:"tool"`
+	Args        json.RawMessage `json:"args"`
+	ArgsHash    string          `json:"args_hash"`
+	Goal        string          `json:"goal"`
+	Reason      string          `json:"reason"`
+	RequestedAt time.Time       `json:"requested_at"`
+	Deadline    time.Time       `json:"deadline"`
+}
+
+// ApprovalResolution records what became of a pending step.
+type ApprovalResolution struct {
+	Tenant    string    `json:"tenant"`
+	RunID     string    `json:"run_id"`
+	Step      int64     `json:"step"`
+	State     string    `json:"state"`
+	DecidedBy string    `json:"decided_by,omitempty"`
+	DecidedAt time.Time `json:"decided_at"`
+	Comment   string    `json:"comment,omitempty"`
+}
+
+// RequestApproval writes the pending row of a step. A retried request finds
+// the row written and changes nothing.
+func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) error {
+	_, err := a.Pool.Exec(ctx, `
+INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT (tenant, run_id, step) DO NOTHING`,
+		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline)
+	if err != nil {
+		return fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err)
+	}
+	return nil
+}
+
+// ResolveApproval records a pending step's decision or expiry. A retried
+// resolution finds the row decided and changes nothing; so does any other
+// resolution of a decided row, which is logged.
+func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
+	tag, err := a.Pool.Exec(ctx, `
+UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, comment = $7
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`,
+		in.Tenant, in.RunID, in.Step, in.State, in.DecidedBy, in.DecidedAt, in.Comment)
+	if err != nil {
+		return fmt.Errorf("record decision on run %s step %d: %w", in.RunID, in.Step, err)
+	}
+	if tag.RowsAffected() == 0 {
+		a.log().Info("approval row not pending; resolution left it as it was",
+			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),
+			zap.String("state", in.State))
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// PlanInput is what the workflow tells the planner on one turn.
+type PlanInput struct {
+	Tenant  string `json:"tenant"`
+	RunID   string `json:"run_id"`
+	Goal    string `json:"goal"`
+	Planner string `json:"planner"`
+	// Plan is the run's scripted plan, if any.
+	Plan []planner.Call `json:"plan,omitempty"`
+	// Proposed counts the calls proposed on earlier turns.
+	Proposed int `json:"proposed"`
+	// History is every earlier call and its outcome.
+	History []planner.Observation `json:"history,omitempty"`
+}
+
+// PlanOutput is the planner's proposal, each call checked against its tool.
+type PlanOutput struct {
+	Calls   []PlannedCall `json:"calls,omitempty"`
+	Done    bool          `json:"done,omitempty"`
+	Message string        `json:"message,omitempty"`
+}
+
+// PlannedCall is one proposed call, checked.
+type PlannedCall struct {
+	// Proposed is the call as the planner proposed it.
+	Proposed planner.Call `json:"proposed"`
+	// Invalid, when set, says why the call was refused; nothing else is set
+	// and the call never runs.
+	Invalid string `json:"invalid,omitempty"`
+	// Args are the canonical arguments and ArgsHash their SHA-256.
+	Args     json.RawMessage `json:"canonical_args,omitempty"`
+	ArgsHash string          `json:"args_hash,omitempty"`
+	// Class is the tool's effect class.
+	Class tools.Class `json:"class,omitempty"`
+	// NeedsApproval says the call waits for a human, ApprovalReason why.
+	NeedsApproval  bool   `json:"needs_approval,omitempty"`
+	ApprovalReason string `json:"approval_reason,omitempty"`
+	// Timeout is one attempt's StartToClose timeout.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// Plan asks the run's planner for the next calls and checks each one. A
+// refused call is returned with Invalid set rather than as an error, so that
+// the run can tell the planner. Unknown planners and permanent planner
+// failures are non-retryable; other planner errors are retried.
+func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error) {
+	p, ok := a.Planners[in.Planner]
+	if !ok {
+		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("run %s: unknown planner %q", in.RunID, in.Planner), ErrTypeUnknownPlanner, nil)
+	}
+	prop, err := p.Next(ctx, planner.Request{
+		Tenant:   in.Tenant,
+		RunID:    in.RunID,
+		Goal:     in.Goal,
+		Plan:     in.Plan,
+		Proposed: in.Proposed,
+		History:  in.History,
+		Tools:    a.Tools.Specs(),
+	})
+	if errors.Is(err, planner.ErrPermanent) {
+		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("planner %s: %v", in.Planner, err), ErrTypePlanner, err)
+	}
+	if err != nil {
+		return PlanOutput{}, fmt.Errorf("planner %s: %w", in.Planner, err)
+	}
+	out := PlanOutput{Done: prop.Done, Message: prop.Message}
+	if prop.Done {
+		return out, nil
+	}
+	for _, c := range prop.Calls {
+		out.Calls = append(out.Calls, a.check(c))
+	}
+	return out, nil
+}
+
+func (a *Activities) check(c planner.Call) PlannedCall {
+	p, err := a.Tools.Prepare(c)
+	if err != nil {
+		return PlannedCall{Proposed: c, Invalid: err.Error()}
+	}
+	return PlannedCall{
+		Proposed:       c,
+		Args:           p.Args,
+		ArgsHash:       p.ArgsHash,
+		Class:          p.Tool.Class,
+		NeedsApproval:  p.NeedsApproval,
+		ApprovalReason: p.ApprovalReason,
+		Timeout:        p.Tool.Timeout,
+	}
+}

@@ -1,0 +1,143 @@
+package activities
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// leaseMargin is added to a tool's timeout to size its key's lease, so that
+// a lease outlives the slowest legitimate attempt.
+const leaseMargin = 30 * time.Second
+
+// ToolInput is one step to execute.
+type ToolInput struct {
+	Tenant string `json:"tenant"`
+	RunID  string `json:"run_id"`
+	Step   int64  `json:"step"`
+	Tool   string `json:"tool"`
+	// Args are the canonical arguments the step was planned (and, if it
+	// needed one, approved) with.
+	Args json.RawMessage `json:"args"`
+	// ArgsHash is their hash as the workflow recorded it.
+	ArgsHash string `json:"args_hash"`
+}
+
+// ToolOutput is a step's result.
+type ToolOutput struct {
+	// Key is the step's idempotency key.
+	Key string `json:"key"`
+	// Result is the tool's result, as JSON.
+	Result json.RawMessage `json:"result"`
+	// Replayed is true when the effect had been applied by an earlier attempt
+	// and Result was returned from the dedup store.
+	Replayed bool `json:"replayed,omitempty"`
+}
+
+// RunTool executes one step under its key, by the tool's effect class:
+//
+//   - read: the tool runs; no key is written.
+//   - natural and keyed: the key is claimed, the tool runs and the key is
+//     completed in one transaction; a completed key is replayed.
+//   - external: the key is leased first, the tool runs outside the database
+//     and the lease is completed with its result. An earlier attempt whose
+//     outcome is unknown is resolved by the tool's paired read.
+func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, error) {
+	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
+	if err != nil {
+		return ToolOutput{}, temporalError(err)
+	}
+	log := a.log().With(callFields(key)...)
+	tool, ok := a.Tools.Lookup(in.Tool)
+	if !ok {
+		a.Metrics.ToolCall(in.Tool, metrics.OutcomeInvalid)
+		return ToolOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("step %d: tool %q is not registered on this worker", in.Step, in.Tool), ErrTypeUnknownTool, nil)
+	}
+	// Check again what the workflow planned: the worker's schemas may have
+	// changed since, and the approval was given for exactly this hash.
+	p, err := a.Tools.Prepare(planner.Call{Tool: in.Tool, Args: in.Args})
+	if err == nil && p.ArgsHash != in.ArgsHash {
+		err = fmt.Errorf("step %d: arguments hash to %s, the step was planned with %s: %w",
+			in.Step, p.ArgsHash, in.ArgsHash, tools.ErrInvalidCall)
+	}
+	if err != nil {
+		a.Metrics.ToolCall(in.Tool, metrics.OutcomeInvalid)
+		log.Warn("tool call refused", zap.Error(err))
+		return ToolOutput{}, temporalError(err)
+	}
+	call := tools.Call{Key: key, Args: p.Args, ArgsHash: p.ArgsHash}
+	claim := idempotency.Claim{Key: key, ArgsHash: p.ArgsHash, Retention: tool.Retention, Lease: tool.Timeout + leaseMargin}
+
+	var out idempotency.Outcome
+	outcome := metrics.OutcomeExecuted
+	switch tool.Class {
+	case tools.ClassRead:
+		call.DB = a.Pool
+		out.Result, err = runTool(ctx, tool, call)
+	case tools.ClassNatural, tools.ClassKeyed:
+		out, err = a.Store.Do(ctx, claim, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
+			call.Tx = tx
+			return runTool(ctx, tool, call)
+		})
+	case tools.ClassExternal:
+		call.DB = a.Pool
+		var resolved bool
+		out, resolved, err = a.runExternal(ctx, tool, claim, call)
+		if resolved {
+			outcome = metrics.OutcomeResolved
+		}
+	default:
+		err = fmt.Errorf("tool %s has unknown class %q: %w", tool.Name, tool.Class, tools.ErrInvalidTool)
+	}
+	if err != nil {
+		outcome = failureOutcome(err)
+		a.Metrics.ToolCall(in.Tool, outcome)
+		log.Warn("tool call did not complete", zap.String("outcome", outcome), zap.Error(err))
+		return ToolOutput{}, temporalError(err)
+	}
+	if out.Replayed {
+		outcome = metrics.OutcomeReplayed
+	}
+	a.Metrics.ToolCall(in.Tool, outcome)
+	log.Info("tool call completed", zap.String("outcome", outcome), zap.String("args_hash", p.ArgsHash))
+	return ToolOutput{Key: key.String(), Result: out.Result, Replayed: out.Replayed}, nil
+}
+
+func failureOutcome(err error) string {
+	switch {
+	case errors.Is(err, idempotency.ErrInFlight):
+		return metrics.OutcomeInFlight
+	case errors.Is(err, idempotency.ErrKeyReuse):
+		return metrics.OutcomeKeyReuse
+	case errors.Is(err, tools.ErrInvalidCall), errors.Is(err, keys.ErrInvalidArgs):
+		return metrics.OutcomeInvalid
+	}
+	return metrics.OutcomeFailed
+}
+
+// runTool runs the tool and encodes its result as JSON.
+func runTool(ctx context.Context, tool tools.Tool, call tools.Call) (json.RawMessage, error) {
+	res, err := tool.Run(ctx, call)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", tool.Name, err)
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("tool %s: result is not JSON: %v", tool.Name, err), ErrTypeToolFailed, err)
+	}
+	return b, nil
+}

@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/runs"
+)
+
+// Env is what the process environment says; main reads it once.
+type Env struct {
+	// DatabaseURL is DATABASE_URL. Default host.DefaultDatabaseURL.
+	DatabaseURL string
+	// TemporalAddress is TEMPORAL_ADDRESS. Default host.DefaultTemporalAddress.
+	TemporalAddress string
+	// Namespace is TEMPORAL_NAMESPACE. Default "default".
+	Namespace string
+	// TaskQueue is TEMPORAL_TASK_QUEUE. Default "oncerun".
+	TaskQueue string
+	// User names the approver when --as is not given (USER).
+	User string
+	// Temporal, when set, is used instead of dialing TemporalAddress.
+	Temporal client.Client
+}
+
+func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, host.DefaultDatabaseURL) }
+
+// NewRoot builds the oncerun command tree.
+func NewRoot(env Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "oncerun",
+		Short:         "oncerun runs AI agent runs whose side effects happen once",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	conn := &connections{env: env}
+	root.PersistentPostRun = func(*cobra.Command, []string) { conn.close() }
+	root.AddCommand(
+		newMigrateCmd(env),
+		newStartCmd(conn),
+		newStatusCmd(conn),
+		newApprovalsCmd(conn),
+		newDecideCmd(conn, "approve"),
+		newDecideCmd(conn, "reject"),
+	)
+	return root
+}
+
+// connections dials Temporal and PostgreSQL on first use.
+type connections struct {
+	env  Env
+	mu   sync.Mutex
+	tc   client.Client
+	own  bool
+	pool *pgxpool.Pool
+}
+
+func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tc == nil {
+		if c.env.Temporal != nil {
+			c.tc = c.env.Temporal
+		} else {
+			addr := cmp.Or(c.env.TemporalAddress, host.DefaultTemporalAddress)
+			tc, err := client.DialContext(ctx, client.Options{
+				HostPort: addr, Namespace: cmp.Or(c.env.Namespace, host.DefaultNamespace),
+				Logger: quietLogger{},
+			})
+			if err != nil {
+				return nil, fmt.Errorf("connect to Temporal at %s (TEMPORAL_ADDRESS): %w", addr, err)
+			}
+			c.tc, c.own = tc, true
+		}
+	}
+	if withDB && c.pool == nil {
+		pool, err := pgxpool.New(ctx, c.env.databaseURL())
+		if err != nil {
+			return nil, fmt.Errorf("DATABASE_URL: %w", err)
+		}
+		c.pool = pool
+	}
+	return &runs.Client{Temporal: c.tc, TaskQueue: c.env.TaskQueue, Pool: c.pool}, nil
+}
+
+func (c *connections) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.own && c.tc != nil {
+		c.tc.Close()
+	}
+	if c.pool != nil {
+		c.pool.Close()
+	}
+}
+
+// quietLogger keeps the SDK's own log lines out of a command's output.
+type quietLogger struct{}
+
+func (quietLogger) Debug(string, ...any) {}
+func (quietLogger) Info(string, ...any)  {}
+func (quietLogger) Warn(string, ...any)  {}
+func (quietLogger) Error(string, ...any) {}

@@ -1,0 +1,136 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// PlanFile is the format of a plan file: the calls of a scripted run, in
+// order.
+type PlanFile struct {
+	Steps []planner.Call `json:"steps"`
+}
+
+// ReadPlan reads and checks a plan file against the built-in tools: the
+// file must be a JSON object with a non-empty "steps" array, and each step
+// must name a known tool with arguments that match its schema.
+func ReadPlan(path string) ([]planner.Call, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	var pf PlanFile
+	if err := dec.Decode(&pf); err != nil {
+		return nil, fmt.Errorf("plan %s is not a valid plan file: %w", path, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("plan %s: unexpected data after the plan object", path)
+	}
+	if len(pf.Steps) == 0 {
+		return nil, fmt.Errorf(`plan %s has no steps: want {"steps": [{"tool": "...", "args": {...}}, ...]}`, path)
+	}
+	reg, err := host.Registry(tools.ShopConfig{})
+	if err != nil {
+		return nil, err
+	}
+	for i, c := range pf.Steps {
+		if _, err := reg.Prepare(c); err != nil {
+			return nil, fmt.Errorf("plan %s step %d: %w", path, i+1, err)
+		}
+	}
+	return pf.Steps, nil
+}
+
+func newStartCmd(conn *connections) *cobra.Command {
+	var (
+		in       workflows.RunInput
+		planPath string
+		asJSON   bool
+	)
+	cmd := &cobra.Command{
+		Use:   "start --tenant T --run-id R (--plan FILE | --goal TEXT)",
+		Short: "Start an agent run, or find it started",
+		Long: `Start an agent run. The run id is yours: starting the same run again returns
+the run started first, and starting it with other input is an error.
+
+A plan file lists the calls of a scripted run:
+  {"steps": [{"tool": "lookup_order", "args": {"order_id": "1001"}}, ...]}
+Without a plan, the openai planner works towards --goal.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if planPath == "" && in.Goal == "" {
+				return errors.New("give --plan FILE or --goal TEXT")
+			}
+			if planPath != "" {
+				plan, err := ReadPlan(planPath)
+				if err != nil {
+					return err
+				}
+				in.Plan = plan
+			}
+			if err := in.Validate(); err != nil {
+				return err
+			}
+			rc, err := conn.client(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			started, err := rc.Start(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, started)
+			}
+			if started.Existing {
+				fmt.Fprintf(out, "run %s of tenant %s was already started with this input (workflow %s)\n",
+					in.RunID, in.Tenant, started.WorkflowID)
+				return nil
+			}
+			fmt.Fprintf(out, "started run %s of tenant %s (workflow %s)\n", in.RunID, in.Tenant, started.WorkflowID)
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&in.Tenant, "tenant", "", "tenant the run belongs to (required)")
+	f.StringVar(&in.RunID, "run-id", "", "your id for the run (required)")
+	f.StringVar(&planPath, "plan", "", "plan file of a scripted run")
+	f.StringVar(&in.Goal, "goal", "", "what the agent should achieve")
+	f.StringVar(&in.Planner, "planner", "", "planner: script (default with --plan) or openai (default with --goal)")
+	f.IntVar(&in.Limits.MaxSteps, "max-steps", 0, fmt.Sprintf("most tool calls the run makes (default %d)", workflows.DefaultMaxSteps))
+	f.DurationVar(&in.Limits.ApprovalDeadline, "approval-deadline", 0,
+		fmt.Sprintf("how long a step waits for a decision (default %s, at most %s)", workflows.DefaultApprovalDeadline, workflows.MaxApprovalDeadline))
+	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	_ = cmd.MarkFlagRequired("tenant")
+	_ = cmd.MarkFlagRequired("run-id")
+	return cmd
+}
+
+// writeJSON prints v as indented JSON.
+func writeJSON(w interface{ Write([]byte) (int, error) }, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// when formats a time for people.
+func when(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05Z")
+}

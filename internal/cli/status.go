@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+func newStatusCmd(conn *connections) *cobra.Command {
+	var (
+		tenant, runID string
+		asJSON        bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status --tenant T --run-id R",
+		Short: "Show a run and its steps",
+		Long: `Show a run's state and each step: tool, state, arguments hash and result.
+
+--json prints the run's status object: tenant, run_id, goal, planner, state,
+message, started_at, updated_at and steps, each step with step, tool, class,
+key, args, args_hash, state, result, summary, error, replayed, approval and
+its timestamps.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rc, err := conn.client(cmd.Context(), false)
+			if err != nil {
+				return err
+			}
+			st, err := rc.Status(cmd.Context(), tenant, runID)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, st)
+			}
+			fmt.Fprintf(out, "run %s of tenant %s: %s\n", st.RunID, st.Tenant, st.State)
+			if st.Goal != "" {
+				fmt.Fprintf(out, "goal: %s\n", st.Goal)
+			}
+			if st.Message != "" {
+				fmt.Fprintf(out, "message: %s\n", st.Message)
+			}
+			if st.Error != "" {
+				fmt.Fprintf(out, "error: %s\n", st.Error)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "STEP\tTOOL\tSTATE\tARGS HASH\tRESULT")
+			for _, s := range st.Steps {
+				result := s.Summary
+				if s.Error != "" {
+					result = s.Error
+				}
+				state := string(s.State)
+				if s.Replayed {
+					state += " (replayed)"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Step, s.Tool, state, s.ArgsHash[:12], oneLine(result))
+			}
+			return tw.Flush()
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&tenant, "tenant", "", "tenant of the run (required)")
+	f.StringVar(&runID, "run-id", "", "the run's id (required)")
+	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
+	_ = cmd.MarkFlagRequired("tenant")
+	_ = cmd.MarkFlagRequired("run-id")
+	return cmd
+}
+
+// oneLine keeps the first 80 bytes of s on one line.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 80 {
+		cut := 80
+		for cut > 0 && s[cut]&0xC0 == 0x80 {
+			cut--
+		}
+		s = s[:cut] + "…"
+	}
+	return s
+}

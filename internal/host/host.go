@@ -1,0 +1,208 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/migrations"
+	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// Defaults of [Config].
+const (
+	DefaultTemporalAddress = "127.0.0.1:7233"
+	DefaultNamespace       = "default"
+	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	DefaultHTTPAddr        = "127.0.0.1:9464"
+	shutdownTimeout        = 30 * time.Second
+)
+
+// Config configures a worker process. main fills it from the environment.
+type Config struct {
+	// TemporalAddress is the Temporal frontend, host:port. Default
+	// DefaultTemporalAddress (TEMPORAL_ADDRESS).
+	TemporalAddress string
+	// Namespace is the Temporal namespace. Default "default"
+	// (TEMPORAL_NAMESPACE).
+	Namespace string
+	// TaskQueue is the task queue to poll. Default
+	// workflows.DefaultTaskQueue (TEMPORAL_TASK_QUEUE).
+	TaskQueue string
+	// DatabaseURL is the PostgreSQL URL. Default DefaultDatabaseURL
+	// (DATABASE_URL).
+	DatabaseURL string
+	// HTTPAddr is where /healthz and /metrics are served. Default
+	// DefaultHTTPAddr (METRICS_ADDR).
+	HTTPAddr string
+	// Shop configures the built-in tools (CREDIT_APPROVAL_THRESHOLD_CENTS).
+	Shop tools.ShopConfig
+	// ExtraTools are registered beside the built-in ones.
+	ExtraTools []tools.Tool
+	// OpenAI configures the openai planner; with no Model the planner is
+	// not offered and runs that ask for it fail with a clear error
+	// (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
+	OpenAI planner.OpenAIConfig
+	// Logger is the process's logger. Default: a production zap logger.
+	Logger *zap.Logger
+	// Ready, if set, is called with the HTTP server's address once the
+	// worker polls.
+	Ready func(httpAddr string)
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	c.TemporalAddress = cmp.Or(c.TemporalAddress, DefaultTemporalAddress)
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
+	c.TaskQueue = cmp.Or(c.TaskQueue, workflows.DefaultTaskQueue)
+	c.DatabaseURL = cmp.Or(c.DatabaseURL, DefaultDatabaseURL)
+	c.HTTPAddr = cmp.Or(c.HTTPAddr, DefaultHTTPAddr)
+	if c.Logger == nil {
+		c.Logger = zap.Must(zap.NewProduction())
+	}
+	return c
+}
+
+// Registry builds the worker's tool registry: the built-in tools and extra.
+func Registry(shop tools.ShopConfig, extra ...tools.Tool) (*tools.Registry, error) {
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(tools.Shop(shop), extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("tool registry: %w", err)
+	}
+	return reg, nil
+}
+
+// Planners returns the planners a worker offers: script always, openai when
+// a model is configured.
+func Planners(openai planner.OpenAIConfig) (map[string]planner.Planner, error) {
+	ps := map[string]planner.Planner{planner.NameScript: planner.Script{}}
+	if openai.Model == "" {
+		return ps, nil
+	}
+	p, err := planner.NewOpenAI(openai)
+	if err != nil {
+		return nil, err
+	}
+	ps[planner.NameOpenAI] = p
+	return ps, nil
+}
+
+// Run runs a worker process until ctx is done, then stops it gracefully:
+// the worker finishes its running activities (up to 30 seconds) and the
+// HTTP server drains.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.WithDefaults()
+	log := cfg.Logger
+	reg, err := Registry(cfg.Shop, cfg.ExtraTools...)
+	if err != nil {
+		return err
+	}
+	planners, err := Planners(cfg.OpenAI)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	defer pool.Close()
+	if err := migrate(ctx, pool, log); err != nil {
+		return err
+	}
+	store, err := idempotency.New(pool, idempotency.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+	tc, err := client.Dial(client.Options{
+		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: TemporalLogger(log),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	acts := &activities.Activities{
+		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
+	}
+	w := NewWorker(tc, cfg.TaskQueue, acts, worker.Options{WorkerStopTimeout: shutdownTimeout})
+	if err := w.Start(); err != nil {
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	srv := &http.Server{Handler: Handler(pool, promReg), ReadHeaderTimeout: 10 * time.Second}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- srv.Serve(ln) }()
+	log.Info("worker started", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace),
+		zap.String("task_queue", cfg.TaskQueue), zap.String("http", ln.Addr().String()),
+		zap.Strings("tools", reg.Names()))
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return fmt.Errorf("http server: %w", err)
+	}
+	log.Info("worker stopping")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("stop http server: %w", err)
+	}
+	return nil
+}
+
+func migrate(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer conn.Release()
+	res, err := migrations.Migrate(ctx, conn.Conn())
+	if err != nil {
+		return err
+	}
+	log.Info("schema migrated", zap.Strings("applied", res.Applied), zap.Int32("version", res.Version))
+	return nil
+}
+
+// Handler serves /healthz (200 while PostgreSQL answers) and /metrics.
+func Handler(pool *pgxpool.Pool, gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}

@@ -1,0 +1,88 @@
+package host_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	body, err := io.ReadAll(rec.Result().Body)
+	require.NoError(t, err)
+	return rec.Code, string(body)
+}
+
+func TestHealthzFollowsTheDatabase(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, 2)
+	h := host.Handler(pool, prometheus.NewRegistry())
+	code, body := get(t, h, "/healthz")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Equal(t, "ok\n", body)
+
+	closed, err := pgxpool.New(context.Background(), pool.Config().ConnString())
+	require.NoError(t, err)
+	closed.Close()
+	code, body = get(t, host.Handler(closed, prometheus.NewRegistry()), "/healthz")
+	assert.Equal(t, http.StatusServiceUnavailable, code)
+	assert.Contains(t, body, "database unreachable")
+}
+
+func TestMetricsServesToolCalls(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	m.ToolCall(tools.IssueCredit, metrics.OutcomeReplayed)
+	code, body := get(t, host.Handler(pgtest.NewPool(t, 1), reg), "/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `oncerun_tool_calls_total{outcome="replayed",tool="issue_credit"} 1`)
+}
+
+func TestPlannersOfferOpenAIOnlyWithAModel(t *testing.T) {
+	t.Parallel()
+	ps, err := host.Planners(planner.OpenAIConfig{})
+	require.NoError(t, err)
+	assert.Contains(t, ps, planner.NameScript)
+	assert.NotContains(t, ps, planner.NameOpenAI)
+
+	ps, err = host.Planners(planner.OpenAIConfig{Model: "llama3", BaseURL: "http://127.0.0.1:11434/v1"})
+	require.NoError(t, err)
+	assert.Contains(t, ps, planner.NameOpenAI)
+
+	_, err = host.Planners(planner.OpenAIConfig{Model: "llama3", BaseURL: "not a url"})
+	require.ErrorContains(t, err, "BaseURL")
+}
+
+func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	bad := tools.Tool{
+		Name: "tag_order", Class: tools.ClassKeyed, Schema: json.RawMessage(`{"type":"object"}`),
+		Retention: 24 * time.Hour,
+		Run:       func(context.Context, tools.Call) (any, error) { return nil, nil },
+	}
+	err := host.Run(context.Background(), host.Config{
+		ExtraTools:      []tools.Tool{bad},
+		DatabaseURL:     "postgres://nobody@127.0.0.1:1/none",
+		TemporalAddress: "127.0.0.1:1",
+	})
+	require.ErrorIs(t, err, tools.ErrInvalidTool)
+	assert.ErrorContains(t, err, "tool tag_order: retention 24h0m0s")
+}

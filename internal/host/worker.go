@@ -1,0 +1,21 @@
+package host
+
+import (
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// NewWorker returns a Temporal worker on taskQueue with oncerun's workflow
+// and acts registered. The caller starts and stops it.
+func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, opts worker.Options) worker.Worker {
+	if taskQueue == "" {
+		taskQueue = workflows.DefaultTaskQueue
+	}
+	w := worker.New(c, taskQueue, opts)
+	w.RegisterWorkflow(workflows.AgentRun)
+	w.RegisterActivity(acts)
+	return w
+}

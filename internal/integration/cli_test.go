@@ -1,0 +1,133 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/oncerun/oncerun/internal/cli"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// oncerun runs the CLI as a user would, against the test's world.
+func (e *env) oncerun(args ...string) (string, error) {
+	e.t.Helper()
+	cmd := cli.NewRoot(cli.Env{
+		Temporal: e.tc, TaskQueue: e.queue, DatabaseURL: e.pool.Config().ConnString(), User: "dana",
+	})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestCLIStartApproveStatus(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	plan := filepath.Join("..", "..", "examples", "refund.json")
+
+	out, err := e.oncerun("start", "--tenant", "acme", "--run-id", "r1", "--plan", plan)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "started run r1 of tenant acme")
+	e.waitFor("acme", "r1", "the credit's approval", func(s workflows.Status) bool {
+		return s.State == workflows.RunWaitingForApproval
+	})
+
+	out, err = e.oncerun("approvals", "--tenant", "acme", "--json")
+	require.NoError(t, err, out)
+	var pending []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &pending), out)
+	require.Len(t, pending, 1)
+	for _, field := range []string{"tenant", "run_id", "step", "tool", "args", "args_hash", "requested_at", "deadline"} {
+		assert.Contains(t, pending[0], field)
+	}
+	assert.Equal(t, "issue_credit", pending[0]["tool"])
+	assert.EqualValues(t, 3, pending[0]["step"])
+
+	out, err = e.oncerun("approvals")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `(?m)^TENANT\s+RUN\s+STEP\s+TOOL`, out)
+	assert.Regexp(t, `(?m)^acme\s+r1\s+3\s+issue_credit`, out)
+
+	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", "r1", "--step", "1")
+	require.ErrorContains(t, err, "not pending", out)
+
+	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", "r1", "--step", "3", "--comment", "damaged parcel")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "approved step 3 (issue_credit) of run r1 as dana")
+	e.result("acme", "r1")
+
+	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", "r1", "--json")
+	require.NoError(t, err, out)
+	var st struct {
+		Tenant, RunID, State string
+		Steps                []map[string]any
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st), out)
+	assert.Equal(t, "completed", st.State)
+	require.Len(t, st.Steps, 4)
+	for _, s := range st.Steps {
+		for _, field := range []string{"step", "tool", "args_hash", "state", "result"} {
+			assert.Contains(t, s, field)
+		}
+		assert.Equal(t, "done", s["state"])
+	}
+
+	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", "r1")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "run r1 of tenant acme: completed")
+	assert.Regexp(t, `(?m)^3\s+issue_credit\s+done`, out)
+
+	out, err = e.oncerun("start", "--tenant", "acme", "--run-id", "r1", "--plan", plan)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "already started")
+	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"))
+}
+
+func TestCLIRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(body), 0o644))
+		return p
+	}
+	cases := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown tool", []string{"start", "--tenant", "acme", "--run-id", "x", "--plan",
+			write("unknown.json", `{"steps":[{"tool":"drop_tables","args":{}}]}`)}, `unknown tool "drop_tables"`},
+		{"malformed plan", []string{"start", "--tenant", "acme", "--run-id", "x", "--plan",
+			write("bad.json", `{"steps":[`)}, "is not a valid plan file"},
+		{"args against schema", []string{"start", "--tenant", "acme", "--run-id", "x", "--plan",
+			write("schema.json", `{"steps":[{"tool":"issue_credit","args":{"order_id":"1"}}]}`)}, "step 1: arguments of issue_credit do not match its schema"},
+		{"empty plan", []string{"start", "--tenant", "acme", "--run-id", "x", "--plan",
+			write("empty.json", `{"steps":[]}`)}, "has no steps"},
+		{"no plan or goal", []string{"start", "--tenant", "acme", "--run-id", "x"}, "give --plan FILE or --goal TEXT"},
+		{"missing plan file", []string{"start", "--tenant", "acme", "--run-id", "x", "--plan", filepath.Join(dir, "nope.json")}, "no such file"},
+		{"unknown run", []string{"status", "--tenant", "acme", "--run-id", "nobody"}, "not found"},
+		{"unknown run approve", []string{"approve", "--tenant", "acme", "--run-id", "nobody", "--step", "1"}, "not found"},
+		{"step zero", []string{"reject", "--tenant", "acme", "--run-id", "x", "--step", "0"}, "numbered from 1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			out, err := e.oncerun(c.args...)
+			require.Error(t, err, out)
+			assert.True(t, strings.Contains(err.Error(), c.want), "error %q does not say %q", err, c.want)
+		})
+	}
+}

@@ -1,0 +1,171 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/server/temporaltest"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// server is the Temporal server every test of the package shares; each
+// test has its own task queue and database.
+var server *temporaltest.TestServer
+
+func TestMain(m *testing.M) {
+	server = temporaltest.NewServer()
+	code := m.Run()
+	server.Stop()
+	os.Exit(code)
+}
+
+var queues atomic.Int64
+
+// env is one test's world: a database, a task queue and a client.
+type env struct {
+	t     *testing.T
+	pool  *pgxpool.Pool
+	tc    client.Client
+	queue string
+	runs  *runs.Client
+	tools []tools.Tool
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	pool := pgtest.NewPool(t, 16)
+	tc := server.GetDefaultClient()
+	queue := fmt.Sprintf("oncerun-test-%d", queues.Add(1))
+	return &env{
+		t: t, pool: pool, tc: tc, queue: queue,
+		runs:  &runs.Client{Temporal: tc, TaskQueue: queue, Pool: pool},
+		tools: tools.Shop(tools.ShopConfig{}),
+	}
+}
+
+// worker is a started worker of the test's own, with its own metrics.
+type testWorker struct {
+	worker.Worker
+	metrics *metrics.Metrics
+}
+
+// startWorker starts a worker on the test's queue. Its store has an owner
+// of its own, as a separate process would.
+func (e *env) startWorker(name string, opts worker.Options) *testWorker {
+	e.t.Helper()
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, e.tools...)
+	require.NoError(e.t, err)
+	planners, err := host.Planners(planner.OpenAIConfig{})
+	require.NoError(e.t, err)
+	log := zaptest.NewLogger(e.t).Named(name)
+	store, err := idempotency.New(e.pool, idempotency.Config{Logger: log, Owner: name + "-" + e.queue})
+	require.NoError(e.t, err)
+	m := metrics.New(prometheus.NewRegistry())
+	w := host.NewWorker(e.tc, e.queue, &activities.Activities{
+		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
+	}, opts)
+	require.NoError(e.t, w.Start())
+	stopped := false
+	e.t.Cleanup(func() {
+		if !stopped {
+			w.Stop()
+		}
+	})
+	return &testWorker{Worker: stopOnce(w, &stopped), metrics: m}
+}
+
+type onceStopper struct {
+	worker.Worker
+	stopped *bool
+}
+
+func (w onceStopper) Stop() {
+	if !*w.stopped {
+		*w.stopped = true
+		w.Worker.Stop()
+	}
+}
+
+func stopOnce(w worker.Worker, stopped *bool) worker.Worker { return onceStopper{w, stopped} }
+
+// waitFor polls the run's status until cond holds or a minute passes.
+func (e *env) waitFor(tenant, runID string, what string, cond func(workflows.Status) bool) workflows.Status {
+	e.t.Helper()
+	var last workflows.Status
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		st, err := e.runs.Status(context.Background(), tenant, runID)
+		if err == nil {
+			last = st
+			if cond(st) {
+				return st
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	e.t.Fatalf("run %s never reached %s; last status: %+v", runID, what, last)
+	return last
+}
+
+// result waits for the run to close and returns its final status.
+func (e *env) result(tenant, runID string) workflows.Status {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var st workflows.Status
+	require.NoError(e.t, e.tc.GetWorkflow(ctx, workflows.WorkflowID(tenant, runID), "").Get(ctx, &st))
+	e.saveHistory(tenant, runID)
+	return st
+}
+
+// count returns the number of rows of table matching where.
+func (e *env) count(table, where string, args ...any) int {
+	e.t.Helper()
+	var n int
+	require.NoError(e.t, e.pool.QueryRow(context.Background(),
+		"SELECT count(*) FROM "+table+" WHERE "+where, args...).Scan(&n))
+	return n
+}
+
+// saveHistory writes the run's history to ONCERUN_RECORD_HISTORIES, if set.
+func (e *env) saveHistory(tenant, runID string) {
+	dir := os.Getenv("ONCERUN_RECORD_HISTORIES")
+	if dir == "" {
+		return
+	}
+	ctx := context.Background()
+	it := e.tc.GetWorkflowHistory(ctx, workflows.WorkflowID(tenant, runID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	hist := &historypb.History{}
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(e.t, err)
+		hist.Events = append(hist.Events, ev)
+	}
+	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	require.NoError(e.t, err)
+	require.NoError(e.t, os.MkdirAll(dir, 0o755))
+	require.NoError(e.t, os.WriteFile(filepath.Join(dir, e.t.Name()+".json"), b, 0o644))
+}

@@ -1,0 +1,54 @@
+// Package metrics defines oncerun's Prometheus metrics. A worker builds one
+// [Metrics] on its registry and hands it to the activities.
+package metrics
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Outcomes of a tool call, the values of the outcome label of
+// oncerun_tool_calls_total.
+const (
+	// OutcomeExecuted: the effect ran in this call.
+	OutcomeExecuted = "executed"
+	// OutcomeReplayed: the key was already completed; the stored result was
+	// returned and nothing ran.
+	OutcomeReplayed = "replayed"
+	// OutcomeInFlight: another attempt holds the key's lease; nothing ran and
+	// Temporal retries after a backoff.
+	OutcomeInFlight = "in_flight"
+	// OutcomeKeyReuse: the key was claimed before with other arguments.
+	OutcomeKeyReuse = "key_reuse"
+	// OutcomeFailed: the tool returned an error.
+	OutcomeFailed = "failed"
+	// OutcomeInvalid: the call was refused before it ran.
+	OutcomeInvalid = "invalid"
+	// OutcomeResolved: an earlier attempt's unknown outcome was resolved by
+	// the tool's paired read as applied.
+	OutcomeResolved = "resolved"
+)
+
+// Metrics holds oncerun's collectors.
+type Metrics struct {
+	// ToolCalls counts tool call attempts by tool and outcome.
+	ToolCalls *prometheus.CounterVec
+}
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncerun_tool_calls_total",
+			Help: "Tool call attempts by tool and outcome (executed, replayed, in_flight, key_reuse, failed, invalid, resolved).",
+		}, []string{"tool", "outcome"}),
+	}
+	reg.MustRegister(m.ToolCalls)
+	return m
+}
+
+// ToolCall counts one attempt of tool with outcome. A nil Metrics counts
+// nothing.
+func (m *Metrics) ToolCall(tool, outcome string) {
+	if m == nil {
+		return
+	}
+	m.ToolCalls.WithLabelValues(tool, outcome).Inc()
+}

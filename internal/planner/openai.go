@@ -1,0 +1,274 @@
+package planner
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults for [OpenAIConfig].
+const (
+	DefaultOpenAIBaseURL = "https://api.openai.com/v1"
+	DefaultOpenAITimeout = 60 * time.Second
+)
+
+const (
+	// maxResponseBytes bounds how much of a response body is read.
+	maxResponseBytes = 4 << 20
+	// maxExcerptBytes bounds how much of an error body goes into an error.
+	maxExcerptBytes = 200
+)
+
+// OpenAIConfig configures an [OpenAI] planner. It reads no environment
+// variables; main does.
+type OpenAIConfig struct {
+	// BaseURL is the API's root, to which "/chat/completions" is appended; it
+	// must be an absolute http or https URL. Default: [DefaultOpenAIBaseURL].
+	// For Ollama use "http://localhost:11434/v1".
+	BaseURL string
+	// APIKey is sent as a bearer token. It may be empty for endpoints without
+	// authentication, such as Ollama or vLLM; then no Authorization header is
+	// sent. Default: empty.
+	APIKey string
+	// Model names the model to ask, such as "gpt-4o-mini". Required.
+	Model string
+	// HTTPClient sends the requests. Default: a client whose Timeout is
+	// Timeout.
+	HTTPClient *http.Client
+	// Timeout bounds each request of the default HTTPClient; it is ignored
+	// when HTTPClient is set. Default: [DefaultOpenAITimeout] (60 seconds).
+	Timeout time.Duration
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c OpenAIConfig) WithDefaults() OpenAIConfig {
+	c.BaseURL = cmp.Or(c.BaseURL, DefaultOpenAIBaseURL)
+	c.Timeout = cmp.Or(c.Timeout, DefaultOpenAITimeout)
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: c.Timeout}
+	}
+	return c
+}
+
+func (c OpenAIConfig) validate() error {
+	if c.Model == "" {
+		return errors.New("OpenAIConfig.Model is required")
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("OpenAIConfig.Timeout is %s; it must be positive", c.Timeout)
+	}
+	u, err := url.Parse(c.BaseURL)
+	if err != nil {
+		return fmt.Errorf("OpenAIConfig.BaseURL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("OpenAIConfig.BaseURL %q is not an absolute http or https URL", c.BaseURL)
+	}
+	return nil
+}
+
+// OpenAI is the planner that asks an OpenAI-compatible chat-completions
+// endpoint with tool calling. It is safe for concurrent use.
+type OpenAI struct {
+	cfg      OpenAIConfig
+	endpoint string
+}
+
+// NewOpenAI returns an OpenAI planner, or an error naming the field of cfg
+// that is missing or invalid.
+func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("planner.NewOpenAI: %w", err)
+	}
+	endpoint := strings.TrimSuffix(cfg.BaseURL, "/") + "/chat/completions"
+	return &OpenAI{cfg: cfg, endpoint: endpoint}, nil
+}
+
+// Next asks the model for the run's next calls. Transport failures, 408, 429
+// and 5xx answers are ordinary errors, to be retried; other refusals wrap
+// [ErrPermanent]. A tool call whose arguments are not valid JSON is returned
+// with Call.Malformed set, not as an error.
+func (p *OpenAI) Next(ctx context.Context, req Request) (Proposal, error) {
+	chat, err := p.chatRequest(req)
+	if err != nil {
+		return Proposal{}, err
+	}
+	body, err := json.Marshal(chat)
+	if err != nil {
+		// Only a tool schema that is not valid JSON gets here; no retry helps.
+		return Proposal{}, fmt.Errorf("openai: encode request: %w: %w", err, ErrPermanent)
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, http.MethodPost, p.endpoint, bytes.NewReader(body))
+	if err != nil {
+		return Proposal{}, fmt.Errorf("openai: build request: %w", err)
+	}
+	httpReq.Header.Set("Content-Type", "application/json")
+	httpReq.Header.Set("Accept", "application/json")
+	if p.cfg.APIKey != "" {
+		httpReq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
+	}
+
+	resp, err := p.cfg.HTTPClient.Do(httpReq)
+	if err != nil {
+		return Proposal{}, fmt.Errorf("openai: post chat completions: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		return Proposal{}, fmt.Errorf("openai: read response: %w", err)
+	}
+	switch code := resp.StatusCode; {
+	case code >= 200 && code < 300:
+	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
+		return Proposal{}, fmt.Errorf("openai: status %d: %s", code, excerpt(raw))
+	default:
+		return Proposal{}, fmt.Errorf("openai: status %d: %s: %w", code, excerpt(raw), ErrPermanent)
+	}
+	if len(raw) > maxResponseBytes {
+		return Proposal{}, fmt.Errorf("openai: response body exceeds %d bytes", maxResponseBytes)
+	}
+	return parseResponse(raw)
+}
+
+// The chat-completions wire format, as far as this planner uses it.
+type (
+	chatRequest struct {
+		Model      string        `json:"model"`
+		Messages   []chatMessage `json:"messages"`
+		Tools      []chatTool    `json:"tools,omitempty"`
+		ToolChoice string        `json:"tool_choice,omitempty"`
+	}
+	chatMessage struct {
+		Role       string         `json:"role"`
+		Content    string         `json:"content,omitempty"`
+		ToolCalls  []chatToolCall `json:"tool_calls,omitempty"`
+		ToolCallID string         `json:"tool_call_id,omitempty"`
+	}
+	chatTool struct {
+		Type     string       `json:"type"`
+		Function chatFunction `json:"function"`
+	}
+	chatFunction struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		Parameters  json.RawMessage `json:"parameters,omitempty"`
+	}
+	chatToolCall struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	}
+	chatResponse struct {
+		Choices []struct {
+			Message struct {
+				Content   *string        `json:"content"`
+				ToolCalls []chatToolCall `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+	}
+	// toolReport is what a tool message tells the model about one call.
+	toolReport struct {
+		Outcome Outcome         `json:"outcome"`
+		Result  json.RawMessage `json:"result,omitempty"`
+		Error   string          `json:"error,omitempty"`
+	}
+)
+
+// chatRequest describes req to the model: the run's goal, then each earlier
+// call as an assistant tool call answered by a tool message.
+func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
+	system := fmt.Sprintf("You are an agent working for tenant %q on run %q. "+
+		"Reach the user's goal by calling the tools you are given. "+
+		"Call tools only with arguments that match their JSON Schemas. "+
+		"When the goal is reached, or cannot be reached, reply with a plain message "+
+		"and no tool calls, saying what was done.", req.Tenant, req.RunID)
+	msgs := make([]chatMessage, 0, 2+2*len(req.History))
+	msgs = append(msgs,
+		chatMessage{Role: "system", Content: system},
+		chatMessage{Role: "user", Content: req.Goal})
+	for i, obs := range req.History {
+		id := "call_" + strconv.Itoa(i+1)
+		call := chatToolCall{ID: id, Type: "function"}
+		call.Function.Name = obs.Tool
+		call.Function.Arguments = cmp.Or(obs.Malformed, string(obs.Args), "{}")
+		report, err := json.Marshal(toolReport{Outcome: obs.Outcome, Result: obs.Result, Error: obs.Error})
+		if err != nil {
+			return chatRequest{}, fmt.Errorf("openai: encode observation %d: %w: %w", i+1, err, ErrPermanent)
+		}
+		msgs = append(msgs,
+			chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}},
+			chatMessage{Role: "tool", ToolCallID: id, Content: string(report)})
+	}
+
+	tools := make([]chatTool, len(req.Tools))
+	for i, t := range req.Tools {
+		tools[i] = chatTool{Type: "function", Function: chatFunction{
+			Name: t.Name, Description: t.Description, Parameters: t.Schema,
+		}}
+	}
+	out := chatRequest{Model: p.cfg.Model, Messages: msgs, Tools: tools}
+	if len(tools) > 0 {
+		// Endpoints refuse tool_choice without tools.
+		out.ToolChoice = "auto"
+	}
+	return out, nil
+}
+
+func parseResponse(raw []byte) (Proposal, error) {
+	var resp chatResponse
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return Proposal{}, fmt.Errorf("openai: decode response %s: %w", excerpt(raw), err)
+	}
+	if len(resp.Choices) == 0 {
+		return Proposal{}, fmt.Errorf("openai: response has no choices: %s", excerpt(raw))
+	}
+	msg := resp.Choices[0].Message
+	if len(msg.ToolCalls) == 0 {
+		var content string
+		if msg.Content != nil {
+			content = *msg.Content
+		}
+		return Proposal{Done: true, Message: content}, nil
+	}
+	calls := make([]Call, len(msg.ToolCalls))
+	for i, tc := range msg.ToolCalls {
+		args := strings.TrimSpace(tc.Function.Arguments)
+		switch {
+		case args == "":
+			calls[i] = Call{Tool: tc.Function.Name, Args: json.RawMessage("{}")}
+		case json.Valid([]byte(args)):
+			calls[i] = Call{Tool: tc.Function.Name, Args: json.RawMessage(args)}
+		default:
+			calls[i] = Call{Tool: tc.Function.Name, Malformed: tc.Function.Arguments}
+		}
+	}
+	return Proposal{Calls: calls}, nil
+}
+
+// excerpt returns the start of body for an error message, cut to at most
+// maxExcerptBytes on a rune boundary.
+func excerpt(body []byte) string {
+	s := strings.TrimSpace(string(body))
+	if len(s) <= maxExcerptBytes {
+		return strconv.Quote(s)
+	}
+	cut := maxExcerptBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut] + "…")
+}

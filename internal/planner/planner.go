@@ -1,0 +1,105 @@
+package planner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+)
+
+// Names of the built-in planners, as a run's input spells them.
+const (
+	NameScript = "script"
+	NameOpenAI = "openai"
+)
+
+// ErrPermanent marks a planner failure that retrying cannot fix, such as a
+// rejected API key or a request the endpoint refuses as malformed. Activities
+// turn it into a non-retryable error; every other error is retried.
+var ErrPermanent = errors.New("planner: permanent failure")
+
+// Planner proposes the next tool calls of a run.
+type Planner interface {
+	// Next returns the calls to make next, or Done when the goal is reached.
+	// It must not have side effects: it may be called again for the same turn
+	// when the activity that calls it is retried.
+	Next(ctx context.Context, req Request) (Proposal, error)
+}
+
+// Call is one tool call, as proposed by a planner or listed in a plan.
+type Call struct {
+	// Tool is the tool's registered name.
+	Tool string `json:"tool"`
+	// Args is the tool's arguments as a JSON object.
+	Args json.RawMessage `json:"args,omitempty"`
+	// Malformed holds the arguments' raw text when a planner received
+	// arguments that are not valid JSON; Args is then empty. The run refuses
+	// such a call and tells the planner why.
+	Malformed string `json:"malformed,omitempty"`
+}
+
+// Outcome is what became of a proposed call.
+type Outcome string
+
+// Outcomes of a proposed call.
+const (
+	// OutcomeDone: the tool ran (or its earlier result was replayed).
+	OutcomeDone Outcome = "done"
+	// OutcomeFailed: the tool ran and failed; Error says why.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeInvalid: the call was refused before it ran (unknown tool,
+	// arguments that do not match the schema); Error says why.
+	OutcomeInvalid Outcome = "invalid"
+	// OutcomeRejected: an approver rejected the step.
+	OutcomeRejected Outcome = "rejected"
+	// OutcomeExpired: no approver decided before the deadline.
+	OutcomeExpired Outcome = "expired"
+)
+
+// Observation is one earlier call and what became of it, in the order the
+// calls were proposed.
+type Observation struct {
+	// Step is the call's step number; 0 for an invalid call, which never
+	// got one.
+	Step int `json:"step,omitempty"`
+	Call
+	Outcome Outcome `json:"outcome"`
+	// Result is the tool's result when Outcome is done.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error explains any other outcome.
+	Error string `json:"error,omitempty"`
+}
+
+// ToolSpec describes a tool to a planner.
+type ToolSpec struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Schema is the JSON Schema of the tool's arguments.
+	Schema json.RawMessage `json:"schema"`
+}
+
+// Request is everything a planner is told on one turn.
+type Request struct {
+	Tenant string `json:"tenant"`
+	RunID  string `json:"run_id"`
+	Goal   string `json:"goal"`
+	// Plan is the run's scripted plan, if it has one.
+	Plan []Call `json:"plan,omitempty"`
+	// Proposed counts the calls proposed on earlier turns, valid or not; the
+	// script planner's position in its plan.
+	Proposed int `json:"proposed"`
+	// History holds the earlier calls and their outcomes, oldest first.
+	History []Observation `json:"history,omitempty"`
+	// Tools are the tools the planner may call.
+	Tools []ToolSpec `json:"tools"`
+}
+
+// Proposal is a planner's answer for one turn.
+type Proposal struct {
+	// Calls are the next calls, to be made in order. Empty with Done unset
+	// means the planner has nothing to propose, which ends the run as well.
+	Calls []Call `json:"calls,omitempty"`
+	// Done says the goal is reached; Calls is then ignored.
+	Done bool `json:"done,omitempty"`
+	// Message is the planner's own words, such as a final answer.
+	Message string `json:"message,omitempty"`
+}

@@ -1,0 +1,209 @@
+package runs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// Memo fields of a run's workflow.
+const (
+	memoInputHash  = "oncerun_input_hash"
+	memoStartToken = "oncerun_start_token"
+)
+
+var (
+	// ErrNotFound means the tenant has no such run, or no such step.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict means a run id was started before with another input.
+	ErrConflict = errors.New("run id already used with another input")
+	// ErrNotPending means a step is not waiting for a decision.
+	ErrNotPending = errors.New("step is not pending approval")
+)
+
+// Client starts and steers runs.
+type Client struct {
+	// Temporal is the connected Temporal client.
+	Temporal client.Client
+	// TaskQueue is where runs start. Default workflows.DefaultTaskQueue.
+	TaskQueue string
+	// Pool reads the approvals table; only Pending needs it.
+	Pool *pgxpool.Pool
+}
+
+func (c *Client) taskQueue() string {
+	if c.TaskQueue == "" {
+		return workflows.DefaultTaskQueue
+	}
+	return c.TaskQueue
+}
+
+// Started is the result of [Client.Start].
+type Started struct {
+	WorkflowID string `json:"workflow_id"`
+	// RunID is the Temporal run ID of the workflow execution.
+	RunID string `json:"temporal_run_id"`
+	// Existing is true when the run had been started before with the same
+	// input and nothing new was started.
+	Existing bool `json:"existing"`
+}
+
+// InputHash is the SHA-256 of a run input's canonical JSON, defaults
+// applied: two starts of a run are the same request when their hashes match.
+func InputHash(in workflows.RunInput) (string, error) {
+	in = in.WithDefaults()
+	in.Carry = nil
+	b, err := json.Marshal(in)
+	if err != nil {
+		return "", fmt.Errorf("encode run input: %w", err)
+	}
+	return keys.ArgsHash(b)
+}
+
+// Start starts the run, or finds it started. The same run with the same
+// input returns the existing run with Existing set; with another input it
+// returns an error wrapping [ErrConflict].
+func (c *Client) Start(ctx context.Context, in workflows.RunInput) (Started, error) {
+	in = in.WithDefaults()
+	if err := in.Validate(); err != nil {
+		return Started{}, err
+	}
+	hash, err := InputHash(in)
+	if err != nil {
+		return Started{}, err
+	}
+	token := uuid.NewString()
+	id := workflows.WorkflowID(in.Tenant, in.RunID)
+	run, err := c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
+		ID:                       id,
+		TaskQueue:                c.taskQueue(),
+		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+		Memo:                     map[string]any{memoInputHash: hash, memoStartToken: token},
+	}, workflows.AgentRun, in)
+	if err != nil {
+		return Started{}, fmt.Errorf("start run %s: %w", in.RunID, err)
+	}
+	got := Started{WorkflowID: id, RunID: run.GetRunID()}
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, run.GetRunID())
+	if err != nil {
+		return Started{}, fmt.Errorf("describe run %s: %w", in.RunID, err)
+	}
+	memo := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()
+	var theirToken, theirHash string
+	if p := memo[memoStartToken]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &theirToken)
+	}
+	if theirToken == token {
+		return got, nil
+	}
+	if p := memo[memoInputHash]; p != nil {
+		_ = converter.GetDefaultDataConverter().FromPayload(p, &theirHash)
+	}
+	if theirHash != hash {
+		return Started{}, fmt.Errorf("run %s of tenant %s: %w (input hash %s, this request's %s)",
+			in.RunID, in.Tenant, ErrConflict, theirHash, hash)
+	}
+	got.Existing = true
+	return got, nil
+}
+
+// Status returns the run's status.
+func (c *Client) Status(ctx context.Context, tenant, runID string) (workflows.Status, error) {
+	v, err := c.Temporal.QueryWorkflow(ctx, workflows.WorkflowID(tenant, runID), "", workflows.QueryStatus)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return workflows.Status{}, fmt.Errorf("run %s of tenant %s: %w", runID, tenant, ErrNotFound)
+		}
+		return workflows.Status{}, fmt.Errorf("query run %s: %w", runID, err)
+	}
+	var st workflows.Status
+	if err := v.Get(&st); err != nil {
+		return workflows.Status{}, fmt.Errorf("decode status of run %s: %w", runID, err)
+	}
+	return st, nil
+}
+
+// Decision is a decision to send to a pending step.
+type Decision struct {
+	Tenant   string             `json:"tenant"`
+	RunID    string             `json:"run_id"`
+	Step     int64              `json:"step"`
+	Decision workflows.Decision `json:"decision"`
+	Approver string             `json:"approver"`
+	Comment  string             `json:"comment,omitempty"`
+	// ArgsHash binds the decision to the arguments the approver saw. Empty
+	// means the step's current hash.
+	ArgsHash string `json:"args_hash,omitempty"`
+}
+
+// Decide sends a decision to a step that waits for one and waits, up to
+// wait, until the run has applied it. It returns the step as the run then
+// reports it.
+func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (workflows.Step, error) {
+	if d.Decision != workflows.DecisionApprove && d.Decision != workflows.DecisionReject {
+		return workflows.Step{}, fmt.Errorf("decision %q is not approve or reject", d.Decision)
+	}
+	if d.Approver == "" {
+		return workflows.Step{}, errors.New("a decision needs the approver's name")
+	}
+	st, err := c.Status(ctx, d.Tenant, d.RunID)
+	if err != nil {
+		return workflows.Step{}, err
+	}
+	step, err := findStep(st, d.Step)
+	if err != nil {
+		return workflows.Step{}, err
+	}
+	if step.State != workflows.StepPendingApproval {
+		return step, fmt.Errorf("run %s step %d is %s: %w", d.RunID, d.Step, step.State, ErrNotPending)
+	}
+	hash := d.ArgsHash
+	if hash == "" {
+		hash = step.ArgsHash
+	}
+	err = c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(d.Tenant, d.RunID), "", workflows.SignalApproval, workflows.Approval{
+		Step: d.Step, Decision: d.Decision, Approver: d.Approver, Comment: d.Comment, ArgsHash: hash,
+	})
+	if err != nil {
+		return step, fmt.Errorf("signal run %s: %w", d.RunID, err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		st, err := c.Status(ctx, d.Tenant, d.RunID)
+		if err != nil {
+			return step, err
+		}
+		if step, err = findStep(st, d.Step); err != nil || step.State != workflows.StepPendingApproval {
+			return step, err
+		}
+		if time.Now().After(deadline) {
+			return step, nil
+		}
+		select {
+		case <-ctx.Done():
+			return step, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func findStep(st workflows.Status, n int64) (workflows.Step, error) {
+	if n < 1 || n > int64(len(st.Steps)) {
+		return workflows.Step{}, fmt.Errorf("run %s has no step %d: %w", st.RunID, n, ErrNotFound)
+	}
+	return st.Steps[n-1], nil
+}

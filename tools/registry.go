@@ -1,0 +1,265 @@
+package tools
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/planner"
+)
+
+// ErrInvalidTool reports a tool definition the registry refuses.
+var ErrInvalidTool = errors.New("invalid tool")
+
+// ErrInvalidCall reports a call that cannot run: an unknown tool, or
+// arguments that are malformed or do not match the tool's schema.
+var ErrInvalidCall = errors.New("invalid tool call")
+
+var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
+
+// RegistryConfig holds what the registry checks retention windows against.
+type RegistryConfig struct {
+	// MaxApprovalPause is the longest a run may wait for an approval.
+	// Default DefaultMaxApprovalPause.
+	MaxApprovalPause time.Duration
+	// RetryHorizon is the longest a tool call may keep being retried after
+	// its approval. Default DefaultRetryHorizon.
+	RetryHorizon time.Duration
+}
+
+// Defaults of [RegistryConfig], which runs obey: a run's approval deadline
+// is at most DefaultMaxApprovalPause, and a step is retried for at most
+// DefaultRetryHorizon.
+const (
+	DefaultMaxApprovalPause = 14 * 24 * time.Hour
+	DefaultRetryHorizon     = time.Hour
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c RegistryConfig) WithDefaults() RegistryConfig {
+	c.MaxApprovalPause = cmp.Or(c.MaxApprovalPause, DefaultMaxApprovalPause)
+	c.RetryHorizon = cmp.Or(c.RetryHorizon, DefaultRetryHorizon)
+	return c
+}
+
+// Registry is the validated set of tools a worker serves.
+type Registry struct {
+	cfg    RegistryConfig
+	tools  []*entry // sorted by name
+	byName map[string]*entry
+}
+
+type entry struct {
+	Tool
+	schema *jsonschema.Schema
+}
+
+// NewRegistry validates tools and returns their registry. It refuses, naming
+// the tool, a duplicate or malformed name, an unknown class, a missing or
+// invalid schema, a missing Run, a paired read that is not a registered read
+// tool, and a keyed or external tool whose retention does not outlast the
+// longest approval pause plus the retry horizon.
+func NewRegistry(cfg RegistryConfig, tools ...Tool) (*Registry, error) {
+	cfg = cfg.WithDefaults()
+	r := &Registry{cfg: cfg, byName: make(map[string]*entry, len(tools))}
+	var errs []error
+	for _, t := range tools {
+		e, err := r.compile(t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if _, dup := r.byName[t.Name]; dup {
+			errs = append(errs, fmt.Errorf("tool %s: registered twice: %w", t.Name, ErrInvalidTool))
+			continue
+		}
+		r.byName[t.Name] = e
+		r.tools = append(r.tools, e)
+	}
+	for _, e := range r.tools {
+		if e.PairedRead == "" {
+			continue
+		}
+		if p, ok := r.byName[e.PairedRead]; !ok || p.Class != ClassRead {
+			errs = append(errs, fmt.Errorf("tool %s: paired read %q is not a registered read tool: %w",
+				e.Name, e.PairedRead, ErrInvalidTool))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	slices.SortFunc(r.tools, func(a, b *entry) int { return strings.Compare(a.Name, b.Name) })
+	return r, nil
+}
+
+func (r *Registry) compile(t Tool) (*entry, error) {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("tool %s: %s: %w", cmp.Or(t.Name, "(no name)"), fmt.Sprintf(format, args...), ErrInvalidTool)
+	}
+	if !namePattern.MatchString(t.Name) {
+		return nil, invalid("name must be lower-case letters, digits and underscores, starting with a letter, at most 64 bytes")
+	}
+	if !t.Class.valid() {
+		return nil, invalid("unknown effect class %q (want read, natural, keyed or external)", t.Class)
+	}
+	if t.Run == nil {
+		return nil, invalid("Run is nil")
+	}
+	if len(bytes.TrimSpace(t.Schema)) == 0 {
+		return nil, invalid("no argument schema")
+	}
+	if t.Approval.kind == approveWhen && t.Approval.predicate == nil {
+		return nil, invalid("approval rule %q has no predicate", t.Approval.description)
+	}
+	if t.Retention < 0 || t.Timeout < 0 {
+		return nil, invalid("negative retention or timeout")
+	}
+	t.Retention = cmp.Or(t.Retention, DefaultRetention)
+	t.Timeout = cmp.Or(t.Timeout, DefaultTimeout)
+	if t.Class == ClassKeyed || t.Class == ClassExternal {
+		need := r.cfg.MaxApprovalPause + r.cfg.RetryHorizon
+		if t.Retention <= need {
+			return nil, invalid("retention %s is not longer than the longest approval pause %s plus the retry horizon %s: short by %s",
+				t.Retention, r.cfg.MaxApprovalPause, r.cfg.RetryHorizon, need-t.Retention+time.Second)
+		}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(t.Schema))
+	if err != nil {
+		return nil, invalid("schema is not JSON: %v", err)
+	}
+	if m, ok := doc.(map[string]any); !ok || m["type"] != "object" {
+		return nil, invalid(`schema must describe an object ("type": "object")`)
+	}
+	c := jsonschema.NewCompiler()
+	url := "oncerun:tools/" + t.Name + ".json"
+	if err := c.AddResource(url, doc); err != nil {
+		return nil, invalid("schema: %v", err)
+	}
+	s, err := c.Compile(url)
+	if err != nil {
+		return nil, invalid("schema: %v", err)
+	}
+	return &entry{Tool: t, schema: s}, nil
+}
+
+// Lookup returns the tool registered under name, with its defaults applied.
+func (r *Registry) Lookup(name string) (Tool, bool) {
+	e, ok := r.byName[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return e.Tool, true
+}
+
+// Names returns the registered tools' names, sorted.
+func (r *Registry) Names() []string {
+	names := make([]string, len(r.tools))
+	for i, e := range r.tools {
+		names[i] = e.Name
+	}
+	return names
+}
+
+// Specs describes the tools to a planner, sorted by name.
+func (r *Registry) Specs() []planner.ToolSpec {
+	specs := make([]planner.ToolSpec, len(r.tools))
+	for i, e := range r.tools {
+		specs[i] = planner.ToolSpec{Name: e.Name, Description: e.Description, Schema: e.Schema}
+	}
+	return specs
+}
+
+// Config returns the registry's configuration, defaults applied.
+func (r *Registry) Config() RegistryConfig { return r.cfg }
+
+// Prepared is a call checked against its tool.
+type Prepared struct {
+	Tool Tool
+	// Args are the arguments in RFC 8785 canonical JSON.
+	Args []byte
+	// ArgsHash is the SHA-256 of Args, hex encoded.
+	ArgsHash string
+	// NeedsApproval says the call waits for a human; ApprovalReason says why.
+	NeedsApproval  bool
+	ApprovalReason string
+}
+
+// Prepare checks a call: the tool must be registered and the arguments must
+// be a JSON object that canonicalizes and matches the tool's schema. Every
+// refusal wraps [ErrInvalidCall] and says what is wrong in words a planner
+// can act on.
+func (r *Registry) Prepare(call planner.Call) (Prepared, error) {
+	e, ok := r.byName[call.Tool]
+	if !ok {
+		return Prepared{}, fmt.Errorf("unknown tool %q (known: %s): %w",
+			call.Tool, strings.Join(r.Names(), ", "), ErrInvalidCall)
+	}
+	if call.Malformed != "" {
+		return Prepared{}, fmt.Errorf("arguments of %s are not valid JSON: %w", call.Tool, ErrInvalidCall)
+	}
+	raw := call.Args
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
+	canonical, err := keys.Canonicalize(raw)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
+	}
+	hash, err := keys.ArgsHash(canonical)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(canonical))
+	if err != nil {
+		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
+	}
+	if _, ok := inst.(map[string]any); !ok {
+		return Prepared{}, fmt.Errorf("arguments of %s must be a JSON object: %w", call.Tool, ErrInvalidCall)
+	}
+	if err := e.schema.Validate(inst); err != nil {
+		return Prepared{}, fmt.Errorf("arguments of %s do not match its schema: %s: %w",
+			call.Tool, schemaMessage(err), ErrInvalidCall)
+	}
+	need, why, err := e.Approval.Needs(canonical)
+	if err != nil {
+		return Prepared{}, fmt.Errorf("approval rule of %s: %w: %w", call.Tool, err, ErrInvalidCall)
+	}
+	return Prepared{Tool: e.Tool, Args: canonical, ArgsHash: hash, NeedsApproval: need, ApprovalReason: why}, nil
+}
+
+var englishPrinter = message.NewPrinter(language.English)
+
+// schemaMessage flattens a validation error into one line.
+func schemaMessage(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var parts []string
+	for _, leaf := range leaves(ve) {
+		loc := "/" + strings.Join(leaf.InstanceLocation, "/")
+		parts = append(parts, fmt.Sprintf("at %s: %s", loc, leaf.ErrorKind.LocalizedString(englishPrinter)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(ve.Causes) == 0 {
+		return []*jsonschema.ValidationError{ve}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range ve.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package tools
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/oncerun/oncerun/internal/shop"
+)
+
+// Names of the built-in tools.
+const (
+	LookupOrder  = "lookup_order"
+	GetCredit    = "get_credit"
+	IssueCredit  = "issue_credit"
+	AddOrderNote = "add_order_note"
+)
+
+// DefaultCreditApprovalThreshold is the amount, in cents, above which a
+// credit needs approval.
+const DefaultCreditApprovalThreshold = 10000
+
+// ShopConfig configures the built-in tools.
+type ShopConfig struct {
+	// CreditApprovalThresholdCents: issue_credit calls with amount_cents
+	// above it wait for approval. Default DefaultCreditApprovalThreshold;
+	// negative means every credit needs approval.
+	CreditApprovalThresholdCents int64
+}
+
+// Shop returns the built-in tools of the demo domain, a support agent for
+// an online shop.
+func Shop(cfg ShopConfig) []Tool {
+	threshold := cmp.Or(cfg.CreditApprovalThresholdCents, DefaultCreditApprovalThreshold)
+	return []Tool{
+		{
+			Name:        LookupOrder,
+			Description: "Look up an order: customer, status, total and currency. Returns found=false for an unknown order.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","minLength":1,"maxLength":64}},"required":["order_id"],"additionalProperties":false}`),
+			Class:       ClassRead,
+			Run:         lookupOrder,
+		},
+		{
+			Name:        GetCredit,
+			Description: "Get the store credit granted on an order for a reason, if any. Returns found=false when there is none.",
+			Schema:      json.RawMessage(creditKeySchema),
+			Class:       ClassRead,
+			Run:         getCredit,
+		},
+		{
+			Name: IssueCredit,
+			Description: fmt.Sprintf("Grant store credit on an order. At most one credit per order and reason, ever. "+
+				"Credits above %d cents wait for a human approval.", threshold),
+			Schema:     json.RawMessage(issueCreditSchema),
+			Class:      ClassNatural,
+			Approval:   creditApproval(threshold),
+			PairedRead: GetCredit,
+			Run:        issueCredit,
+		},
+		{
+			Name:        AddOrderNote,
+			Description: "Add a note to an order, visible to the support team.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","minLength":1,"maxLength":64},"text":{"type":"string","minLength":1,"maxLength":2000}},"required":["order_id","text"],"additionalProperties":false}`),
+			Class:       ClassKeyed,
+			Run:         addOrderNote,
+		},
+	}
+}
+
+const creditKeySchema = `{"type":"object","properties":{
+	"order_id":{"type":"string","minLength":1,"maxLength":64},
+	"reason":{"type":"string","minLength":1,"maxLength":64}},
+	"required":["order_id","reason"],"additionalProperties":false}`
+
+const issueCreditSchema = `{"type":"object","properties":{
+	"order_id":{"type":"string","minLength":1,"maxLength":64},
+	"reason":{"type":"string","minLength":1,"maxLength":64},
+	"amount_cents":{"type":"integer","minimum":1,"maximum":100000000},
+	"currency":{"type":"string","pattern":"^[A-Z]{3}$"}},
+	"required":["order_id","reason","amount_cents","currency"],"additionalProperties":false}`
+
+type creditArgs struct {
+	OrderID     string `json:"order_id"`
+	Reason      string `json:"reason"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+}
+
+func creditApproval(threshold int64) ApprovalRule {
+	return When(fmt.Sprintf("amount_cents above %d", threshold), func(args json.RawMessage) (bool, error) {
+		var a creditArgs
+		if err := json.Unmarshal(args, &a); err != nil {
+			return false, fmt.Errorf("decode credit arguments: %w", err)
+		}
+		return a.AmountCents > threshold, nil
+	})
+}
+
+func lookupOrder(ctx context.Context, call Call) (any, error) {
+	var a struct {
+		OrderID string `json:"order_id"`
+	}
+	if err := call.Decode(&a); err != nil {
+		return nil, err
+	}
+	o, found, err := shop.LookupOrder(ctx, call.DB, call.Key.Tenant, a.OrderID)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return map[string]any{"found": false, "order_id": a.OrderID}, nil
+	}
+	return struct {
+		Found bool `json:"found"`
+		shop.Order
+	}{true, o}, nil
+}
+
+func getCredit(ctx context.Context, call Call) (any, error) {
+	var a creditArgs
+	if err := call.Decode(&a); err != nil {
+		return nil, err
+	}
+	c, found, err := shop.GetCredit(ctx, call.DB, call.Key.Tenant, a.OrderID, a.Reason)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		return map[string]any{"found": false, "order_id": a.OrderID, "reason": a.Reason}, nil
+	}
+	return struct {
+		Found bool `json:"found"`
+		shop.Credit
+	}{true, c}, nil
+}
+
+func issueCredit(ctx context.Context, call Call) (any, error) {
+	var a creditArgs
+	if err := call.Decode(&a); err != nil {
+		return nil, err
+	}
+	return shop.IssueCredit(ctx, call.Tx, shop.Credit{
+		Tenant:         call.Key.Tenant,
+		OrderID:        a.OrderID,
+		Reason:         a.Reason,
+		AmountCents:    a.AmountCents,
+		Currency:       a.Currency,
+		IdempotencyKey: call.Key.String(),
+	})
+}
+
+func addOrderNote(ctx context.Context, call Call) (any, error) {
+	var a struct {
+		OrderID string `json:"order_id"`
+		Text    string `json:"text"`
+	}
+	if err := call.Decode(&a); err != nil {
+		return nil, err
+	}
+	return shop.AddNote(ctx, call.Tx, shop.Note{
+		Tenant:         call.Key.Tenant,
+		OrderID:        a.OrderID,
+		Body:           a.Text,
+		IdempotencyKey: call.Key.String(),
+	})
+}

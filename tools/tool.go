@@ -1,0 +1,111 @@
+package tools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncerun/oncerun/internal/keys"
+)
+
+// Class is a tool's effect class: how its effect is made once.
+type Class string
+
+// The effect classes.
+const (
+	// ClassRead: no effect, no key; safe to run any number of times.
+	ClassRead Class = "read"
+	// ClassNatural: a unique constraint in the business table makes the
+	// effect once, with no window.
+	ClassNatural Class = "natural"
+	// ClassKeyed: the step key's dedup row commits with the effect.
+	ClassKeyed Class = "keyed"
+	// ClassExternal: the effect leaves the database under a leased key.
+	ClassExternal Class = "external"
+)
+
+func (c Class) valid() bool {
+	switch c {
+	case ClassRead, ClassNatural, ClassKeyed, ClassExternal:
+		return true
+	}
+	return false
+}
+
+// Defaults of a [Tool]'s optional fields.
+const (
+	// DefaultRetention is how long a tool's keys are kept after completion.
+	DefaultRetention = 30 * 24 * time.Hour
+	// DefaultTimeout is a tool call's StartToClose timeout.
+	DefaultTimeout = 30 * time.Second
+)
+
+// Tool is one operation an agent can call.
+type Tool struct {
+	// Name identifies the tool in plans, keys and metrics: lower-case
+	// letters, digits and underscores, starting with a letter, at most 64
+	// bytes.
+	Name string
+	// Description tells a planner what the tool does.
+	Description string
+	// Schema is the JSON Schema (draft 2020-12 unless it says otherwise) of
+	// the arguments, which must be an object.
+	Schema json.RawMessage
+	// Class is the effect class.
+	Class Class
+	// Approval decides which calls pause for a human. The zero value never
+	// pauses.
+	Approval ApprovalRule
+	// Retention is how long the tool's keys are kept after completion.
+	// Default DefaultRetention. Keyed and external tools must keep them
+	// longer than the longest approval pause plus the retry horizon.
+	Retention time.Duration
+	// Timeout is one attempt's StartToClose timeout. Default DefaultTimeout.
+	Timeout time.Duration
+	// PairedRead names the read tool that tells whether an external call of
+	// this tool took effect. It is run with the call's own arguments and
+	// must return a JSON object whose boolean "found" says whether the effect
+	// exists. Optional; without it an unknown outcome is escalated to a
+	// human.
+	PairedRead string
+	// Run performs the call. For natural and keyed tools every write must go
+	// through call.Tx.
+	Run func(ctx context.Context, call Call) (any, error)
+}
+
+// ErrNotApplied is what an external tool's error wraps when its effect
+// provably did not begin (the request was refused before it was sent). Such
+// a failure frees the key for a retry; any other error leaves the outcome
+// unknown until the paired read resolves it.
+var ErrNotApplied = errors.New("effect not applied")
+
+// Call is what a tool's Run receives.
+type Call struct {
+	// Key is the step's idempotency key: tenant, run, step and tool. An
+	// external tool sends Key.String() as the provider's idempotency key.
+	Key keys.Key
+	// Args are the arguments in canonical JSON, already checked against the
+	// tool's schema.
+	Args json.RawMessage
+	// ArgsHash is the SHA-256 of Args, hex encoded.
+	ArgsHash string
+	// Tx is the transaction that holds the step's key, for natural and
+	// keyed tools; nil for the others. Run must not commit or roll it back.
+	Tx pgx.Tx
+	// DB is the worker's pool, for read and external tools; nil for the
+	// others, whose reads go through Tx.
+	DB *pgxpool.Pool
+}
+
+// Decode unmarshals the call's arguments into v.
+func (c Call) Decode(v any) error {
+	if err := json.Unmarshal(c.Args, v); err != nil {
+		return fmt.Errorf("decode arguments of %s: %w", c.Key.Tool, err)
+	}
+	return nil
+}

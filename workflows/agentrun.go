@@ -1,0 +1,268 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// a is the receiver for naming activities; it is never dereferenced.
+var a *activities.Activities
+
+// summaryLen bounds a step's result summary, in bytes.
+const summaryLen = 160
+
+// AgentRun is one agent run. Each turn it asks the planner for the next
+// calls; each valid call becomes the next numbered step, waits for an
+// approval when its tool's rule says so, and runs as an activity whose ID is
+// the step's idempotency key. The run ends when the planner is done or the
+// step limit is reached, and continues as new, carrying its steps, when its
+// history grows long.
+func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
+	in = in.WithDefaults()
+	if err := in.Validate(); err != nil {
+		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", err)
+	}
+	r := newRun(ctx, in)
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.snapshot(), nil }); err != nil {
+		return Status{}, fmt.Errorf("register status query: %w", err)
+	}
+	signals := workflow.GetSignalChannel(ctx, SignalApproval)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var sig Approval
+			signals.Receive(ctx, &sig)
+			r.onApproval(ctx, sig)
+		}
+	})
+
+	err := r.loop(ctx)
+	var can *workflow.ContinueAsNewError
+	switch {
+	case errors.As(err, &can):
+		// Signals still buffered would be lost with this generation.
+		for {
+			var sig Approval
+			if !signals.ReceiveAsync(&sig) {
+				break
+			}
+			r.onApproval(ctx, sig)
+		}
+		return Status{}, err
+	case err != nil:
+		r.status.State = RunFailed
+		r.status.Error = err.Error()
+		r.touch(ctx)
+		return r.snapshot(), err
+	}
+	r.status.State = RunCompleted
+	r.touch(ctx)
+	return r.snapshot(), nil
+}
+
+// run is one generation of a run's state.
+type run struct {
+	in       RunInput
+	status   Status
+	history  []planner.Observation
+	proposed int
+}
+
+func newRun(ctx workflow.Context, in RunInput) *run {
+	now := workflow.Now(ctx)
+	r := &run{in: in, status: Status{
+		Tenant: in.Tenant, RunID: in.RunID, Goal: in.Goal, Planner: in.Planner,
+		State: RunRunning, StartedAt: now, UpdatedAt: now,
+	}}
+	if c := in.Carry; c != nil {
+		r.status.Steps = c.Steps
+		r.status.Generation = c.Generation
+		r.status.StartedAt = c.StartedAt
+		r.history = c.History
+		r.proposed = c.Proposed
+	}
+	return r
+}
+
+func (r *run) loop(ctx workflow.Context) error {
+	lim := r.in.Limits
+	for {
+		if len(r.status.Steps) >= lim.MaxSteps || r.proposed >= 2*lim.MaxSteps {
+			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
+			return nil
+		}
+		info := workflow.GetInfo(ctx)
+		if info.GetCurrentHistoryLength() >= lim.HistoryLimit || info.GetContinueAsNewSuggested() {
+			return r.continueAsNew(ctx)
+		}
+		var plan activities.PlanOutput
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, activities.PlanInput{
+			Tenant: r.in.Tenant, RunID: r.in.RunID, Goal: r.in.Goal, Planner: r.in.Planner,
+			Plan: r.in.Plan, Proposed: r.proposed, History: r.history,
+		}).Get(ctx, &plan)
+		if err != nil {
+			return fmt.Errorf("plan turn %d: %w", r.proposed+1, err)
+		}
+		if plan.Done || len(plan.Calls) == 0 {
+			r.status.Message = plan.Message
+			return nil
+		}
+		for _, call := range plan.Calls {
+			if len(r.status.Steps) >= lim.MaxSteps {
+				break
+			}
+			r.proposed++
+			if err := r.take(ctx, call); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// take makes one proposed call: refuse it, or number it and run it.
+func (r *run) take(ctx workflow.Context, call activities.PlannedCall) error {
+	log := workflow.GetLogger(ctx)
+	if call.Invalid != "" {
+		log.Warn("planner proposed an invalid call", "tool", call.Proposed.Tool, "error", call.Invalid)
+		r.history = append(r.history, planner.Observation{Call: call.Proposed, Outcome: planner.OutcomeInvalid, Error: call.Invalid})
+		return nil
+	}
+	n := int64(len(r.status.Steps)) + 1
+	key, err := keys.New(r.in.Tenant, r.in.RunID, n, call.Proposed.Tool)
+	if err != nil {
+		return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidKey", err)
+	}
+	now := workflow.Now(ctx)
+	r.status.Steps = append(r.status.Steps, Step{
+		Step: n, Tool: call.Proposed.Tool, Class: call.Class, Key: key.String(),
+		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: now,
+	})
+	s := &r.status.Steps[n-1]
+	if call.NeedsApproval {
+		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
+			return err
+		}
+		if s.State != StepApproved {
+			outcome := planner.OutcomeRejected
+			if s.State == StepExpired {
+				outcome = planner.OutcomeExpired
+			}
+			r.observe(s, outcome)
+			return nil
+		}
+	}
+	s.State = StepRunning
+	s.StartedAt = workflow.Now(ctx)
+	r.touch(ctx)
+	opts := toolOptions
+	opts.ActivityID = s.Key
+	opts.StartToCloseTimeout = call.Timeout
+	var out activities.ToolOutput
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, activities.ToolInput{
+		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: n, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
+	}).Get(ctx, &out)
+	s.FinishedAt = workflow.Now(ctx)
+	if err != nil {
+		s.State = StepFailed
+		s.Error = err.Error()
+		log.Warn("step failed", "step", n, "tool", s.Tool, "key", s.Key, "error", err)
+		r.observe(s, planner.OutcomeFailed)
+		return nil
+	}
+	s.State, s.Result, s.Replayed = StepDone, out.Result, out.Replayed
+	s.Summary = summarize(string(out.Result))
+	r.observe(s, planner.OutcomeDone)
+	return nil
+}
+
+// observe records a finished step for the planner.
+func (r *run) observe(s *Step, outcome planner.Outcome) {
+	r.history = append(r.history, planner.Observation{
+		Step: int(s.Step), Call: planner.Call{Tool: s.Tool, Args: s.Args},
+		Outcome: outcome, Result: s.Result, Error: s.Error,
+	})
+}
+
+func (r *run) continueAsNew(ctx workflow.Context) error {
+	next := r.in
+	next.Carry = &Carry{
+		Steps:      r.status.Steps,
+		History:    r.history,
+		Proposed:   r.proposed,
+		Generation: r.status.Generation + 1,
+		StartedAt:  r.status.StartedAt,
+	}
+	workflow.GetLogger(ctx).Info("continuing as new", "steps", len(r.status.Steps), "generation", next.Carry.Generation)
+	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
+}
+
+func (r *run) touch(ctx workflow.Context) { r.status.UpdatedAt = workflow.Now(ctx) }
+
+// snapshot copies the status so a query cannot race the run's own writes.
+func (r *run) snapshot() Status {
+	s := r.status
+	s.Steps = append([]Step(nil), r.status.Steps...)
+	for i := range s.Steps {
+		if ap := s.Steps[i].Approval; ap != nil {
+			cp := *ap
+			s.Steps[i].Approval = &cp
+		}
+	}
+	return s
+}
+
+// summarize cuts s to summaryLen bytes on a rune boundary.
+func summarize(s string) string {
+	if len(s) <= summaryLen {
+		return s
+	}
+	cut := summaryLen
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+var planOptions = workflow.ActivityOptions{
+	StartToCloseTimeout:    2 * time.Minute,
+	ScheduleToCloseTimeout: 30 * time.Minute,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		NonRetryableErrorTypes: []string{activities.ErrTypeUnknownPlanner, activities.ErrTypePlanner},
+	},
+}
+
+// toolOptions retries a step with backoff for at most the retry horizon the
+// tools' retention windows were validated against.
+var toolOptions = workflow.ActivityOptions{
+	ScheduleToCloseTimeout: tools.DefaultRetryHorizon,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+		NonRetryableErrorTypes: []string{
+			activities.ErrTypeKeyReuse, activities.ErrTypeInvalidArgs,
+			activities.ErrTypeUnknownTool, activities.ErrTypeOutcomeUnknown,
+		},
+	},
+}
+
+var bookkeepingOptions = workflow.ActivityOptions{
+	StartToCloseTimeout: 30 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+	},
+}

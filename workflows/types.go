@@ -1,0 +1,226 @@
+package workflows
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// Names under which clients reach a run.
+const (
+	// SignalApproval is the signal that carries an [Approval].
+	SignalApproval = "approval"
+	// QueryStatus is the query that returns a run's [Status].
+	QueryStatus = "status"
+	// DefaultTaskQueue is the task queue workers poll and runs start on.
+	DefaultTaskQueue = "oncerun"
+)
+
+// Defaults and bounds of [Limits].
+const (
+	DefaultMaxSteps         = 50
+	DefaultApprovalDeadline = 7 * 24 * time.Hour
+	// MaxApprovalDeadline is the longest approval deadline a run accepts;
+	// tool retention windows are validated against it.
+	MaxApprovalDeadline = tools.DefaultMaxApprovalPause
+	// DefaultHistoryLimit is the number of history events after which a run
+	// continues as new, well below Temporal's own limits.
+	DefaultHistoryLimit = 2000
+)
+
+// ErrInvalidInput reports a run input that cannot start a run.
+var ErrInvalidInput = errors.New("invalid run input")
+
+// WorkflowID is the workflow ID of a tenant's run: the same tenant and run
+// id always name the same workflow, so starting a run twice finds the first.
+func WorkflowID(tenant, runID string) string {
+	return "oncerun/" + url.PathEscape(tenant) + "/" + url.PathEscape(runID)
+}
+
+// Limits bound a run.
+type Limits struct {
+	// MaxSteps is the most tool calls the run makes. Default
+	// DefaultMaxSteps. The run also ends after 2×MaxSteps proposed calls,
+	// valid or not.
+	MaxSteps int `json:"max_steps,omitempty"`
+	// ApprovalDeadline is how long a step waits for a decision before it
+	// expires. Default DefaultApprovalDeadline, at most MaxApprovalDeadline.
+	ApprovalDeadline time.Duration `json:"approval_deadline,omitempty"`
+	// HistoryLimit is the history length, in events, past which the run
+	// continues as new. Default DefaultHistoryLimit.
+	HistoryLimit int `json:"history_limit,omitempty"`
+}
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	l.MaxSteps = cmp.Or(l.MaxSteps, DefaultMaxSteps)
+	l.ApprovalDeadline = cmp.Or(l.ApprovalDeadline, DefaultApprovalDeadline)
+	l.HistoryLimit = cmp.Or(l.HistoryLimit, DefaultHistoryLimit)
+	return l
+}
+
+// RunInput starts a run.
+type RunInput struct {
+	Tenant string `json:"tenant"`
+	RunID  string `json:"run_id"`
+	// Goal is what the agent should achieve, in words.
+	Goal string `json:"goal,omitempty"`
+	// Planner names the planner: "script" or "openai". Default: "script"
+	// when Plan is set, "openai" otherwise.
+	Planner string `json:"planner,omitempty"`
+	// Plan lists the calls of a scripted run.
+	Plan   []planner.Call `json:"plan,omitempty"`
+	Limits Limits         `json:"limits,omitzero"`
+	// Carry is the state handed over by Continue-As-New; callers leave it
+	// nil.
+	Carry *Carry `json:"carry,omitempty"`
+}
+
+// WithDefaults returns in with its planner and limits defaulted.
+func (in RunInput) WithDefaults() RunInput {
+	if in.Planner == "" {
+		in.Planner = planner.NameOpenAI
+		if len(in.Plan) > 0 {
+			in.Planner = planner.NameScript
+		}
+	}
+	in.Limits = in.Limits.WithDefaults()
+	return in
+}
+
+// Validate reports, naming the field, what keeps in from starting a run.
+func (in RunInput) Validate() error {
+	in = in.WithDefaults()
+	if _, err := keys.New(in.Tenant, in.RunID, 1, "x"); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
+	}
+	switch {
+	case in.Planner != planner.NameScript && in.Planner != planner.NameOpenAI:
+		return fmt.Errorf("%w: planner %q is not script or openai", ErrInvalidInput, in.Planner)
+	case in.Planner == planner.NameScript && len(in.Plan) == 0:
+		return fmt.Errorf("%w: the script planner needs a plan with at least one step", ErrInvalidInput)
+	case in.Planner == planner.NameOpenAI && in.Goal == "":
+		return fmt.Errorf("%w: the openai planner needs a goal", ErrInvalidInput)
+	case in.Limits.MaxSteps < 0 || in.Limits.HistoryLimit < 0:
+		return fmt.Errorf("%w: limits must not be negative", ErrInvalidInput)
+	case in.Limits.ApprovalDeadline < 0 || in.Limits.ApprovalDeadline > MaxApprovalDeadline:
+		return fmt.Errorf("%w: approval deadline %s is not between 0 and %s", ErrInvalidInput, in.Limits.ApprovalDeadline, MaxApprovalDeadline)
+	}
+	for i, c := range in.Plan {
+		if c.Tool == "" {
+			return fmt.Errorf("%w: plan step %d has no tool", ErrInvalidInput, i+1)
+		}
+	}
+	return nil
+}
+
+// Carry is what a run hands to its next generation on Continue-As-New.
+type Carry struct {
+	Steps    []Step                `json:"steps"`
+	History  []planner.Observation `json:"history"`
+	Proposed int                   `json:"proposed"`
+	// Generation counts the Continue-As-News so far.
+	Generation int       `json:"generation"`
+	StartedAt  time.Time `json:"started_at"`
+}
+
+// RunState is the state of a run.
+type RunState string
+
+// Run states.
+const (
+	RunRunning            RunState = "running"
+	RunWaitingForApproval RunState = "waiting_for_approval"
+	RunCompleted          RunState = "completed"
+	RunFailed             RunState = "failed"
+)
+
+// StepState is the state of a step.
+type StepState string
+
+// Step states.
+const (
+	StepPendingApproval StepState = "pending_approval"
+	StepApproved        StepState = "approved"
+	StepRejected        StepState = "rejected"
+	StepExpired         StepState = "expired"
+	StepRunning         StepState = "running"
+	StepDone            StepState = "done"
+	StepFailed          StepState = "failed"
+)
+
+// Decision is an approver's answer.
+type Decision string
+
+// Decisions.
+const (
+	DecisionApprove Decision = "approve"
+	DecisionReject  Decision = "reject"
+)
+
+// Approval is the payload of the approval signal: a decision on one step,
+// bound to the arguments hash the approver saw.
+type Approval struct {
+	Step     int64    `json:"step"`
+	Decision Decision `json:"decision"`
+	Approver string   `json:"approver"`
+	Comment  string   `json:"comment,omitempty"`
+	ArgsHash string   `json:"args_hash"`
+}
+
+// StepApproval is what a step records about its approval.
+type StepApproval struct {
+	Reason      string    `json:"reason"`
+	RequestedAt time.Time `json:"requested_at"`
+	Deadline    time.Time `json:"deadline"`
+	Decision    Decision  `json:"decision,omitempty"`
+	Approver    string    `json:"approver,omitempty"`
+	Comment     string    `json:"comment,omitempty"`
+	DecidedAt   time.Time `json:"decided_at,omitzero"`
+}
+
+// Step is one numbered tool call of a run.
+type Step struct {
+	Step     int64           `json:"step"`
+	Tool     string          `json:"tool"`
+	Class    tools.Class     `json:"class"`
+	Key      string          `json:"key"`
+	Args     json.RawMessage `json:"args"`
+	ArgsHash string          `json:"args_hash"`
+	State    StepState       `json:"state"`
+	// Result is the tool's result once done; Summary is its first bytes.
+	Result  json.RawMessage `json:"result,omitempty"`
+	Summary string          `json:"summary,omitempty"`
+	Error   string          `json:"error,omitempty"`
+	// Replayed says the result came from the dedup store: an earlier
+	// attempt had applied the effect.
+	Replayed   bool          `json:"replayed,omitempty"`
+	Approval   *StepApproval `json:"approval,omitempty"`
+	PlannedAt  time.Time     `json:"planned_at"`
+	StartedAt  time.Time     `json:"started_at,omitzero"`
+	FinishedAt time.Time     `json:"finished_at,omitzero"`
+}
+
+// Status is a run's state, as the status query returns it and as the
+// workflow's result.
+type Status struct {
+	Tenant  string   `json:"tenant"`
+	RunID   string   `json:"run_id"`
+	Goal    string   `json:"goal,omitempty"`
+	Planner string   `json:"planner"`
+	State   RunState `json:"state"`
+	Steps   []Step   `json:"steps"`
+	// Message is the planner's final word, or why the run ended.
+	Message    string    `json:"message,omitempty"`
+	Error      string    `json:"error,omitempty"`
+	Generation int       `json:"generation"`
+	StartedAt  time.Time `json:"started_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
+}
