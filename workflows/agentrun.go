@@ -49,7 +49,9 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	var can *workflow.ContinueAsNewError
 	switch {
 	case errors.As(err, &can):
-		// Signals still buffered would be lost with this generation.
+		// A turn boundary has no pending step, so a signal still buffered
+		// cannot apply; read it here so that it is logged, not dropped
+		// silently with this generation.
 		for {
 			var sig Approval
 			if !signals.ReceiveAsync(&sig) {
@@ -96,8 +98,12 @@ func newRun(ctx workflow.Context, in RunInput) *run {
 func (r *run) loop(ctx workflow.Context) error {
 	lim := r.in.Limits
 	for {
-		if len(r.status.Steps) >= lim.MaxSteps || r.proposed >= 2*lim.MaxSteps {
+		if len(r.status.Steps) >= lim.MaxSteps {
 			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
+			return nil
+		}
+		if r.proposed >= 2*lim.MaxSteps {
+			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
 			return nil
 		}
 		info := workflow.GetInfo(ctx)

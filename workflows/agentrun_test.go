@@ -1,0 +1,254 @@
+package workflows
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/planner"
+)
+
+func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
+	t.Parallel()
+	bad, l := invalid("refund_everything"), lookup("o-1")
+	h := setup(t, bad, l)
+
+	st := h.run(t, input(bad, l))
+
+	require.Len(t, st.Steps, 1)
+	assert.Equal(t, int64(1), st.Steps[0].Step)
+	assert.Equal(t, key(t, 1, "lookup_order"), st.Steps[0].Key)
+	tools := h.toolCalls()
+	require.Len(t, tools, 1)
+	assert.Equal(t, int64(1), tools[0].In.Step)
+	assert.Equal(t, "lookup_order", tools[0].In.Tool)
+	plans := h.planInputs()
+	require.Len(t, plans, 3)
+	assert.Equal(t, 1, plans[1].Proposed)
+	assert.Equal(t, []planner.Observation{{
+		Call: bad.Proposed, Outcome: planner.OutcomeInvalid, Error: bad.Invalid,
+	}}, plans[1].History)
+	assert.Equal(t, []planner.Outcome{planner.OutcomeInvalid, planner.OutcomeDone}, outcomes(plans[2].History))
+}
+
+func TestAgentRunToolActivityIDIsStepKey(t *testing.T) {
+	t.Parallel()
+	l1, bad, c, l2 := lookup("o-1"), invalid("nope"), credit("o-1"), lookup("o-2")
+	h := setup(t, l1, bad, c, l2)
+	h.signalAt(time.Hour, approve(2, c, "alice"))
+
+	st := h.run(t, input(l1, bad, c, l2))
+
+	want := []string{key(t, 1, "lookup_order"), key(t, 2, "issue_credit"), key(t, 3, "lookup_order")}
+	assert.Equal(t, want, h.startedIDs("RunTool"))
+	var got []string
+	for i, s := range st.Steps {
+		assert.Equal(t, int64(i+1), s.Step)
+		got = append(got, s.Key)
+	}
+	assert.Equal(t, want, got)
+	assert.Contains(t, want[0], "acme%2Feu/run%207%2Fretry", "tenant and run id are escaped")
+}
+
+func TestAgentRunRecordsToolResult(t *testing.T) {
+	t.Parallel()
+	for _, replayed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("replayed=%t", replayed), func(t *testing.T) {
+			t.Parallel()
+			l := lookup("o-1")
+			h := setup(t, l)
+			h.toolTime = time.Minute
+			h.replayed = replayed
+
+			st := h.run(t, input(l))
+
+			require.Len(t, st.Steps, 1)
+			s := st.Steps[0]
+			assert.Equal(t, StepDone, s.State)
+			assert.JSONEq(t, string(result(1)), string(s.Result))
+			assert.Equal(t, string(result(1)), s.Summary)
+			assert.Equal(t, replayed, s.Replayed)
+			assert.Equal(t, t0, s.StartedAt)
+			assert.Equal(t, t0.Add(time.Minute), s.FinishedAt)
+		})
+	}
+}
+
+func TestSummarize(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("a", summaryLen-1) + "é" // é straddles the cut
+	for _, tc := range []struct{ in, want string }{
+		{"", ""},
+		{"short", "short"},
+		{strings.Repeat("a", summaryLen), strings.Repeat("a", summaryLen)},
+		{strings.Repeat("a", summaryLen+1), strings.Repeat("a", summaryLen) + "…"},
+		{long + "tail", strings.Repeat("a", summaryLen-1) + "…"},
+	} {
+		assert.Equal(t, tc.want, summarize(tc.in), "summarize(%q)", tc.in)
+	}
+}
+
+func TestAgentRunToolTimeoutIsTheToolsTimeout(t *testing.T) {
+	t.Parallel()
+	l := lookup("o-1")
+	l.Timeout = 45 * time.Second
+	h := setup(t, l)
+
+	h.run(t, input(l))
+
+	infos := h.startedInfos("RunTool")
+	require.Len(t, infos, 1)
+	assert.Equal(t, 45*time.Second, infos[0].StartToCloseTimeout)
+}
+
+func TestAgentRunStopsAtLimits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		call      activities.PlannedCall
+		batch     bool // all calls in one turn
+		wantSteps int
+		wantPlans int // valid or not, at most 2×MaxSteps calls are proposed
+		wantMsg   string
+	}{
+		{"valid calls stop at max steps", lookup("o-1"), false, 3, 3, "stopped at the limit of 3 steps"},
+		{"one turn past max steps", lookup("o-1"), true, 3, 1, "stopped at the limit of 3 steps"},
+		{"invalid calls stop at twice max steps", invalid("nope"), false, 0, 6, "stopped after 6 proposed calls, 6 of them invalid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			calls := make([]activities.PlannedCall, 20)
+			for i := range calls {
+				calls[i] = tc.call
+			}
+			h := setup(t, calls...)
+			h.batch = tc.batch
+			in := input(calls...)
+			in.Limits.MaxSteps = 3
+
+			st := h.run(t, in)
+
+			assert.Len(t, st.Steps, tc.wantSteps)
+			assert.Len(t, h.toolCalls(), tc.wantSteps)
+			assert.Len(t, h.planInputs(), tc.wantPlans)
+			assert.Equal(t, RunCompleted, st.State)
+			assert.Equal(t, tc.wantMsg, st.Message)
+		})
+	}
+}
+
+func TestAgentRunFailedToolDoesNotStopRun(t *testing.T) {
+	t.Parallel()
+	l1, l2 := lookup("o-1"), lookup("o-2")
+	h := setup(t, l1, l2)
+	h.onTool = func(_ *testsuite.TestWorkflowEnvironment, in activities.ToolInput) error {
+		if in.Step == 1 {
+			return temporal.NewNonRetryableApplicationError("x", activities.ErrTypeKeyReuse, nil)
+		}
+		return nil
+	}
+
+	st := h.run(t, input(l1, l2))
+
+	assert.Equal(t, RunCompleted, st.State)
+	require.Equal(t, []StepState{StepFailed, StepDone}, states(st))
+	assert.Contains(t, st.Steps[0].Error, "x")
+	assert.Len(t, h.toolCalls(), 2, "a non-retryable failure is not retried")
+	plans := h.planInputs()
+	require.Len(t, plans, 3)
+	require.Len(t, plans[1].History, 1)
+	assert.Equal(t, planner.OutcomeFailed, plans[1].History[0].Outcome)
+	assert.Equal(t, st.Steps[0].Error, plans[1].History[0].Error)
+}
+
+func TestAgentRunEndsWhenPlannerStops(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		silent bool
+		want   string
+	}{
+		{"planner says done", false, "all done"},
+		{"planner proposes nothing", true, "nothing more"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			l := lookup("o-1")
+			h := setup(t, l)
+			h.silent = tc.silent
+
+			st := h.run(t, input(l))
+
+			assert.Equal(t, RunCompleted, st.State)
+			assert.Equal(t, tc.want, st.Message)
+			assert.Equal(t, []StepState{StepDone}, states(st))
+			assert.Len(t, h.planInputs(), 2)
+		})
+	}
+}
+
+func TestAgentRunFailsWhenPlannerFails(t *testing.T) {
+	t.Parallel()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger(t))
+	env := suite.NewTestWorkflowEnvironment()
+	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(activities.PlanOutput{},
+		temporal.NewNonRetryableApplicationError("bad api key", activities.ErrTypePlanner, nil))
+
+	env.ExecuteWorkflow(AgentRun, input(lookup("o-1")))
+
+	require.True(t, env.IsWorkflowCompleted())
+	err := env.GetWorkflowError()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "plan turn 1")
+	env.AssertActivityNumberOfCalls(t, "Plan", 1)
+	v, err := env.QueryWorkflow(QueryStatus)
+	require.NoError(t, err)
+	var st Status
+	require.NoError(t, v.Get(&st))
+	assert.Equal(t, RunFailed, st.State)
+	assert.Contains(t, st.Error, "bad api key")
+}
+
+func TestAgentRunRefusesInvalidInput(t *testing.T) {
+	t.Parallel()
+	valid := input(lookup("o-1"))
+	for _, tc := range []struct {
+		name   string
+		change func(in *RunInput)
+	}{
+		{"empty tenant", func(in *RunInput) { in.Tenant = "" }},
+		{"empty run id", func(in *RunInput) { in.RunID = "" }},
+		{"script without plan", func(in *RunInput) { in.Plan = nil }},
+		{"openai without goal", func(in *RunInput) { in.Planner, in.Goal = planner.NameOpenAI, "" }},
+		{"unknown planner", func(in *RunInput) { in.Planner = "oracle" }},
+		{"plan step without tool", func(in *RunInput) { in.Plan = []planner.Call{{}} }},
+		{"negative max steps", func(in *RunInput) { in.Limits.MaxSteps = -1 }},
+		{"deadline too long", func(in *RunInput) { in.Limits.ApprovalDeadline = MaxApprovalDeadline + time.Hour }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := setup(t)
+			in := valid
+			tc.change(&in)
+
+			h.env.ExecuteWorkflow(AgentRun, in)
+
+			require.True(t, h.env.IsWorkflowCompleted())
+			var appErr *temporal.ApplicationError
+			require.True(t, errors.As(h.env.GetWorkflowError(), &appErr), "got %v", h.env.GetWorkflowError())
+			assert.Equal(t, "InvalidInput", appErr.Type())
+			assert.True(t, appErr.NonRetryable())
+			assert.Empty(t, h.planInputs())
+		})
+	}
+}

@@ -1,0 +1,245 @@
+package workflows
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/log"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/keys"
+)
+
+// Test runs belong to this tenant and run id and start at t0.
+const (
+	testTenant = "acme/eu"
+	testRunID  = "run 7/retry"
+)
+
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// maxTurns is how many times the fake planner answers before it fails the
+// run, so that a run that never stops fails fast instead of hanging.
+const maxTurns = 100
+
+// harness is a test workflow environment whose activities are fakes that
+// record how they were called. Its planner proposes calls one per turn, the
+// call at PlanInput.Proposed, and is done when they run out.
+type harness struct {
+	env   *testsuite.TestWorkflowEnvironment
+	calls []activities.PlannedCall
+	// Set before the run: batch makes the planner propose all the remaining
+	// calls in one turn; silent makes it end by proposing nothing rather
+	// than saying done; toolTime is how long each RunTool attempt takes;
+	// replayed makes RunTool report results replayed from the dedup store.
+	batch    bool
+	silent   bool
+	toolTime time.Duration
+	replayed bool
+	// onTool, when set before the run, is called at each RunTool attempt;
+	// a non-nil error is the attempt's result.
+	onTool func(env *testsuite.TestWorkflowEnvironment, in activities.ToolInput) error
+
+	mu          sync.Mutex
+	plans       []activities.PlanInput
+	tools       []toolCall
+	requests    []activities.ApprovalRequest
+	resolutions []activities.ApprovalResolution
+	started     []activity.Info // every activity attempt, in start order
+}
+
+// toolCall is one RunTool attempt and the (test) time it started.
+type toolCall struct {
+	In activities.ToolInput
+	At time.Time
+}
+
+func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger(t))
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetStartTime(t0)
+	env.SetTestTimeout(time.Minute)
+	env.RegisterWorkflow(AgentRun)
+	h := &harness{env: env, calls: calls}
+	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.plan)
+	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(h.runTool).
+		AfterFn(func() time.Duration { return h.toolTime })
+	env.OnActivity(a.RequestApproval, mock.Anything, mock.Anything).Return(h.requestApproval)
+	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval)
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.started = append(h.started, *info)
+	})
+	return h
+}
+
+func (h *harness) plan(_ context.Context, in activities.PlanInput) (activities.PlanOutput, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.plans = append(h.plans, in)
+	switch {
+	case len(h.plans) > maxTurns:
+		return activities.PlanOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("the run asked for more than %d turns", maxTurns), activities.ErrTypePlanner, nil)
+	case in.Proposed >= len(h.calls) && h.silent:
+		return activities.PlanOutput{Message: "nothing more"}, nil
+	case in.Proposed >= len(h.calls):
+		return activities.PlanOutput{Done: true, Message: "all done"}, nil
+	case h.batch:
+		return activities.PlanOutput{Calls: h.calls[in.Proposed:]}, nil
+	}
+	return activities.PlanOutput{Calls: []activities.PlannedCall{h.calls[in.Proposed]}}, nil
+}
+
+func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activities.ToolOutput, error) {
+	h.mu.Lock()
+	h.tools = append(h.tools, toolCall{In: in, At: h.env.Now()})
+	h.mu.Unlock()
+	if h.onTool != nil {
+		if err := h.onTool(h.env, in); err != nil {
+			return activities.ToolOutput{}, err
+		}
+	}
+	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
+	if err != nil {
+		return activities.ToolOutput{}, err
+	}
+	return activities.ToolOutput{Key: key.String(), Result: result(in.Step), Replayed: h.replayed}, nil
+}
+
+func (h *harness) requestApproval(_ context.Context, in activities.ApprovalRequest) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.requests = append(h.requests, in)
+	return nil
+}
+
+func (h *harness) resolveApproval(_ context.Context, in activities.ApprovalResolution) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.resolutions = append(h.resolutions, in)
+	return nil
+}
+
+// testLogger logs through t, so a run's log shows only when its test fails
+// or runs with -v, and nothing is logged once the test has ended.
+func testLogger(t *testing.T) log.Logger {
+	w := &testWriter{t: t}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.done = true
+	})
+	return log.NewStructuredLogger(slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})))
+}
+
+type testWriter struct {
+	t    *testing.T
+	mu   sync.Mutex
+	done bool
+}
+
+func (w *testWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	}
+	return len(p), nil
+}
+
+// run executes the workflow to its end and returns its result.
+func (h *harness) run(t *testing.T, in RunInput) Status {
+	t.Helper()
+	h.env.ExecuteWorkflow(AgentRun, in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.NoError(t, h.env.GetWorkflowError())
+	var st Status
+	require.NoError(t, h.env.GetWorkflowResult(&st))
+	return st
+}
+
+// signalAt sends ap at d after the run started.
+func (h *harness) signalAt(d time.Duration, ap ...Approval) {
+	h.env.RegisterDelayedCallback(func() {
+		for _, s := range ap {
+			h.env.SignalWorkflow(SignalApproval, s)
+		}
+	}, d)
+}
+
+// queryAt returns the status the run reports at d after it started, filled
+// in when the run gets there.
+func (h *harness) queryAt(t *testing.T, d time.Duration) *Status {
+	st := new(Status)
+	h.env.RegisterDelayedCallback(func() {
+		v, err := h.env.QueryWorkflow(QueryStatus)
+		if assert.NoError(t, err) {
+			assert.NoError(t, v.Get(st))
+		}
+	}, d)
+	return st
+}
+
+// Recorded calls, copied under the lock.
+
+func (h *harness) planInputs() []activities.PlanInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]activities.PlanInput(nil), h.plans...)
+}
+
+func (h *harness) toolCalls() []toolCall {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]toolCall(nil), h.tools...)
+}
+
+func (h *harness) approvalRequests() []activities.ApprovalRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]activities.ApprovalRequest(nil), h.requests...)
+}
+
+func (h *harness) approvalResolutions() []activities.ApprovalResolution {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]activities.ApprovalResolution(nil), h.resolutions...)
+}
+
+// startedInfos returns the infos of the attempts of activityType.
+func (h *harness) startedInfos(activityType string) []activity.Info {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []activity.Info
+	for _, info := range h.started {
+		if info.ActivityType.Name == activityType {
+			out = append(out, info)
+		}
+	}
+	return out
+}
+
+// startedIDs returns the activity IDs of the attempts of activityType.
+func (h *harness) startedIDs(activityType string) []string {
+	var out []string
+	for _, info := range h.startedInfos(activityType) {
+		out = append(out, info.ActivityID)
+	}
+	return out
+}
