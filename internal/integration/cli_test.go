@@ -34,13 +34,14 @@ func (e *env) oncerun(args ...string) (string, error) {
 func TestCLIStartApproveStatus(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	run := e.id("r1")
 	e.startWorker("w1", worker.Options{})
 	plan := filepath.Join("..", "..", "examples", "refund.json")
 
-	out, err := e.oncerun("start", "--tenant", "acme", "--run-id", "r1", "--plan", plan)
+	out, err := e.oncerun("start", "--tenant", "acme", "--run-id", run, "--plan", plan)
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "started run r1 of tenant acme")
-	e.waitFor("acme", "r1", "the credit's approval", func(s workflows.Status) bool {
+	assert.Contains(t, out, "started run "+run+" of tenant acme")
+	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
 		return s.State == workflows.RunWaitingForApproval
 	})
 
@@ -58,17 +59,17 @@ func TestCLIStartApproveStatus(t *testing.T) {
 	out, err = e.oncerun("approvals")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `(?m)^TENANT\s+RUN\s+STEP\s+TOOL`, out)
-	assert.Regexp(t, `(?m)^acme\s+r1\s+3\s+issue_credit`, out)
+	assert.Regexp(t, `(?m)^acme\s+`+run+`\s+3\s+issue_credit`, out)
 
-	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", "r1", "--step", "1")
+	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "1")
 	require.ErrorContains(t, err, "not pending", out)
 
-	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", "r1", "--step", "3", "--comment", "damaged parcel")
+	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "3", "--comment", "damaged parcel")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "approved step 3 (issue_credit) of run r1 as dana")
-	e.result("acme", "r1")
+	assert.Contains(t, out, "approved step 3 (issue_credit) of run "+run+" as dana")
+	e.result("acme", run)
 
-	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", "r1", "--json")
+	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", run, "--json")
 	require.NoError(t, err, out)
 	var st struct {
 		Tenant, RunID, State string
@@ -84,12 +85,12 @@ func TestCLIStartApproveStatus(t *testing.T) {
 		assert.Equal(t, "done", s["state"])
 	}
 
-	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", "r1")
+	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", run)
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "run r1 of tenant acme: completed")
+	assert.Contains(t, out, "run "+run+" of tenant acme: completed")
 	assert.Regexp(t, `(?m)^3\s+issue_credit\s+done`, out)
 
-	out, err = e.oncerun("start", "--tenant", "acme", "--run-id", "r1", "--plan", plan)
+	out, err = e.oncerun("start", "--tenant", "acme", "--run-id", run, "--plan", plan)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "already started")
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"))

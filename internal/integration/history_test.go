@@ -19,19 +19,20 @@ import (
 func TestRejectedStepDoesNotRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	run := e.id("r-reject")
 	ctx := context.Background()
 	e.startWorker("w1", worker.Options{})
 	plan := append(refundPlan("25900"), call(tools.GetCredit, `{"order_id":"1001","reason":"damaged"}`))
-	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: "r-reject", Plan: plan})
+	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan})
 	require.NoError(t, err)
-	e.waitFor("acme", "r-reject", "the credit's approval", func(s workflows.Status) bool {
+	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
 		return s.State == workflows.RunWaitingForApproval
 	})
-	_, err = e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: "r-reject", Step: 3,
+	_, err = e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: run, Step: 3,
 		Decision: workflows.DecisionReject, Approver: "dana", Comment: "not damaged"}, 30*time.Second)
 	require.NoError(t, err)
 
-	final := e.result("acme", "r-reject")
+	final := e.result("acme", run)
 	require.Len(t, final.Steps, 4)
 	assert.Equal(t, workflows.StepRejected, final.Steps[2].State)
 	assert.Equal(t, workflows.StepDone, final.Steps[3].State)
@@ -43,25 +44,26 @@ func TestRejectedStepDoesNotRun(t *testing.T) {
 func TestLongRunContinuesAsNewWithItsSteps(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	run := e.id("r-long")
 	ctx := context.Background()
 	e.startWorker("w1", worker.Options{})
 	var plan []planner.Call
 	for i := range 12 {
 		plan = append(plan, call(tools.AddOrderNote, fmt.Sprintf(`{"order_id":"1002","text":"note %d"}`, i+1)))
 	}
-	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: "r-long", Plan: plan,
+	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan,
 		Limits: workflows.Limits{HistoryLimit: 40}})
 	require.NoError(t, err)
 
-	final := e.result("acme", "r-long")
+	final := e.result("acme", run)
 	assert.Equal(t, workflows.RunCompleted, final.State)
 	assert.Positive(t, final.Generation, "the run continued as new")
 	require.Len(t, final.Steps, 12)
 	for i, s := range final.Steps {
 		assert.EqualValues(t, i+1, s.Step)
 		assert.Equal(t, workflows.StepDone, s.State)
-		assert.Contains(t, s.Key, fmt.Sprintf("/r-long/%d/add_order_note", i+1))
+		assert.Contains(t, s.Key, fmt.Sprintf("/%s/%d/add_order_note", run, i+1))
 	}
 	assert.Equal(t, 12, e.count("order_notes", "tenant = 'acme' AND order_id = '1002'"))
-	assert.Equal(t, 12, e.count("idempotency_keys", "run_id = 'r-long' AND state = 'completed'"))
+	assert.Equal(t, 12, e.count("idempotency_keys", "run_id = $1 AND state = 'completed'", run))
 }

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -62,12 +63,13 @@ func TestWorkerProcess(t *testing.T) {
 
 	db := pgtest.NewEmptyDB(t)
 	httpAddr := freeAddr(t)
-	queue := "oncerun-process"
+	queue := fmt.Sprintf("oncerun-process-%d", queues.Add(1))
+	runID := "r-" + queue
 	logs := &syncBuffer{}
 	cmd := exec.Command(bin)
 	cmd.Env = append(cmd.Environ(),
-		"TEMPORAL_ADDRESS="+server.GetFrontendHostPort(),
-		"TEMPORAL_NAMESPACE="+server.GetDefaultNamespace(),
+		"TEMPORAL_ADDRESS="+frontend,
+		"TEMPORAL_NAMESPACE="+namespace,
 		"TEMPORAL_TASK_QUEUE="+queue,
 		"DATABASE_URL="+db.URL,
 		"METRICS_ADDR="+httpAddr,
@@ -91,13 +93,13 @@ func TestWorkerProcess(t *testing.T) {
 	pool, err := pgxpool.New(context.Background(), db.URL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	rc := &runs.Client{Temporal: server.GetDefaultClient(), TaskQueue: queue, Pool: pool}
-	_, err = rc.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: "r-process", Plan: refundPlan("5000")})
+	rc := &runs.Client{Temporal: temporalClient, TaskQueue: queue, Pool: pool}
+	_, err = rc.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: runID, Plan: refundPlan("5000")})
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var st workflows.Status
-	require.NoError(t, server.GetDefaultClient().GetWorkflow(ctx, workflows.WorkflowID("acme", "r-process"), "").Get(ctx, &st))
+	require.NoError(t, temporalClient.GetWorkflow(ctx, workflows.WorkflowID("acme", runID), "").Get(ctx, &st))
 	assert.Equal(t, workflows.RunCompleted, st.State)
 
 	resp, err := http.Get("http://" + httpAddr + "/metrics")

@@ -37,12 +37,13 @@ func refundPlan(amount string) []planner.Call {
 func TestRunSurvivesWorkerRestartDuringApproval(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	run := e.id("r-pause")
 	ctx := context.Background()
 	w1 := e.startWorker("w1", worker.Options{})
-	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: "r-pause", Plan: refundPlan("25900")})
+	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
 	require.NoError(t, err)
 
-	st := e.waitFor("acme", "r-pause", "the credit's approval", func(s workflows.Status) bool {
+	st := e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
 		return s.State == workflows.RunWaitingForApproval
 	})
 	require.Len(t, st.Steps, 3)
@@ -56,12 +57,12 @@ func TestRunSurvivesWorkerRestartDuringApproval(t *testing.T) {
 
 	w1.Stop()
 	w2 := e.startWorker("w2", worker.Options{})
-	step, err := e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: "r-pause", Step: 3,
+	step, err := e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: run, Step: 3,
 		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
 	require.NoError(t, err)
 	assert.NotEqual(t, workflows.StepPendingApproval, step.State)
 
-	final := e.result("acme", "r-pause")
+	final := e.result("acme", run)
 	assert.Equal(t, workflows.RunCompleted, final.State)
 	for _, s := range final.Steps {
 		assert.Equal(t, workflows.StepDone, s.State, "step %d", s.Step)
@@ -108,6 +109,7 @@ func (b *blockingActivity) ExecuteActivity(ctx context.Context, in *interceptor.
 func TestCrashAfterCommitIsReplayedNotReexecuted(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	run := e.id("r-crash")
 	// A short timeout, so Temporal retries soon after the first attempt
 	// goes silent.
 	for i := range e.tools {
@@ -118,7 +120,7 @@ func TestCrashAfterCommitIsReplayedNotReexecuted(t *testing.T) {
 	ctx := context.Background()
 	block := &blockAfterCredit{committed: make(chan struct{})}
 	w1 := e.startWorker("w1", worker.Options{Interceptors: []interceptor.WorkerInterceptor{block}})
-	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: "r-crash", Plan: refundPlan("5000")})
+	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 	require.NoError(t, err)
 
 	select {
@@ -130,7 +132,7 @@ func TestCrashAfterCommitIsReplayedNotReexecuted(t *testing.T) {
 	w1.Stop()
 	w2 := e.startWorker("w2", worker.Options{})
 
-	final := e.result("acme", "r-crash")
+	final := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, final.State)
 	credit := final.Steps[2]
 	assert.Equal(t, workflows.StepDone, credit.State)
@@ -147,9 +149,10 @@ func TestCrashAfterCommitIsReplayedNotReexecuted(t *testing.T) {
 func TestStartingARunTwiceFindsTheFirst(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
+	run := e.id("r-twice")
 	ctx := context.Background()
 	e.startWorker("w1", worker.Options{})
-	in := workflows.RunInput{Tenant: "acme", RunID: "r-twice", Plan: refundPlan("5000")}
+	in := workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")}
 
 	first, err := e.runs.Start(ctx, in)
 	require.NoError(t, err)
@@ -164,7 +167,7 @@ func TestStartingARunTwiceFindsTheFirst(t *testing.T) {
 	_, err = e.runs.Start(ctx, other)
 	require.ErrorIs(t, err, runs.ErrConflict)
 
-	e.result("acme", "r-twice")
+	e.result("acme", run)
 	closed, err := e.runs.Start(ctx, in)
 	require.NoError(t, err, "a closed run is found too")
 	assert.True(t, closed.Existing)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -31,12 +32,21 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// server is the Temporal server every test of the package shares; each
-// test has its own task queue and database.
-var server *temporaltest.TestServer
+// The Temporal server every test of the package shares, and what tests need
+// of it, read once: the server's methods are not safe for concurrent use.
+// Each test has its own task queue and database.
+var (
+	server         *temporaltest.TestServer
+	temporalClient client.Client
+	frontend       string
+	namespace      string
+)
 
 func TestMain(m *testing.M) {
 	server = temporaltest.NewServer()
+	temporalClient = server.GetDefaultClient()
+	frontend = server.GetFrontendHostPort()
+	namespace = server.GetDefaultNamespace()
 	code := m.Run()
 	server.Stop()
 	os.Exit(code)
@@ -57,13 +67,19 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	pool := pgtest.NewPool(t, 16)
-	tc := server.GetDefaultClient()
+	tc := temporalClient
 	queue := fmt.Sprintf("oncerun-test-%d", queues.Add(1))
 	return &env{
 		t: t, pool: pool, tc: tc, queue: queue,
 		runs:  &runs.Client{Temporal: tc, TaskQueue: queue, Pool: pool},
 		tools: tools.Shop(tools.ShopConfig{}),
 	}
+}
+
+// id makes name unique to the test, so that runs of a repeated test
+// (-count) do not find the workflows of an earlier one on the shared server.
+func (e *env) id(name string) string {
+	return name + "-" + strings.TrimPrefix(e.queue, "oncerun-test-")
 }
 
 // worker is a started worker of the test's own, with its own metrics.
