@@ -91,6 +91,10 @@ func temporalError(err error) error {
 	case errors.Is(err, tools.ErrInvalidCall), errors.Is(err, keys.ErrInvalidArgs),
 		errors.Is(err, keys.ErrInvalidKey), errors.Is(err, idempotency.ErrInvalidClaim):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeInvalidArgs, err)
+	case errors.Is(err, idempotency.ErrOutcomeUnknown):
+		// Only an external call's key can be in this state; a transactional
+		// tool meeting it is a key shared across classes, for a human.
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutcomeUnknown, err)
 	case errors.Is(err, idempotency.ErrInFlight):
 		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeInFlight, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 )
 
@@ -43,15 +44,29 @@ type ApprovalResolution struct {
 }
 
 // RequestApproval writes the pending row of a step. A retried request finds
-// the row written and changes nothing.
+// the row written and changes nothing. A row of the same step with other
+// arguments belongs to an earlier run under the same run id (one whose
+// workflow Temporal no longer keeps); it is refused, without retries.
 func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) error {
-	_, err := a.Pool.Exec(ctx, `
-INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-ON CONFLICT (tenant, run_id, step) DO NOTHING`,
-		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline)
+	var stored string
+	err := a.Pool.QueryRow(ctx, `
+WITH ins AS (
+    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    ON CONFLICT (tenant, run_id, step) DO NOTHING
+    RETURNING args_hash)
+SELECT args_hash FROM ins
+UNION ALL
+SELECT args_hash FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
+LIMIT 1`,
+		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline).Scan(&stored)
 	if err != nil {
 		return fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err)
+	}
+	if stored != in.ArgsHash {
+		msg := fmt.Sprintf("run %s step %d already has an approval for args hash %s, not %s: the run id was used before",
+			in.RunID, in.Step, stored, in.ArgsHash)
+		return temporal.NewNonRetryableApplicationError(msg, ErrTypeKeyReuse, nil)
 	}
 	return nil
 }

@@ -3,12 +3,14 @@ package activities_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/tools"
@@ -72,6 +74,24 @@ func TestRequestApprovalOnce(t *testing.T) {
 	assert.Equal(t, req.Reason, got[0].Reason)
 	assert.Nil(t, got[0].DecidedBy)
 	assert.Nil(t, got[0].DecidedAt)
+}
+
+func TestRequestApprovalRefusesOtherArgumentsForTheStep(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	req := request(t)
+	require.NoError(t, f.acts.RequestApproval(ctx, req))
+
+	other := req
+	other.ArgsHash = strings.Repeat("b", 64)
+	err := f.acts.RequestApproval(ctx, other)
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	assert.Equal(t, activities.ErrTypeKeyReuse, app.Type())
+	assert.True(t, app.NonRetryable())
+	assert.Contains(t, err.Error(), req.ArgsHash)
+	assert.Equal(t, req.ArgsHash, f.approvals(t)[0].ArgsHash, "the first request's row stays")
 }
 
 func TestResolveApproval(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 
@@ -23,12 +24,21 @@ func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim ide
 	switch {
 	case errors.As(err, &unknown):
 		lease = unknown.Lease
+		if tool.PairedRead == "" {
+			return idempotency.Outcome{}, false, a.escalate(ctx, lease, unknown, errors.New("the tool has no paired read"))
+		}
 		applied, result, rerr := a.pairedRead(ctx, tool, call)
 		if rerr != nil {
-			return idempotency.Outcome{}, false, a.escalate(ctx, lease, unknown, rerr)
+			// The read may work on the next attempt; until then the outcome
+			// stays unknown.
+			f := idempotency.Failure{Message: fmt.Sprintf("paired read %s failed: %v", tool.PairedRead, rerr)}
+			if ferr := a.Store.Fail(detached(ctx), lease, f); ferr != nil {
+				rerr = errors.Join(rerr, fmt.Errorf("record failure: %w", ferr))
+			}
+			return idempotency.Outcome{}, false, fmt.Errorf("resolve unknown outcome of %s: %w", claim.Key, rerr)
 		}
 		if applied {
-			out, err = a.Store.Complete(ctx, lease, result)
+			out, err = a.Store.Complete(detached(ctx), lease, result)
 			return out, err == nil, err
 		}
 		// The effect provably did not happen: make it under the new lease.
@@ -41,13 +51,26 @@ func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim ide
 	result, err := runTool(ctx, tool, call)
 	if err != nil {
 		f := idempotency.Failure{Message: err.Error(), BeforeEffect: errors.Is(err, tools.ErrNotApplied)}
-		if ferr := a.Store.Fail(context.WithoutCancel(ctx), lease, f); ferr != nil {
+		if ferr := a.Store.Fail(detached(ctx), lease, f); ferr != nil {
 			err = errors.Join(err, fmt.Errorf("record failure: %w", ferr))
 		}
 		return idempotency.Outcome{}, false, err
 	}
-	out, err = a.Store.Complete(ctx, lease, result)
+	// The effect happened: record it even if the attempt's deadline has just
+	// passed, or the next attempt would have to resolve it again.
+	out, err = a.Store.Complete(detached(ctx), lease, result)
 	return out, false, err
+}
+
+// recordTimeout bounds the writes that record an outcome after the
+// attempt's own context may have ended.
+const recordTimeout = 10 * time.Second
+
+// detached is ctx without its cancellation, bounded by recordTimeout.
+func detached(ctx context.Context) context.Context {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	context.AfterFunc(c, cancel)
+	return c
 }
 
 // pairedRead asks the tool's paired read, with the call's own arguments,
@@ -78,7 +101,7 @@ func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools
 // without retries, for a human to resolve.
 func (a *Activities) escalate(ctx context.Context, lease *idempotency.Lease, unknown *idempotency.OutcomeUnknownError, cause error) error {
 	msg := fmt.Sprintf("%v; the paired read could not resolve it (%v): a human must check the provider before this step is retried", unknown, cause)
-	if ferr := a.Store.Fail(context.WithoutCancel(ctx), lease, idempotency.Failure{Message: msg}); ferr != nil {
+	if ferr := a.Store.Fail(detached(ctx), lease, idempotency.Failure{Message: msg}); ferr != nil {
 		msg += fmt.Sprintf(" (recording the failure failed too: %v)", ferr)
 	}
 	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOutcomeUnknown, unknown)

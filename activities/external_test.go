@@ -25,12 +25,13 @@ type attempt struct {
 // provider is an outside service that sends gifts: send_gift is its external
 // call, find_gift the paired read.
 type provider struct {
-	mu     sync.Mutex
-	script []attempt       // the next calls' behaviour; then: send, no error
-	gifts  map[string]int  // gifts sent by order id
-	keys   map[string]bool // idempotency keys the provider received
-	sends  int             // calls of send_gift
-	reads  int             // calls of find_gift
+	mu       sync.Mutex
+	readErrs []error         // the next reads' errors
+	script   []attempt       // the next calls' behaviour; then: send, no error
+	gifts    map[string]int  // gifts sent by order id
+	keys     map[string]bool // idempotency keys the provider received
+	sends    int             // calls of send_gift
+	reads    int             // calls of find_gift
 }
 
 func newProvider(script ...attempt) *provider {
@@ -71,6 +72,11 @@ func (p *provider) find(_ context.Context, call tools.Call) (any, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.reads++
+	if len(p.readErrs) > 0 {
+		err := p.readErrs[0]
+		p.readErrs = p.readErrs[1:]
+		return nil, err
+	}
 	return map[string]any{"found": p.gifts[a.OrderID] > 0, "order_id": a.OrderID}, nil
 }
 
@@ -199,4 +205,26 @@ func TestRunToolExternalUnknownWithoutPairedRead(t *testing.T) {
 	requireAppError(t, err, activities.ErrTypeOutcomeUnknown, true)
 	_, sends, _ = p.counts()
 	assert.Equal(t, 1, sends)
+}
+
+// A paired read that fails is retried, not escalated: the outcome stays
+// unknown until a read answers, and nothing is sent meanwhile.
+func TestRunToolExternalPairedReadFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	p := newProvider(attempt{apply: true, err: errTimeout})
+	p.readErrs = []error{errors.New("provider answered 503")}
+	f := setupExternal(t, p, true)
+	in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
+
+	_, err := f.run(t, in)
+	requireRetryable(t, err)
+	_, err = f.run(t, in)
+	app := requireRetryable(t, err)
+	assert.Contains(t, app.Error(), "provider answered 503")
+
+	out, err := f.run(t, in)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"found":true,"order_id":"1001"}`, string(out.Result))
+	gifts, sends, reads := p.counts()
+	assert.Equal(t, []int{1, 1, 2}, []int{gifts, sends, reads}, "gifts, sends, reads")
 }

@@ -19,7 +19,10 @@ func ExampleNewRegistry() {
 		Class:       tools.ClassKeyed,
 		Approval:    tools.Always(),
 		Run: func(ctx context.Context, call tools.Call) (any, error) {
-			var a struct{ OrderID, Tag string }
+			var a struct {
+				OrderID string `json:"order_id"`
+				Tag     string `json:"tag"`
+			}
 			if err := call.Decode(&a); err != nil {
 				return nil, err
 			}

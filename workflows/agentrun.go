@@ -127,25 +127,33 @@ func (r *run) loop(ctx workflow.Context) error {
 				break
 			}
 			r.proposed++
-			if err := r.take(ctx, call); err != nil {
+			goOn, err := r.take(ctx, call)
+			if err != nil {
 				return err
+			}
+			if !goOn {
+				// The planner proposed the rest of its batch expecting this
+				// call to succeed: let it plan again, knowing the outcome.
+				break
 			}
 		}
 	}
 }
 
-// take makes one proposed call: refuse it, or number it and run it.
-func (r *run) take(ctx workflow.Context, call activities.PlannedCall) error {
+// take makes one proposed call: refuse it, or number it and run it. It
+// reports whether the call was done, so that the rest of the planner's batch
+// may follow.
+func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, error) {
 	log := workflow.GetLogger(ctx)
 	if call.Invalid != "" {
 		log.Warn("planner proposed an invalid call", "tool", call.Proposed.Tool, "error", call.Invalid)
 		r.history = append(r.history, planner.Observation{Call: call.Proposed, Outcome: planner.OutcomeInvalid, Error: call.Invalid})
-		return nil
+		return false, nil
 	}
 	n := int64(len(r.status.Steps)) + 1
 	key, err := keys.New(r.in.Tenant, r.in.RunID, n, call.Proposed.Tool)
 	if err != nil {
-		return temporal.NewNonRetryableApplicationError(err.Error(), "InvalidKey", err)
+		return false, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidKey", err)
 	}
 	now := workflow.Now(ctx)
 	r.status.Steps = append(r.status.Steps, Step{
@@ -155,7 +163,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) error {
 	s := &r.status.Steps[n-1]
 	if call.NeedsApproval {
 		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
-			return err
+			return false, err
 		}
 		if s.State != StepApproved {
 			outcome := planner.OutcomeRejected
@@ -163,7 +171,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) error {
 				outcome = planner.OutcomeExpired
 			}
 			r.observe(s, outcome)
-			return nil
+			return false, nil
 		}
 	}
 	s.State = StepRunning
@@ -182,12 +190,12 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) error {
 		s.Error = err.Error()
 		log.Warn("step failed", "step", n, "tool", s.Tool, "key", s.Key, "error", err)
 		r.observe(s, planner.OutcomeFailed)
-		return nil
+		return false, nil
 	}
 	s.State, s.Result, s.Replayed = StepDone, out.Result, out.Replayed
 	s.Summary = summarize(string(out.Result))
 	r.observe(s, planner.OutcomeDone)
-	return nil
+	return true, nil
 }
 
 // observe records a finished step for the planner.

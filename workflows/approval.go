@@ -29,7 +29,9 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	workflow.GetLogger(ctx).Info("step waits for approval", "step", s.Step, "tool", s.Tool,
 		"args_hash", s.ArgsHash, "deadline", deadline)
 
-	decided, err := workflow.AwaitWithTimeout(ctx, r.in.Limits.ApprovalDeadline, func() bool {
+	// The timer runs to the recorded deadline, however long recording the
+	// request took.
+	decided, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool {
 		return s.State != StepPendingApproval
 	})
 	if err != nil {
@@ -72,6 +74,10 @@ func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 	log := workflow.GetLogger(ctx)
 	if sig.Decision != DecisionApprove && sig.Decision != DecisionReject {
 		log.Warn("approval signal ignored: decision is not approve or reject", "step", sig.Step, "decision", sig.Decision)
+		return
+	}
+	if sig.Approver == "" {
+		log.Warn("approval signal ignored: no approver named", "step", sig.Step, "decision", sig.Decision)
 		return
 	}
 	if sig.Step < 1 || sig.Step > int64(len(r.status.Steps)) {

@@ -267,3 +267,23 @@ func TestStatusQueryWhileWaitingAndAfter(t *testing.T) {
 	assert.Equal(t, []StepState{StepDone, StepDone}, states(final))
 	assert.Equal(t, "all done", final.Message)
 }
+
+// A planner that proposed a note to follow a credit must not see the note
+// made when the credit was rejected: the rest of its batch is dropped and it
+// plans again, knowing the outcome.
+func TestRejectedStepStopsTheRestOfTheBatch(t *testing.T) {
+	t.Parallel()
+	c, l := credit("o-1"), lookup("o-1")
+	h := setup(t, c, l)
+	h.batch = true
+	h.signalAt(time.Hour, reject(1, c, "bob"))
+
+	st := h.run(t, input(c, l))
+
+	require.Len(t, st.Steps, 2)
+	assert.Equal(t, []StepState{StepRejected, StepDone}, states(st))
+	plans := h.planInputs()
+	require.Len(t, plans, 3, "the planner is asked again after the rejection")
+	assert.Equal(t, 1, plans[1].Proposed, "only the rejected call was taken from the first batch")
+	assert.Equal(t, []planner.Outcome{planner.OutcomeRejected}, outcomes(plans[1].History))
+}

@@ -143,16 +143,21 @@ func Run(ctx context.Context, cfg Config) error {
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
 	}
-	w := NewWorker(tc, cfg.TaskQueue, acts, worker.Options{WorkerStopTimeout: shutdownTimeout})
-	if err := w.Start(); err != nil {
-		return fmt.Errorf("start worker: %w", err)
-	}
-	defer w.Stop()
-
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
+	fatal := make(chan error, 1)
+	w := NewWorker(tc, cfg.TaskQueue, acts, worker.Options{
+		WorkerStopTimeout: shutdownTimeout,
+		OnFatalError:      func(err error) { fatal <- err },
+	})
+	if err := w.Start(); err != nil {
+		ln.Close()
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer w.Stop()
+
 	srv := &http.Server{Handler: Handler(pool, promReg), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
@@ -167,6 +172,9 @@ func Run(ctx context.Context, cfg Config) error {
 	case <-ctx.Done():
 	case err := <-serveErr:
 		return fmt.Errorf("http server: %w", err)
+	case err := <-fatal:
+		_ = srv.Close()
+		return fmt.Errorf("worker stopped: %w", err)
 	}
 	log.Info("worker stopping")
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)

@@ -64,6 +64,9 @@ func TestCLIStartApproveStatus(t *testing.T) {
 	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "1")
 	require.ErrorContains(t, err, "not pending", out)
 
+	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "3", "--args-hash", strings.Repeat("0", 64))
+	require.ErrorContains(t, err, "is not the step's", out)
+
 	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "3", "--comment", "damaged parcel")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "approved step 3 (issue_credit) of run "+run+" as dana")

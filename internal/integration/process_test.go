@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -118,4 +119,13 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	assert.Contains(t, logs.String(), "worker stopping")
 	assert.Contains(t, logs.String(), "schema migrated")
+}
+
+func portOf(t *testing.T, hostPort string) int {
+	t.Helper()
+	_, p, err := net.SplitHostPort(hostPort)
+	require.NoError(t, err)
+	n, err := strconv.Atoi(p)
+	require.NoError(t, err)
+	return n
 }

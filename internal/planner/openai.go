@@ -178,6 +178,7 @@ type (
 				Content   *string        `json:"content"`
 				ToolCalls []chatToolCall `json:"tool_calls"`
 			} `json:"message"`
+			FinishReason string `json:"finish_reason"`
 		} `json:"choices"`
 	}
 	// toolReport is what a tool message tells the model about one call.
@@ -237,6 +238,10 @@ func parseResponse(raw []byte) (Proposal, error) {
 		return Proposal{}, fmt.Errorf("openai: response has no choices: %s", excerpt(raw))
 	}
 	msg := resp.Choices[0].Message
+	if len(msg.ToolCalls) == 0 && resp.Choices[0].FinishReason == "length" {
+		// Cut off mid-answer: not a final word, and maybe not the next time.
+		return Proposal{}, fmt.Errorf("openai: answer cut off at the token limit (finish_reason length): %s", excerpt(raw))
+	}
 	if len(msg.ToolCalls) == 0 {
 		var content string
 		if msg.Content != nil {

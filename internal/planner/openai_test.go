@@ -277,6 +277,7 @@ func TestOpenAIRejectsBadBody(t *testing.T) {
 	for _, tc := range []struct{ name, body, want string }{
 		{"not json", "<html>oops</html>", "decode response"},
 		{"no choices", `{"choices":[]}`, "no choices"},
+		{"cut off", `{"choices":[{"message":{"content":"I will now"},"finish_reason":"length"}]}`, "cut off at the token limit"},
 		{"too large", doneAnswer + strings.Repeat(" ", 5<<20), "exceeds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -60,10 +60,11 @@ type Started struct {
 	Existing bool `json:"existing"`
 }
 
-// InputHash is the SHA-256 of a run input's canonical JSON, defaults
-// applied: two starts of a run are the same request when their hashes match.
+// InputHash is the SHA-256 of a run input's canonical JSON, as the caller
+// gave it (a default that changes between releases does not make a repeated
+// start a conflict): two starts of a run are the same request when their
+// hashes match.
 func InputHash(in workflows.RunInput) (string, error) {
-	in = in.WithDefaults()
 	in.Carry = nil
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -76,7 +77,6 @@ func InputHash(in workflows.RunInput) (string, error) {
 // input returns the existing run with Existing set; with another input it
 // returns an error wrapping [ErrConflict].
 func (c *Client) Start(ctx context.Context, in workflows.RunInput) (Started, error) {
-	in = in.WithDefaults()
 	if err := in.Validate(); err != nil {
 		return Started{}, err
 	}
@@ -150,9 +150,15 @@ type Decision struct {
 	ArgsHash string `json:"args_hash,omitempty"`
 }
 
+// ErrNotApplied means the run did not apply a decision: another decision
+// came first, the deadline passed, or the arguments hash was not the step's.
+var ErrNotApplied = errors.New("decision not applied")
+
 // Decide sends a decision to a step that waits for one and waits, up to
 // wait, until the run has applied it. It returns the step as the run then
-// reports it.
+// reports it; a step the run decided otherwise is [ErrNotApplied], and a step
+// still pending after wait is returned without an error (no worker may be
+// running).
 func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (workflows.Step, error) {
 	if d.Decision != workflows.DecisionApprove && d.Decision != workflows.DecisionReject {
 		return workflows.Step{}, fmt.Errorf("decision %q is not approve or reject", d.Decision)
@@ -175,6 +181,10 @@ func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (wo
 	if hash == "" {
 		hash = step.ArgsHash
 	}
+	if hash != step.ArgsHash {
+		return step, fmt.Errorf("run %s step %d: the reviewed args hash %s is not the step's %s: %w",
+			d.RunID, d.Step, hash, step.ArgsHash, ErrNotApplied)
+	}
 	err = c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(d.Tenant, d.RunID), "", workflows.SignalApproval, workflows.Approval{
 		Step: d.Step, Decision: d.Decision, Approver: d.Approver, Comment: d.Comment, ArgsHash: hash,
 	})
@@ -187,8 +197,14 @@ func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (wo
 		if err != nil {
 			return step, err
 		}
-		if step, err = findStep(st, d.Step); err != nil || step.State != workflows.StepPendingApproval {
+		if step, err = findStep(st, d.Step); err != nil {
 			return step, err
+		}
+		if step.State != workflows.StepPendingApproval {
+			if ap := step.Approval; ap == nil || ap.Decision != d.Decision || ap.Approver != d.Approver {
+				return step, fmt.Errorf("run %s step %d is %s: %w", d.RunID, d.Step, step.State, ErrNotApplied)
+			}
+			return step, nil
 		}
 		if time.Now().After(deadline) {
 			return step, nil
