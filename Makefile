@@ -11,6 +11,14 @@ FUZZTIME ?= 30s
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-8s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+.PHONY: demo
+demo: ## Tell the product's story end to end on an embedded Temporal server; exits 0 only if every check holds.
+	go run ./starter demo
+
+.PHONY: dev
+dev: ## Run an embedded Temporal server, the migrations and a worker in one process.
+	go run ./starter dev
+
 .PHONY: migrate
 migrate: ## Apply the database migrations to DATABASE_URL.
 	go run ./starter migrate

@@ -20,14 +20,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strconv"
 	"syscall"
 
-	"go.uber.org/zap"
-
 	"github.com/oncerun/oncerun/internal/host"
-	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/tools"
 )
 
 func main() {
@@ -40,43 +35,13 @@ func main() {
 func run() error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	level, err := zap.ParseAtomicLevel(envOr("LOG_LEVEL", "info"))
-	if err != nil {
-		return fmt.Errorf("LOG_LEVEL: %w", err)
-	}
-	zcfg := zap.NewProductionConfig()
-	zcfg.Level = level
-	log, err := zcfg.Build()
+	cfg, level, err := host.ConfigFromEnv(os.Getenv)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = log.Sync() }()
-
-	var threshold int64
-	if s := os.Getenv("CREDIT_APPROVAL_THRESHOLD_CENTS"); s != "" {
-		if threshold, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return fmt.Errorf("CREDIT_APPROVAL_THRESHOLD_CENTS %q is not an integer", s)
-		}
+	if cfg.Logger, err = host.NewLogger(level, false); err != nil {
+		return err
 	}
-	return host.Run(ctx, host.Config{
-		TemporalAddress: os.Getenv("TEMPORAL_ADDRESS"),
-		Namespace:       os.Getenv("TEMPORAL_NAMESPACE"),
-		TaskQueue:       os.Getenv("TEMPORAL_TASK_QUEUE"),
-		DatabaseURL:     os.Getenv("DATABASE_URL"),
-		HTTPAddr:        os.Getenv("METRICS_ADDR"),
-		Shop:            tools.ShopConfig{CreditApprovalThresholdCents: threshold},
-		OpenAI: planner.OpenAIConfig{
-			BaseURL: os.Getenv("OPENAI_BASE_URL"),
-			APIKey:  os.Getenv("OPENAI_API_KEY"),
-			Model:   os.Getenv("OPENAI_MODEL"),
-		},
-		Logger: log,
-	})
-}
-
-func envOr(name, def string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return def
+	defer func() { _ = cfg.Logger.Sync() }()
+	return host.Run(ctx, cfg)
 }

@@ -1,4 +1,4 @@
-package main
+package integration
 
 import (
 	"net/url"
@@ -31,7 +31,7 @@ type composeFile struct {
 // Docker engine is needed: the file is read, not run.
 func TestComposePostgresMatchesDefaultURL(t *testing.T) {
 	t.Parallel()
-	raw, err := os.ReadFile("../docker-compose.yml")
+	raw, err := os.ReadFile("../../docker-compose.yml")
 	require.NoError(t, err)
 	var f composeFile
 	require.NoError(t, yaml.Unmarshal(raw, &f))

@@ -1,0 +1,247 @@
+// Package devserver embeds a Temporal server for a laptop: Temporal's own
+// server code with its SQLite persistence in one file, so runs survive a
+// restart of the process. It is what `oncerun dev` starts when
+// TEMPORAL_ADDRESS is not set; production uses a real Temporal cluster.
+package devserver
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"go.temporal.io/server/common/authorization"
+	"go.temporal.io/server/common/cluster"
+	"go.temporal.io/server/common/config"
+	"go.temporal.io/server/common/dynamicconfig"
+	"go.temporal.io/server/common/log"
+	"go.temporal.io/server/common/metrics"
+	sqliteplugin "go.temporal.io/server/common/persistence/sql/sqlplugin/sqlite"
+	"go.temporal.io/server/schema/sqlite"
+	"go.temporal.io/server/temporal"
+	"go.uber.org/zap"
+)
+
+// Defaults of [Config].
+const (
+	DefaultDataDir   = ".oncerun"
+	DefaultIP        = "127.0.0.1"
+	DefaultPort      = 7233
+	DefaultNamespace = "default"
+	clusterName      = "oncerun-dev"
+	dbFile           = "temporal.sqlite"
+	logFile          = "temporal.log"
+)
+
+// ErrPortInUse means the frontend port is taken, most likely by another
+// Temporal server.
+var ErrPortInUse = errors.New("port in use")
+
+// Config configures an embedded server.
+type Config struct {
+	// DataDir holds the SQLite file. Default DefaultDataDir; created if
+	// missing.
+	DataDir string
+	// IP is the address the services listen on. Default DefaultIP.
+	IP string
+	// Port is the frontend's gRPC port. Default DefaultPort. The other
+	// services use ports at fixed offsets from it (Port+1, Port+2, Port+6,
+	// and Port-300, -299, -298, -294 for membership), as Temporal's own
+	// defaults do.
+	Port int
+	// Namespace is registered at start. Default DefaultNamespace.
+	Namespace string
+	// Logger receives the server's own log lines. Default: warnings and
+	// errors to temporal.log in DataDir.
+	Logger *zap.Logger
+}
+
+// Server is a running embedded Temporal server.
+type Server struct {
+	srv       temporal.Server
+	addr      string
+	namespace string
+	dbPath    string
+}
+
+// Start creates the data directory and the schema if they are missing,
+// registers the namespace and starts every Temporal service in this process.
+// A frontend port that is taken is an error wrapping [ErrPortInUse].
+func Start(cfg Config) (*Server, error) {
+	cfg.DataDir = cmp.Or(cfg.DataDir, DefaultDataDir)
+	cfg.IP = cmp.Or(cfg.IP, DefaultIP)
+	cfg.Port = cmp.Or(cfg.Port, DefaultPort)
+	cfg.Namespace = cmp.Or(cfg.Namespace, DefaultNamespace)
+	if cfg.Port <= 300 || cfg.Port > 65535-6 {
+		return nil, fmt.Errorf("frontend port %d: want 301 to 65529, so that the other services' ports fit", cfg.Port)
+	}
+	if err := checkFree(cfg.IP, cfg.Port); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	dbPath, err := filepath.Abs(filepath.Join(cfg.DataDir, dbFile))
+	if err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	if cfg.Logger == nil {
+		zc := zap.NewProductionConfig()
+		zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+		zc.OutputPaths = []string{filepath.Join(cfg.DataDir, logFile)}
+		zc.ErrorOutputPaths = zc.OutputPaths
+		if cfg.Logger, err = zc.Build(); err != nil {
+			return nil, fmt.Errorf("server log: %w", err)
+		}
+	}
+
+	sqlCfg := &config.SQL{
+		PluginName:        sqliteplugin.PluginName,
+		DatabaseName:      dbPath,
+		ConnectAttributes: map[string]string{"mode": "rwc", "_journal_mode": "wal", "_synchronous": "2"},
+	}
+	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
+		if err := sqlite.SetupSchema(sqlCfg); err != nil {
+			return nil, fmt.Errorf("create Temporal schema in %s: %w", dbPath, err)
+		}
+	}
+	ns, err := sqlite.NewNamespaceConfig(clusterName, cfg.Namespace, false, nil)
+	if err != nil {
+		return nil, fmt.Errorf("namespace %s: %w", cfg.Namespace, err)
+	}
+	if err := sqlite.CreateNamespaces(sqlCfg, ns); err != nil {
+		return nil, fmt.Errorf("register namespace %s: %w", cfg.Namespace, err)
+	}
+
+	sc, err := serverConfig(cfg, sqlCfg)
+	if err != nil {
+		return nil, err
+	}
+	logger := log.NewZapLogger(cfg.Logger)
+	authorizer, err := authorization.GetAuthorizerFromConfig(&sc.Global.Authorization)
+	if err != nil {
+		return nil, fmt.Errorf("authorizer: %w", err)
+	}
+	claims, err := authorization.GetClaimMapperFromConfig(&sc.Global.Authorization, logger)
+	if err != nil {
+		return nil, fmt.Errorf("claim mapper: %w", err)
+	}
+	srv, err := temporal.NewServer(
+		temporal.WithConfig(sc),
+		temporal.ForServices(temporal.DefaultServices),
+		temporal.WithLogger(logger),
+		temporal.WithAuthorizer(authorizer),
+		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
+		temporal.WithDynamicConfigClient(dynamicconfig.StaticClient{}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("create Temporal server: %w", err)
+	}
+	if err := srv.Start(); err != nil {
+		return nil, fmt.Errorf("start Temporal server: %w", err)
+	}
+	return &Server{srv: srv, addr: net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port)), namespace: cfg.Namespace, dbPath: dbPath}, nil
+}
+
+// Address is the frontend's host:port, for TEMPORAL_ADDRESS.
+func (s *Server) Address() string { return s.addr }
+
+// Namespace is the registered namespace.
+func (s *Server) Namespace() string { return s.namespace }
+
+// DBPath is the SQLite file that holds the server's state.
+func (s *Server) DBPath() string { return s.dbPath }
+
+// Stop stops every service.
+func (s *Server) Stop() error { return s.srv.Stop() }
+
+// servicePorts are the gRPC and membership ports of each service, derived
+// from the frontend's as in Temporal's own defaults (7233, 7234, 7235, 7239
+// and 6933, 6934, 6935, 6939). They must not change between restarts on the
+// same data: the cluster's membership is kept in the database, and a server
+// that came back on other ports would route to its own stale entries.
+var servicePorts = []struct {
+	name             string
+	grpc, membership int
+}{
+	{"frontend", 0, -300},
+	{"history", 1, -299},
+	{"matching", 2, -298},
+	{"worker", 6, -294},
+}
+
+func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, error) {
+	metricsPort, err := freePort(cfg.IP)
+	if err != nil {
+		return nil, err
+	}
+	services := make(map[string]config.Service, len(servicePorts))
+	for _, sp := range servicePorts {
+		grpc, membership := cfg.Port+sp.grpc, cfg.Port+sp.membership
+		for _, p := range []int{grpc, membership} {
+			if sp.name == "frontend" && p == cfg.Port {
+				continue // checked by the caller
+			}
+			if err := checkFree(cfg.IP, p); err != nil {
+				return nil, fmt.Errorf("%s service: %w", sp.name, err)
+			}
+		}
+		services[sp.name] = config.Service{RPC: config.RPC{GRPCPort: grpc, MembershipPort: membership, BindOnIP: cfg.IP}}
+	}
+	frontend := net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port))
+	return &config.Config{
+		Global: config.Global{
+			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: cfg.IP},
+			Metrics: &metrics.Config{Prometheus: &metrics.PrometheusConfig{
+				ListenAddress: net.JoinHostPort(cfg.IP, strconv.Itoa(metricsPort)), HandlerPath: "/metrics",
+			}},
+		},
+		Persistence: config.Persistence{
+			DefaultStore:     sqliteplugin.PluginName,
+			VisibilityStore:  sqliteplugin.PluginName,
+			NumHistoryShards: 1,
+			DataStores:       map[string]config.DataStore{sqliteplugin.PluginName: {SQL: sqlCfg}},
+		},
+		ClusterMetadata: &cluster.Config{
+			FailoverVersionIncrement: 10,
+			MasterClusterName:        clusterName,
+			CurrentClusterName:       clusterName,
+			ClusterInformation: map[string]cluster.ClusterInformation{
+				clusterName: {Enabled: true, InitialFailoverVersion: 1, RPCAddress: frontend},
+			},
+		},
+		DCRedirectionPolicy: config.DCRedirectionPolicy{Policy: "noop"},
+		Services:            services,
+		Archival: config.Archival{
+			History:    config.HistoryArchival{State: "disabled"},
+			Visibility: config.VisibilityArchival{State: "disabled"},
+		},
+		NamespaceDefaults: config.NamespaceDefaults{Archival: config.ArchivalNamespaceDefaults{
+			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
+			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
+		}},
+		PublicClient: config.PublicClient{HostPort: frontend},
+	}, nil
+}
+
+func checkFree(ip string, port int) error {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+	if err != nil {
+		return fmt.Errorf("Temporal frontend %s:%d: %w (is another Temporal server running? use it with TEMPORAL_ADDRESS, or pick another port): %v",
+			ip, port, ErrPortInUse, err)
+	}
+	return ln.Close()
+}
+
+func freePort(ip string) (int, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, fmt.Errorf("find a free port on %s: %w", ip, err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}

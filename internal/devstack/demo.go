@@ -1,0 +1,478 @@
+package devstack
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/cli"
+	"github.com/oncerun/oncerun/internal/devserver"
+	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// demoDatabase is the database the demo recreates on the DATABASE_URL
+// server, so that every demo starts from the same state and its tables can
+// be read afterwards.
+const demoDatabase = "oncerun_demo"
+
+const (
+	demoTenant = "acme"
+	demoRun    = "refund-1001"
+)
+
+var demoPlan = []planner.Call{
+	{Tool: tools.LookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
+	{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"Parcel arrived damaged; customer asks for a refund."}`)},
+	{Tool: tools.IssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":25900,"currency":"EUR"}`)},
+}
+
+func newDemoCmd(env cli.Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "demo",
+		Short: "Tell oncerun's story end to end and check that nothing was applied twice",
+		Long: `Run a support agent for order 1001 on an embedded Temporal server and a worker
+child process: the run looks the order up, adds a note and proposes a credit
+that needs approval; the worker is killed with SIGKILL while the run waits; a
+new worker takes over; the credit is approved and the run completes. The demo
+then reads the tables and the metrics and exits 0 only if every check holds.
+
+It recreates the database "oncerun_demo" on the DATABASE_URL server.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find this program to run its worker: %w", err)
+			}
+			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, host.DefaultDatabaseURL)}
+			return d.run(cmd.Context())
+		},
+	}
+}
+
+type demo struct {
+	out       io.Writer
+	exe       string
+	serverURL string
+	dir       string
+	dbURL     string
+	temporal  *devserver.Server
+	tc        client.Client
+	pool      *pgxpool.Pool
+	failed    int
+}
+
+func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
+
+func (d *demo) check(ok bool, format string, args ...any) {
+	mark := "ok  "
+	if !ok {
+		mark = "FAIL"
+		d.failed++
+	}
+	fmt.Fprintf(d.out, "  %s %s\n", mark, fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context) (err error) {
+	d.say("oncerun demo: a support agent refunds a damaged order, a worker dies mid-run, and nothing happens twice.\n")
+	if d.dir, err = os.MkdirTemp("", "oncerun-demo-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(d.dir)
+	if err := d.setUp(ctx); err != nil {
+		return err
+	}
+	defer d.tearDown()
+
+	first, err := d.startWorker(ctx, "first")
+	if err != nil {
+		return err
+	}
+	rc := &runs.Client{Temporal: d.tc, Pool: d.pool}
+	in := workflows.RunInput{Tenant: demoTenant, RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan}
+	if _, err := rc.Start(ctx, in); err != nil {
+		return err
+	}
+	d.say("\n4. Started run %q of tenant %q: look order 1001 up, note it, credit 259.00 EUR.", demoRun, demoTenant)
+	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, map[int64]workflows.StepState{})
+	if err != nil {
+		return err
+	}
+	credit := st.Steps[2]
+	d.say("   The run pauses: step 3 (%s) needs a human, because %s.", credit.Tool, credit.Approval.Reason)
+
+	if err := first.kill(); err != nil {
+		return err
+	}
+	d.say("\n5. Killed the worker (pid %d) with SIGKILL while the run waits for approval.", first.pid())
+	second, err := d.startWorker(ctx, "second")
+	if err != nil {
+		return err
+	}
+	defer second.stop()
+
+	step, err := rc.Decide(ctx, runs.Decision{Tenant: demoTenant, RunID: demoRun, Step: 3,
+		Decision: workflows.DecisionApprove, Approver: "dana@acme", Comment: "photos confirm the damage"}, time.Minute)
+	if err != nil {
+		return err
+	}
+	d.say("\n7. dana@acme approved step 3 (args hash %s…); the step is now %s.", step.ArgsHash[:12], step.State)
+	seen := map[int64]workflows.StepState{1: workflows.StepDone, 2: workflows.StepDone}
+	if st, err = d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunCompleted || s.State == workflows.RunFailed }, seen); err != nil {
+		return err
+	}
+	d.say("   The run is %s: %s", st.State, st.Message)
+
+	d.say("\n8. What happened, read from the tables and the metrics:")
+	d.verify(ctx, rc, st, second)
+	if d.failed > 0 {
+		return fmt.Errorf("%d check(s) failed", d.failed)
+	}
+	d.say("\nEvery check holds. The demo's tables stay in database %q for you to read.", demoDatabase)
+	return nil
+}
+
+func (d *demo) setUp(ctx context.Context) error {
+	url, err := recreateDatabase(ctx, d.serverURL, demoDatabase)
+	if err != nil {
+		return err
+	}
+	d.dbURL = url
+	d.say("1. Recreated database %q on %s.", demoDatabase, redact(d.serverURL))
+	port, err := demoPort()
+	if err != nil {
+		return err
+	}
+	if d.temporal, err = devserver.Start(devserver.Config{DataDir: filepath.Join(d.dir, "temporal"), Port: port}); err != nil {
+		return err
+	}
+	d.say("2. Started an embedded Temporal server on %s (Temporal's own server code, SQLite).", d.temporal.Address())
+	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: quiet{}}); err != nil {
+		return fmt.Errorf("connect to the embedded Temporal server: %w", err)
+	}
+	if d.pool, err = pgxpool.New(ctx, d.dbURL); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (d *demo) tearDown() {
+	if d.pool != nil {
+		d.pool.Close()
+	}
+	if d.tc != nil {
+		d.tc.Close()
+	}
+	if d.temporal != nil {
+		_ = d.temporal.Stop()
+	}
+}
+
+// follow polls the run's status, telling each step's new state, until done
+// holds.
+func (d *demo) follow(ctx context.Context, rc *runs.Client, done func(workflows.Status) bool, seen map[int64]workflows.StepState) (workflows.Status, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		st, err := rc.Status(ctx, demoTenant, demoRun)
+		if err == nil {
+			for _, s := range st.Steps {
+				if seen[s.Step] == s.State {
+					continue
+				}
+				seen[s.Step] = s.State
+				line := fmt.Sprintf("   step %d %-15s %s", s.Step, s.Tool, s.State)
+				if s.Summary != "" {
+					line += "  " + s.Summary
+				}
+				d.say("%s", line)
+			}
+			if done(st) {
+				return st, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return st, fmt.Errorf("run %s did not get there in 2 minutes (last error: %v)", demoRun, err)
+		}
+		select {
+		case <-ctx.Done():
+			return st, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status, second *child) {
+	states := make([]string, len(st.Steps))
+	for i, s := range st.Steps {
+		states[i] = string(s.State)
+	}
+	d.check(st.State == workflows.RunCompleted && strings.Join(states, ",") == "done,done,done",
+		"the run completed with every step done (%s: %s)", st.State, strings.Join(states, ", "))
+	d.check(d.count(ctx, `SELECT count(*) FROM credits WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
+		"exactly one credit exists for order 1001")
+	d.check(d.count(ctx, `SELECT count(*) FROM order_notes WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
+		"exactly one note exists on order 1001")
+	d.check(d.count(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND state = 'completed' AND attempts = 1`, demoRun) == 2,
+		"the note's and the credit's keys are completed, each claimed once")
+	m, err := second.metrics()
+	d.check(err == nil, "read the new worker's /metrics")
+	d.check(m["lookup_order/executed"] == 0 && m["add_order_note/executed"] == 0,
+		"the new worker re-executed none of the steps done before the crash (Temporal replayed them from history)")
+	d.check(m["issue_credit/executed"] == 1, "the new worker executed the approved credit once")
+
+	// A worker that dies after the credit commits but before Temporal hears
+	// of it makes Temporal run the step again. Deliver it again as that
+	// retry would: the dedup store replays it.
+	again, replayedCount, err := d.redeliver(ctx, st.Steps[2])
+	d.check(err == nil && again.Replayed, "delivering step 3 again, as a Temporal retry would, replays the stored result (replayed=%v)", again.Replayed)
+	d.check(replayedCount == 1, "oncerun_tool_calls_total{tool=\"issue_credit\",outcome=\"replayed\"} is %v for that delivery", replayedCount)
+	d.check(sameJSON(again.Result, st.Steps[2].Result), "the replayed result is the first execution's (same credit id %s)", creditID(again.Result))
+	d.check(d.count(ctx, `SELECT count(*) FROM credits WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
+		"still exactly one credit")
+	started, err := rc.Start(ctx, workflows.RunInput{Tenant: demoTenant, RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan})
+	d.check(err == nil && started.Existing, "starting run %q again returns the same run", demoRun)
+}
+
+// redeliver runs step's activity once more against the demo database, as
+// Temporal does when it retries a step, and returns its output and the
+// replayed count it recorded.
+func (d *demo) redeliver(ctx context.Context, step workflows.Step) (activities.ToolOutput, float64, error) {
+	reg, err := host.Registry(tools.ShopConfig{})
+	if err != nil {
+		return activities.ToolOutput{}, 0, err
+	}
+	store, err := idempotency.New(d.pool, idempotency.Config{Owner: "oncerun-demo-redelivery"})
+	if err != nil {
+		return activities.ToolOutput{}, 0, err
+	}
+	promReg := prometheus.NewRegistry()
+	m := metrics.New(promReg)
+	acts := &activities.Activities{Pool: d.pool, Store: store, Tools: reg, Metrics: m}
+	out, err := acts.RunTool(ctx, activities.ToolInput{
+		Tenant: demoTenant, RunID: demoRun, Step: step.Step, Tool: step.Tool, Args: step.Args, ArgsHash: step.ArgsHash,
+	})
+	return out, counterValue(m.ToolCalls.WithLabelValues(step.Tool, metrics.OutcomeReplayed)), err
+}
+
+func (d *demo) count(ctx context.Context, sql string, args ...any) int {
+	var n int
+	if err := d.pool.QueryRow(ctx, sql, args...).Scan(&n); err != nil {
+		d.say("  (query failed: %v)", err)
+		return -1
+	}
+	return n
+}
+
+// child is a worker process the demo started.
+type child struct {
+	cmd     *exec.Cmd
+	httpURL string
+	done    chan error
+}
+
+func (c *child) pid() int { return c.cmd.Process.Pid }
+
+func (c *child) kill() error {
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill worker %d: %w", c.pid(), err)
+	}
+	<-c.done
+	return nil
+}
+
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(40 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+// metrics returns the worker's oncerun_tool_calls_total by "tool/outcome".
+func (c *child) metrics() (map[string]float64, error) {
+	resp, err := http.Get(c.httpURL + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("parse /metrics: %w", err)
+	}
+	out := map[string]float64{}
+	if f := families["oncerun_tool_calls_total"]; f != nil {
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			out[labels["tool"]+"/"+labels["outcome"]] = m.GetCounter().GetValue()
+		}
+	}
+	return out, nil
+}
+
+// startWorker starts `oncerun worker` as a child process on the demo's
+// Temporal server and database and waits until it is healthy.
+func (d *demo) startWorker(ctx context.Context, name string) (*child, error) {
+	httpAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	logPath := filepath.Join(d.dir, name+"-worker.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd := exec.Command(d.exe, "worker")
+	cmd.Env = append(os.Environ(),
+		host.EnvTemporalAddress+"="+d.temporal.Address(),
+		host.EnvTemporalNamespace+"="+d.temporal.Namespace(),
+		host.EnvTaskQueue+"="+workflows.DefaultTaskQueue,
+		host.EnvDatabaseURL+"="+d.dbURL,
+		host.EnvMetricsAddr+"="+httpAddr,
+		host.EnvLogLevel+"=warn",
+	)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the %s worker: %w", name, err)
+	}
+	c := &child{cmd: cmd, httpURL: "http://" + httpAddr, done: make(chan error, 1)}
+	go func() { c.done <- cmd.Wait() }()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-c.done:
+			log, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("the %s worker exited (%v):\n%s", name, err, log)
+		case <-ctx.Done():
+			_ = cmd.Process.Kill()
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := http.Get(c.httpURL + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				step := map[string]string{"first": "3", "second": "6"}[name]
+				d.say("\n%s. Started the %s worker as a child process (pid %d): migrated %q, polling task queue %q.",
+					step, name, c.pid(), demoDatabase, workflows.DefaultTaskQueue)
+				return c, nil
+			}
+		}
+	}
+	_ = cmd.Process.Kill()
+	return nil, fmt.Errorf("the %s worker was not healthy after a minute", name)
+}
+
+// recreateDatabase drops and creates name on the server of serverURL and
+// returns the new database's URL.
+func recreateDatabase(ctx context.Context, serverURL, name string) (string, error) {
+	u, err := url.Parse(serverURL)
+	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
+		return "", fmt.Errorf("DATABASE_URL %q: the demo needs a postgres:// URL", redact(serverURL))
+	}
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", fmt.Errorf("connect to PostgreSQL (DATABASE_URL %s): %w", redact(serverURL), err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	for _, sql := range []string{"DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)", "CREATE DATABASE " + ident} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return "", fmt.Errorf("recreate database %s: %w", name, err)
+		}
+	}
+	u.Path = "/" + name
+	return u.String(), nil
+}
+
+// demoPort finds a frontend port whose service ports at the devserver's
+// offsets are free too.
+func demoPort() (int, error) {
+	for range 20 {
+		addr, err := freeAddr()
+		if err != nil {
+			return 0, err
+		}
+		_, p, _ := net.SplitHostPort(addr)
+		port, _ := strconv.Atoi(p)
+		if port > 400 && port < 65000 {
+			return port, nil
+		}
+	}
+	return 0, errors.New("no free port for the embedded Temporal server")
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port: %w", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func creditID(result json.RawMessage) string {
+	var c struct {
+		ID json.Number `json:"id"`
+	}
+	_ = json.Unmarshal(result, &c)
+	return c.ID.String()
+}
+
+// quiet keeps the SDK's log lines out of the demo's story.
+type quiet struct{}
+
+func (quiet) Debug(string, ...any) {}
+func (quiet) Info(string, ...any)  {}
+func (quiet) Warn(string, ...any)  {}
+func (quiet) Error(string, ...any) {}

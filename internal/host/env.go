@@ -1,0 +1,74 @@
+package host
+
+import (
+	"fmt"
+	"strconv"
+
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// Environment variables a worker reads.
+const (
+	EnvTemporalAddress   = "TEMPORAL_ADDRESS"
+	EnvTemporalNamespace = "TEMPORAL_NAMESPACE"
+	EnvTaskQueue         = "TEMPORAL_TASK_QUEUE"
+	EnvDatabaseURL       = "DATABASE_URL"
+	EnvMetricsAddr       = "METRICS_ADDR"
+	EnvCreditThreshold   = "CREDIT_APPROVAL_THRESHOLD_CENTS"
+	EnvOpenAIBaseURL     = "OPENAI_BASE_URL"
+	EnvOpenAIAPIKey      = "OPENAI_API_KEY"
+	EnvOpenAIModel       = "OPENAI_MODEL"
+	EnvLogLevel          = "LOG_LEVEL"
+)
+
+// EnvNames lists every environment variable a worker reads.
+var EnvNames = []string{
+	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
+	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
+}
+
+// ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
+// main). Logger is left for the caller; LOG_LEVEL is returned beside it.
+func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err error) {
+	var threshold int64
+	if s := getenv(EnvCreditThreshold); s != "" {
+		if threshold, err = strconv.ParseInt(s, 10, 64); err != nil {
+			return Config{}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
+		}
+	}
+	return Config{
+		TemporalAddress: getenv(EnvTemporalAddress),
+		Namespace:       getenv(EnvTemporalNamespace),
+		TaskQueue:       getenv(EnvTaskQueue),
+		DatabaseURL:     getenv(EnvDatabaseURL),
+		HTTPAddr:        getenv(EnvMetricsAddr),
+		Shop:            tools.ShopConfig{CreditApprovalThresholdCents: threshold},
+		OpenAI: planner.OpenAIConfig{
+			BaseURL: getenv(EnvOpenAIBaseURL),
+			APIKey:  getenv(EnvOpenAIAPIKey),
+			Model:   getenv(EnvOpenAIModel),
+		},
+	}, getenv(EnvLogLevel), nil
+}
+
+// NewLogger builds the process logger at level ("" means info): JSON lines,
+// or a console format for people when console is set.
+func NewLogger(level string, console bool) (*zap.Logger, error) {
+	if level == "" {
+		level = "info"
+	}
+	lvl, err := zap.ParseAtomicLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvLogLevel, err)
+	}
+	zc := zap.NewProductionConfig()
+	if console {
+		zc = zap.NewDevelopmentConfig()
+		zc.DisableStacktrace = true
+	}
+	zc.Level = lvl
+	return zc.Build()
+}
