@@ -147,7 +147,9 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}
 	d.say("\n7. dana@acme approved step 3 (args hash %s…); the step is now %s.", step.ArgsHash[:12], step.State)
 	seen := map[int64]workflows.StepState{1: workflows.StepDone, 2: workflows.StepDone}
-	if st, err = d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunCompleted || s.State == workflows.RunFailed }, seen); err != nil {
+	if st, err = d.follow(ctx, rc, func(s workflows.Status) bool {
+		return s.State == workflows.RunCompleted || s.State == workflows.RunFailed
+	}, seen); err != nil {
 		return err
 	}
 	d.say("   The run is %s: %s", st.State, st.Message)
