@@ -1,0 +1,17 @@
+# The oncerun worker, and the oncerun CLI beside it, for docker-compose.yml
+# or any container platform. The worker reads its configuration from the
+# environment (see the README) and stops gracefully on SIGTERM.
+FROM golang:1.26-bookworm AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN go mod download
+COPY . .
+RUN CGO_ENABLED=0 go build -trimpath -o /out/worker ./worker \
+ && CGO_ENABLED=0 go build -trimpath -o /out/oncerun ./starter
+
+FROM alpine:3.20
+RUN adduser -D -H oncerun
+COPY --from=build /out/worker /out/oncerun /usr/local/bin/
+USER oncerun
+EXPOSE 9464
+ENTRYPOINT ["/usr/local/bin/worker"]
