@@ -1,0 +1,117 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
+
+	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// devProcess is a running `oncerun dev`.
+type devProcess struct {
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan error
+}
+
+func startDev(t *testing.T, bin, dataDir string, port int, env []string) *devProcess {
+	t.Helper()
+	p := &devProcess{out: &syncBuffer{}, exited: make(chan error, 1)}
+	p.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--temporal-port", strconv.Itoa(port))
+	p.cmd.Env = append(p.cmd.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	require.NoError(t, p.cmd.Start())
+	go func() { p.exited <- p.cmd.Wait() }()
+	t.Cleanup(func() { _ = p.cmd.Process.Kill() })
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if strings.Contains(p.out.String(), "oncerun dev is running") {
+			return p
+		}
+		select {
+		case err := <-p.exited:
+			t.Fatalf("oncerun dev exited (%v):\n%s", err, p.out.String())
+		default:
+		}
+	}
+	t.Fatalf("oncerun dev did not start in a minute:\n%s", p.out.String())
+	return nil
+}
+
+// interrupt sends Ctrl-C and waits for a clean exit.
+func (p *devProcess) interrupt(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case err := <-p.exited:
+		require.NoError(t, err, "oncerun dev exits 0 on Ctrl-C:\n%s", p.out.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("oncerun dev did not stop on Ctrl-C:\n%s", p.out.String())
+	}
+}
+
+// TestDevCommandKeepsARunAcrossRestart runs `oncerun dev` as a user would:
+// a run waits for approval, Ctrl-C stops the whole stack, a new `oncerun dev`
+// on the same data directory still has the run, and approving it completes it.
+func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
+	t.Parallel()
+	bin := filepath.Join(t.TempDir(), "oncerun")
+	out, err := exec.Command("go", "build", "-o", bin, "../../starter").CombinedOutput()
+	require.NoError(t, err, string(out))
+	db := pgtest.NewEmptyDB(t)
+	dataDir := t.TempDir()
+	port := portOf(t, freeAddr(t))
+	queue := fmt.Sprintf("oncerun-dev-%d", queues.Add(1))
+	env := []string{"DATABASE_URL=" + db.URL, "METRICS_ADDR=" + freeAddr(t), "TEMPORAL_TASK_QUEUE=" + queue}
+	runID := "r-" + queue
+	ctx := context.Background()
+	connect := func() *runs.Client {
+		tc, err := client.Dial(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietSDK{}})
+		require.NoError(t, err)
+		t.Cleanup(tc.Close)
+		return &runs.Client{Temporal: tc, TaskQueue: queue}
+	}
+
+	dev := startDev(t, bin, dataDir, port, env)
+	assert.Contains(t, dev.out.String(), fmt.Sprintf("127.0.0.1:%d, namespace default (embedded", port))
+	rc := connect()
+	_, err = rc.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: runID, Plan: refundPlan("25900")})
+	require.NoError(t, err)
+	waitState(t, rc, runID, workflows.RunWaitingForApproval)
+	dev.interrupt(t)
+
+	dev = startDev(t, bin, dataDir, port, env)
+	rc = connect()
+	_, err = rc.Decide(ctx, runs.Decision{Tenant: "acme", RunID: runID, Step: 3,
+		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
+	require.NoError(t, err)
+	final := waitState(t, rc, runID, workflows.RunCompleted)
+	assert.Equal(t, workflows.StepDone, final.Steps[2].State)
+	dev.interrupt(t)
+}
+
+func waitState(t *testing.T, rc *runs.Client, runID string, want workflows.RunState) workflows.Status {
+	t.Helper()
+	var last workflows.Status
+	var lastErr error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		last, lastErr = rc.Status(context.Background(), "acme", runID)
+		if lastErr == nil && last.State == want {
+			return last
+		}
+	}
+	t.Fatalf("run %s never became %s: %+v (%v)", runID, want, last, lastErr)
+	return last
+}
