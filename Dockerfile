@@ -13,5 +13,7 @@ FROM alpine:3.20
 RUN adduser -D -H oncerun
 COPY --from=build /out/worker /out/oncerun /usr/local/bin/
 USER oncerun
+# /healthz and /metrics on every interface of the container.
+ENV METRICS_ADDR=0.0.0.0:9464
 EXPOSE 9464
 ENTRYPOINT ["/usr/local/bin/worker"]

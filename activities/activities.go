@@ -8,6 +8,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/metrics"
@@ -43,6 +44,10 @@ type Activities struct {
 	Log *zap.Logger
 	// Metrics counts tool calls. Nil counts nothing.
 	Metrics *metrics.Metrics
+	// Runs tells the expiry watchdog which runs are open.
+	Runs RunStates
+	// Alerts posts the watchdog's alerts to a webhook. Nil posts nothing.
+	Alerts *alerts.Webhook
 }
 
 func (a *Activities) log() *zap.Logger {

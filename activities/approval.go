@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 )
@@ -67,6 +68,38 @@ LIMIT 1`,
 		msg := fmt.Sprintf("run %s step %d already has an approval for args hash %s, not %s: the run id was used before",
 			in.RunID, in.Step, stored, in.ArgsHash)
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeKeyReuse, nil)
+	}
+	return a.warnShortWindows(ctx, in)
+}
+
+// warnShortWindows warns, at the moment a run pauses, about each of the
+// run's keys that will expire before the approval deadline: if the run
+// resumes after that, a replay of the step would find no key. The watchdog
+// alerts again if it happens.
+func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) error {
+	rows, err := a.Pool.Query(ctx, `
+SELECT key, step, tool, expires_at FROM idempotency_keys
+WHERE run_id = $1 AND tenant = $2 AND expires_at < $3
+ORDER BY step`, in.RunID, in.Tenant, in.Deadline)
+	if err != nil {
+		return fmt.Errorf("check key windows of run %s: %w", in.RunID, err)
+	}
+	type short struct {
+		Key       string    `db:"key"`
+		Step      int64     `db:"step"`
+		Tool      string    `db:"tool"`
+		ExpiresAt time.Time `db:"expires_at"`
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[short])
+	if err != nil {
+		return fmt.Errorf("check key windows of run %s: %w", in.RunID, err)
+	}
+	for _, k := range keys {
+		a.log().Warn("approval deadline outlives a key of the run: the key expires first",
+			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", k.Step),
+			zap.String("tool", k.Tool), zap.String("key", k.Key), zap.Time("key_expires_at", k.ExpiresAt),
+			zap.Int64("pausing_step", in.Step), zap.Time("deadline", in.Deadline),
+			zap.Duration("shortfall", in.Deadline.Sub(k.ExpiresAt)))
 	}
 	return nil
 }

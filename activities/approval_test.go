@@ -11,6 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/tools"
@@ -157,4 +160,30 @@ func TestResolveApprovalOfAnotherStep(t *testing.T) {
 	got := f.approvals(t)
 	require.Len(t, got, 1)
 	assert.Equal(t, activities.ApprovalPending, got[0].State)
+}
+
+// A run that pauses past the expiry of one of its own keys is warned about
+// when it pauses, naming the key and the shortfall.
+func TestRequestApprovalWarnsOfAKeyExpiringFirst(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	core, logs := observer.New(zapcore.WarnLevel)
+	f.acts.Log = zap.New(core)
+	note := input(t, 1, tools.AddOrderNote, `{"order_id":"1001","text":"damaged"}`)
+	_, err := f.acts.RunTool(ctx, note)
+	require.NoError(t, err)
+
+	req := request(t)
+	req.Deadline = time.Now().Add(400 * 24 * time.Hour) // past the note's 30-day window
+	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	warned := logs.FilterMessageSnippet("approval deadline outlives a key").All()
+	require.Len(t, warned, 1)
+	assert.Equal(t, "v1/acme/r1/1/add_order_note", warned[0].ContextMap()["key"])
+
+	req.Step, req.Deadline = 3, time.Now().Add(time.Hour)
+	other := input(t, 3, tools.IssueCredit, `{"order_id":"1001","reason":"late","amount_cents":25900,"currency":"EUR"}`)
+	req.Args, req.ArgsHash = other.Args, other.ArgsHash
+	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	assert.Len(t, logs.FilterMessageSnippet("approval deadline outlives a key").All(), 1, "no warning when every key outlives the deadline")
 }

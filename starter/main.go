@@ -28,8 +28,20 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The first Ctrl-C or SIGTERM asks the command to stop cleanly; a second
+	// one forces.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "stopping (Ctrl-C again to force)")
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "forced")
+		os.Exit(130)
+	}()
 	env := cli.Env{
 		DatabaseURL:     os.Getenv(host.EnvDatabaseURL),
 		TemporalAddress: os.Getenv(host.EnvTemporalAddress),
@@ -37,21 +49,8 @@ func main() {
 		TaskQueue:       os.Getenv(host.EnvTaskQueue),
 		User:            os.Getenv("USER"),
 	}
-	worker, logLevel, err := host.ConfigFromEnv(os.Getenv)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "oncerun:", err)
-		os.Exit(2)
-	}
 	root := cli.NewRoot(env)
-	root.AddCommand(devstack.Commands(env, worker, logLevel)...)
-	interrupt := make(chan os.Signal, 1)
-	signal.Notify(interrupt, os.Interrupt)
-	go func() {
-		// Commands that handle Ctrl-C themselves (dev) reset this; for the
-		// others the first Ctrl-C ends the command's context.
-		<-interrupt
-		stop()
-	}()
+	root.AddCommand(devstack.Commands(env, os.Getenv)...)
 	if err := root.ExecuteContext(ctx); err != nil {
 		// Cobra has printed the error and, for bad usage, the usage.
 		os.Exit(1)

@@ -35,6 +35,9 @@ type RegistryConfig struct {
 	// RetryHorizon is the longest a tool call may keep being retried after
 	// its approval. Default DefaultRetryHorizon.
 	RetryHorizon time.Duration
+	// Margin is added on top, for clock skew and a watchdog that runs late.
+	// Default DefaultWindowMargin.
+	Margin time.Duration
 }
 
 // Defaults of [RegistryConfig], which runs obey: a run's approval deadline
@@ -43,12 +46,14 @@ type RegistryConfig struct {
 const (
 	DefaultMaxApprovalPause = 14 * 24 * time.Hour
 	DefaultRetryHorizon     = time.Hour
+	DefaultWindowMargin     = 24 * time.Hour
 )
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RegistryConfig) WithDefaults() RegistryConfig {
 	c.MaxApprovalPause = cmp.Or(c.MaxApprovalPause, DefaultMaxApprovalPause)
 	c.RetryHorizon = cmp.Or(c.RetryHorizon, DefaultRetryHorizon)
+	c.Margin = cmp.Or(c.Margin, DefaultWindowMargin)
 	return c
 }
 
@@ -127,10 +132,10 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 	t.Retention = cmp.Or(t.Retention, DefaultRetention)
 	t.Timeout = cmp.Or(t.Timeout, DefaultTimeout)
 	if t.Class == ClassKeyed || t.Class == ClassExternal {
-		need := r.cfg.MaxApprovalPause + r.cfg.RetryHorizon
+		need := r.cfg.MaxApprovalPause + r.cfg.RetryHorizon + r.cfg.Margin
 		if t.Retention <= need {
-			return nil, invalid("retention %s is not longer than the longest approval pause %s plus the retry horizon %s: short by %s",
-				t.Retention, r.cfg.MaxApprovalPause, r.cfg.RetryHorizon, need-t.Retention+time.Second)
+			return nil, invalid("retention %s is not longer than the longest approval pause %s plus the retry horizon %s plus a margin of %s: short by %s",
+				t.Retention, r.cfg.MaxApprovalPause, r.cfg.RetryHorizon, r.cfg.Margin, need-t.Retention+time.Second)
 		}
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(t.Schema))

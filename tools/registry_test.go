@@ -32,7 +32,7 @@ func with(name string, change func(*tools.Tool)) tools.Tool {
 func TestNewRegistryRefuses(t *testing.T) {
 	t.Parallel()
 	// Keys must outlive a 48h approval pause plus a 1h retry horizon.
-	cfg := tools.RegistryConfig{MaxApprovalPause: 48 * time.Hour, RetryHorizon: time.Hour}
+	cfg := tools.RegistryConfig{MaxApprovalPause: 48 * time.Hour, RetryHorizon: time.Hour, Margin: 24 * time.Hour}
 	tests := []struct {
 		name  string
 		tools []tools.Tool
@@ -59,9 +59,9 @@ func TestNewRegistryRefuses(t *testing.T) {
 			tool("note", tools.ClassKeyed),
 			with("pay", func(t *tools.Tool) { t.Class, t.PairedRead = tools.ClassExternal, "note" }),
 		}, "pay", `paired read "note" is not a registered read tool`},
-		{"keyed retention short", []tools.Tool{with("note", func(t *tools.Tool) { t.Retention = 24 * time.Hour })}, "note", "short by 25h"},
-		{"external retention short", []tools.Tool{with("pay", func(t *tools.Tool) { t.Class, t.Retention = tools.ClassExternal, 24*time.Hour })}, "pay", "short by 25h"},
-		{"keyed retention equal", []tools.Tool{with("note", func(t *tools.Tool) { t.Retention = 49 * time.Hour })}, "note", "not longer than the longest approval pause 48h0m0s plus the retry horizon 1h0m0s"},
+		{"keyed retention short", []tools.Tool{with("note", func(t *tools.Tool) { t.Retention = 24 * time.Hour })}, "note", "short by 49h"},
+		{"external retention short", []tools.Tool{with("pay", func(t *tools.Tool) { t.Class, t.Retention = tools.ClassExternal, 24*time.Hour })}, "pay", "short by 49h"},
+		{"keyed retention equal", []tools.Tool{with("note", func(t *tools.Tool) { t.Retention = 73 * time.Hour })}, "note", "not longer than the longest approval pause 48h0m0s plus the retry horizon 1h0m0s plus a margin of 24h0m0s: short by 1s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -77,12 +77,12 @@ func TestNewRegistryRefuses(t *testing.T) {
 
 func TestNewRegistryAccepts(t *testing.T) {
 	t.Parallel()
-	cfg := tools.RegistryConfig{MaxApprovalPause: 48 * time.Hour, RetryHorizon: time.Hour}
+	cfg := tools.RegistryConfig{MaxApprovalPause: 48 * time.Hour, RetryHorizon: time.Hour, Margin: 24 * time.Hour}
 	tests := []struct {
 		name  string
 		tools []tools.Tool
 	}{
-		{"keyed retention just long enough", []tools.Tool{with("note", func(t *tools.Tool) { t.Retention = 49*time.Hour + time.Second })}},
+		{"keyed retention just long enough", []tools.Tool{with("note", func(t *tools.Tool) { t.Retention = 73*time.Hour + time.Second })}},
 		// A natural key has no window, so its retention is not checked.
 		{"natural with short retention", []tools.Tool{with("credit", func(t *tools.Tool) { t.Class, t.Retention = tools.ClassNatural, time.Hour })}},
 		{"read with short retention", []tools.Tool{with("find", func(t *tools.Tool) { t.Class, t.Retention = tools.ClassRead, time.Hour })}},
@@ -131,7 +131,7 @@ func TestShopRegistryAppliesDefaults(t *testing.T) {
 	require.NoError(t, err)
 
 	assert.Equal(t, []string{tools.AddOrderNote, tools.GetCredit, tools.IssueCredit, tools.LookupOrder}, reg.Names())
-	assert.Equal(t, tools.RegistryConfig{MaxApprovalPause: tools.DefaultMaxApprovalPause, RetryHorizon: tools.DefaultRetryHorizon}, reg.Config())
+	assert.Equal(t, tools.RegistryConfig{MaxApprovalPause: tools.DefaultMaxApprovalPause, RetryHorizon: tools.DefaultRetryHorizon, Margin: tools.DefaultWindowMargin}, reg.Config())
 	for _, name := range reg.Names() {
 		got, ok := reg.Lookup(name)
 		require.True(t, ok, name)

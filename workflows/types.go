@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/url"
 	"time"
 
 	"github.com/oncerun/oncerun/internal/keys"
@@ -40,9 +39,7 @@ var ErrInvalidInput = errors.New("invalid run input")
 
 // WorkflowID is the workflow ID of a tenant's run: the same tenant and run
 // id always name the same workflow, so starting a run twice finds the first.
-func WorkflowID(tenant, runID string) string {
-	return "oncerun/" + url.PathEscape(tenant) + "/" + url.PathEscape(runID)
-}
+func WorkflowID(tenant, runID string) string { return keys.WorkflowID(tenant, runID) }
 
 // Limits bound a run.
 type Limits struct {

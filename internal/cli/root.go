@@ -49,6 +49,7 @@ func NewRoot(env Env) *cobra.Command {
 		newApprovalsCmd(conn),
 		newDecideCmd(conn, "approve"),
 		newDecideCmd(conn, "reject"),
+		newKeysCmd(conn),
 	)
 	return root
 }

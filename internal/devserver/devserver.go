@@ -80,7 +80,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("frontend port %d: want 301 to 65529, so that the other services' ports fit", cfg.Port)
 	}
 	if err := checkFree(cfg.IP, cfg.Port); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("Temporal frontend: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
@@ -231,7 +231,7 @@ func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, error) {
 func checkFree(ip string, port int) error {
 	ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
-		return fmt.Errorf("Temporal frontend %s:%d: %w (is another Temporal server running? use it with TEMPORAL_ADDRESS, or pick another port): %v",
+		return fmt.Errorf("port %s:%d: %w (is another Temporal server running? use it with TEMPORAL_ADDRESS, or pick another port): %v",
 			ip, port, ErrPortInUse, err)
 	}
 	return ln.Close()

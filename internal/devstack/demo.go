@@ -13,27 +13,22 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 
-	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/host"
-	"github.com/oncerun/oncerun/internal/idempotency"
-	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/tools"
@@ -88,6 +83,7 @@ type demo struct {
 	temporal  *devserver.Server
 	tc        client.Client
 	pool      *pgxpool.Pool
+	children  []*child
 	failed    int
 }
 
@@ -103,27 +99,33 @@ func (d *demo) check(ok bool, format string, args ...any) {
 }
 
 func (d *demo) run(ctx context.Context) (err error) {
-	d.say("oncerun demo: a support agent refunds a damaged order, a worker dies mid-run, and nothing happens twice.\n")
+	d.say("oncerun demo: a support agent refunds a damaged order, workers die mid-run, and nothing happens twice.\n")
 	if d.dir, err = os.MkdirTemp("", "oncerun-demo-"); err != nil {
 		return err
 	}
-	defer os.RemoveAll(d.dir)
+	defer func() {
+		if err == nil {
+			_ = os.RemoveAll(d.dir)
+		} else {
+			d.say("\nThe workers' logs are in %s.", d.dir)
+		}
+	}()
 	if err := d.setUp(ctx); err != nil {
 		return err
 	}
 	defer d.tearDown()
 
-	first, err := d.startWorker(ctx, "first")
+	first, err := d.startWorker(ctx, "3", "first", "")
 	if err != nil {
 		return err
 	}
 	rc := &runs.Client{Temporal: d.tc, Pool: d.pool}
-	in := workflows.RunInput{Tenant: demoTenant, RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan}
-	if _, err := rc.Start(ctx, in); err != nil {
+	if _, err := rc.Start(ctx, demoInput()); err != nil {
 		return err
 	}
 	d.say("\n4. Started run %q of tenant %q: look order 1001 up, note it, credit 259.00 EUR.", demoRun, demoTenant)
-	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, map[int64]workflows.StepState{})
+	seen := map[int64]workflows.StepState{}
+	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, seen)
 	if err != nil {
 		return err
 	}
@@ -133,20 +135,35 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err := first.kill(); err != nil {
 		return err
 	}
-	d.say("\n5. Killed the worker (pid %d) with SIGKILL while the run waits for approval.", first.pid())
-	second, err := d.startWorker(ctx, "second")
+	d.say("\n5. Killed the first worker (pid %d) with SIGKILL while the run waits for approval.", first.pid())
+	second, err := d.startWorker(ctx, "6", "second", tools.IssueCredit)
 	if err != nil {
 		return err
 	}
-	defer second.stop()
-
+	d.say("   It will kill itself right after the credit commits, before Temporal hears of it (%s=%s).",
+		host.EnvCrashAfterCommit, tools.IssueCredit)
+	// The first query after a worker change may wait out the dead worker's
+	// sticky queue; follow retries until the run answers.
+	if _, err := d.follow(ctx, rc, func(workflows.Status) bool { return true }, seen); err != nil {
+		return err
+	}
 	step, err := rc.Decide(ctx, runs.Decision{Tenant: demoTenant, RunID: demoRun, Step: 3,
 		Decision: workflows.DecisionApprove, Approver: "dana@acme", Comment: "photos confirm the damage"}, time.Minute)
 	if err != nil {
 		return err
 	}
 	d.say("\n7. dana@acme approved step 3 (args hash %s…); the step is now %s.", step.ArgsHash[:12], step.State)
-	seen := map[int64]workflows.StepState{1: workflows.StepDone, 2: workflows.StepDone}
+	select {
+	case <-second.done:
+	case <-time.After(time.Minute):
+		return errors.New("the second worker did not crash after the credit")
+	}
+	d.say("\n8. The second worker (pid %d) committed the credit and died: Temporal never heard that step 3 finished.", second.pid())
+	third, err := d.startWorker(ctx, "9", "third", "")
+	if err != nil {
+		return err
+	}
+	d.say("   Temporal retries step 3 once the attempt's 30 s timeout passes…")
 	if st, err = d.follow(ctx, rc, func(s workflows.Status) bool {
 		return s.State == workflows.RunCompleted || s.State == workflows.RunFailed
 	}, seen); err != nil {
@@ -154,13 +171,17 @@ func (d *demo) run(ctx context.Context) (err error) {
 	}
 	d.say("   The run is %s: %s", st.State, st.Message)
 
-	d.say("\n8. What happened, read from the tables and the metrics:")
-	d.verify(ctx, rc, st, second)
+	d.say("\n10. What happened, read from the tables and the metrics:")
+	d.verify(ctx, rc, st, third)
 	if d.failed > 0 {
 		return fmt.Errorf("%d check(s) failed", d.failed)
 	}
 	d.say("\nEvery check holds. The demo's tables stay in database %q for you to read.", demoDatabase)
 	return nil
+}
+
+func demoInput() workflows.RunInput {
+	return workflows.RunInput{Tenant: demoTenant, RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan}
 }
 
 func (d *demo) setUp(ctx context.Context) error {
@@ -170,12 +191,20 @@ func (d *demo) setUp(ctx context.Context) error {
 	}
 	d.dbURL = url
 	d.say("1. Recreated database %q on %s.", demoDatabase, redact(d.serverURL))
-	port, err := demoPort()
-	if err != nil {
-		return err
-	}
-	if d.temporal, err = devserver.Start(devserver.Config{DataDir: filepath.Join(d.dir, "temporal"), Port: port}); err != nil {
-		return err
+	// A free port for the frontend may still have a service port taken at
+	// one of the fixed offsets: try a few.
+	for attempt := 0; ; attempt++ {
+		port, err := demoPort()
+		if err != nil {
+			return err
+		}
+		d.temporal, err = devserver.Start(devserver.Config{DataDir: filepath.Join(d.dir, "temporal"), Port: port})
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, devserver.ErrPortInUse) || attempt == 10 {
+			return err
+		}
 	}
 	d.say("2. Started an embedded Temporal server on %s (Temporal's own server code, SQLite).", d.temporal.Address())
 	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: quiet{}}); err != nil {
@@ -188,6 +217,9 @@ func (d *demo) setUp(ctx context.Context) error {
 }
 
 func (d *demo) tearDown() {
+	for _, c := range d.children {
+		c.stop()
+	}
 	if d.pool != nil {
 		d.pool.Close()
 	}
@@ -232,57 +264,30 @@ func (d *demo) follow(ctx context.Context, rc *runs.Client, done func(workflows.
 	}
 }
 
-func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status, second *child) {
+func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status, last *child) {
 	states := make([]string, len(st.Steps))
 	for i, s := range st.Steps {
 		states[i] = string(s.State)
 	}
 	d.check(st.State == workflows.RunCompleted && strings.Join(states, ",") == "done,done,done",
 		"the run completed with every step done (%s: %s)", st.State, strings.Join(states, ", "))
+	d.check(len(st.Steps) == 3 && st.Steps[2].Replayed,
+		"step 3's result came from the dedup store: the retry replayed the committed credit")
 	d.check(d.count(ctx, `SELECT count(*) FROM credits WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
 		"exactly one credit exists for order 1001")
 	d.check(d.count(ctx, `SELECT count(*) FROM order_notes WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
 		"exactly one note exists on order 1001")
 	d.check(d.count(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND state = 'completed' AND attempts = 1`, demoRun) == 2,
 		"the note's and the credit's keys are completed, each claimed once")
-	m, err := second.metrics()
-	d.check(err == nil, "read the new worker's /metrics")
+	m, err := last.metrics()
+	d.check(err == nil, "read the third worker's /metrics")
+	d.check(m["issue_credit/replayed"] == 1 && m["issue_credit/executed"] == 0,
+		"the third worker replayed the credit and did not execute it (replayed %v, executed %v)",
+		m["issue_credit/replayed"], m["issue_credit/executed"])
 	d.check(m["lookup_order/executed"] == 0 && m["add_order_note/executed"] == 0,
-		"the new worker re-executed none of the steps done before the crash (Temporal replayed them from history)")
-	d.check(m["issue_credit/executed"] == 1, "the new worker executed the approved credit once")
-
-	// A worker that dies after the credit commits but before Temporal hears
-	// of it makes Temporal run the step again. Deliver it again as that
-	// retry would: the dedup store replays it.
-	again, replayedCount, err := d.redeliver(ctx, st.Steps[2])
-	d.check(err == nil && again.Replayed, "delivering step 3 again, as a Temporal retry would, replays the stored result (replayed=%v)", again.Replayed)
-	d.check(replayedCount == 1, "oncerun_tool_calls_total{tool=\"issue_credit\",outcome=\"replayed\"} is %v for that delivery", replayedCount)
-	d.check(sameJSON(again.Result, st.Steps[2].Result), "the replayed result is the first execution's (same credit id %s)", creditID(again.Result))
-	d.check(d.count(ctx, `SELECT count(*) FROM credits WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
-		"still exactly one credit")
-	started, err := rc.Start(ctx, workflows.RunInput{Tenant: demoTenant, RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan})
+		"it re-executed none of the steps done before the crashes (Temporal replayed them from history)")
+	started, err := rc.Start(ctx, demoInput())
 	d.check(err == nil && started.Existing, "starting run %q again returns the same run", demoRun)
-}
-
-// redeliver runs step's activity once more against the demo database, as
-// Temporal does when it retries a step, and returns its output and the
-// replayed count it recorded.
-func (d *demo) redeliver(ctx context.Context, step workflows.Step) (activities.ToolOutput, float64, error) {
-	reg, err := host.Registry(tools.ShopConfig{})
-	if err != nil {
-		return activities.ToolOutput{}, 0, err
-	}
-	store, err := idempotency.New(d.pool, idempotency.Config{Owner: "oncerun-demo-redelivery"})
-	if err != nil {
-		return activities.ToolOutput{}, 0, err
-	}
-	promReg := prometheus.NewRegistry()
-	m := metrics.New(promReg)
-	acts := &activities.Activities{Pool: d.pool, Store: store, Tools: reg, Metrics: m}
-	out, err := acts.RunTool(ctx, activities.ToolInput{
-		Tenant: demoTenant, RunID: demoRun, Step: step.Step, Tool: step.Tool, Args: step.Args, ArgsHash: step.ArgsHash,
-	})
-	return out, counterValue(m.ToolCalls.WithLabelValues(step.Tool, metrics.OutcomeReplayed)), err
 }
 
 func (d *demo) count(ctx context.Context, sql string, args ...any) int {
@@ -298,7 +303,8 @@ func (d *demo) count(ctx context.Context, sql string, args ...any) int {
 type child struct {
 	cmd     *exec.Cmd
 	httpURL string
-	done    chan error
+	done    chan struct{} // closed when the process has ended
+	once    sync.Once
 }
 
 func (c *child) pid() int { return c.cmd.Process.Pid }
@@ -311,14 +317,23 @@ func (c *child) kill() error {
 	return nil
 }
 
+// stop ends the worker: SIGTERM, then SIGKILL after 40 s. A worker that has
+// exited already is left alone.
 func (c *child) stop() {
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(40 * time.Second):
-		_ = c.cmd.Process.Kill()
-		<-c.done
-	}
+	c.once.Do(func() {
+		select {
+		case <-c.done:
+			return
+		default:
+		}
+		_ = c.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-c.done:
+		case <-time.After(40 * time.Second):
+			_ = c.cmd.Process.Kill()
+			<-c.done
+		}
+	})
 }
 
 // metrics returns the worker's oncerun_tool_calls_total by "tool/outcome".
@@ -348,7 +363,7 @@ func (c *child) metrics() (map[string]float64, error) {
 
 // startWorker starts `oncerun worker` as a child process on the demo's
 // Temporal server and database and waits until it is healthy.
-func (d *demo) startWorker(ctx context.Context, name string) (*child, error) {
+func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) (*child, error) {
 	httpAddr, err := freeAddr()
 	if err != nil {
 		return nil, err
@@ -367,19 +382,22 @@ func (d *demo) startWorker(ctx context.Context, name string) (*child, error) {
 		host.EnvDatabaseURL+"="+d.dbURL,
 		host.EnvMetricsAddr+"="+httpAddr,
 		host.EnvLogLevel+"=warn",
+		host.EnvCreditThreshold+"="+strconv.Itoa(tools.DefaultCreditApprovalThreshold),
+		host.EnvCrashAfterCommit+"="+crashAfter,
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start the %s worker: %w", name, err)
 	}
-	c := &child{cmd: cmd, httpURL: "http://" + httpAddr, done: make(chan error, 1)}
-	go func() { c.done <- cmd.Wait() }()
+	c := &child{cmd: cmd, httpURL: "http://" + httpAddr, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(c.done) }()
+	d.children = append(d.children, c)
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		select {
-		case err := <-c.done:
+		case <-c.done:
 			log, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("the %s worker exited (%v):\n%s", name, err, log)
+			return nil, fmt.Errorf("the %s worker exited (%s):\n%s", name, cmd.ProcessState, log)
 		case <-ctx.Done():
 			_ = cmd.Process.Kill()
 			return nil, ctx.Err()
@@ -388,9 +406,8 @@ func (d *demo) startWorker(ctx context.Context, name string) (*child, error) {
 		if resp, err := http.Get(c.httpURL + "/healthz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				step := map[string]string{"first": "3", "second": "6"}[name]
 				d.say("\n%s. Started the %s worker as a child process (pid %d): migrated %q, polling task queue %q.",
-					step, name, c.pid(), demoDatabase, workflows.DefaultTaskQueue)
+					label, name, c.pid(), demoDatabase, workflows.DefaultTaskQueue)
 				return c, nil
 			}
 		}
@@ -421,8 +438,7 @@ func recreateDatabase(ctx context.Context, serverURL, name string) (string, erro
 	return u.String(), nil
 }
 
-// demoPort finds a frontend port whose service ports at the devserver's
-// offsets are free too.
+// demoPort finds a free frontend port with room for the devserver's offsets.
 func demoPort() (int, error) {
 	for range 20 {
 		addr, err := freeAddr()
@@ -445,30 +461,6 @@ func freeAddr() (string, error) {
 	}
 	defer ln.Close()
 	return ln.Addr().String(), nil
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		return -1
-	}
-	return m.GetCounter().GetValue()
-}
-
-func sameJSON(a, b json.RawMessage) bool {
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		return false
-	}
-	return reflect.DeepEqual(x, y)
-}
-
-func creditID(result json.RawMessage) string {
-	var c struct {
-		ID json.Number `json:"id"`
-	}
-	_ = json.Unmarshal(result, &c)
-	return c.ID.String()
 }
 
 // quiet keeps the SDK's log lines out of the demo's story.

@@ -6,23 +6,23 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/workflows"
 )
 
 // Commands returns the commands that need Temporal's server code: dev, demo
-// and worker. worker is the worker configuration main read from the
-// environment, logLevel its LOG_LEVEL.
-func Commands(env cli.Env, worker host.Config, logLevel string) []*cobra.Command {
-	return []*cobra.Command{newDevCmd(env, worker, logLevel), newDemoCmd(env), newWorkerCmd(worker, logLevel)}
+// and worker. getenv is how main reads the environment (os.Getenv); the
+// worker's variables are read when dev or worker runs, so a bad one does not
+// break the other commands.
+func Commands(env cli.Env, getenv func(string) string) []*cobra.Command {
+	return []*cobra.Command{newDevCmd(getenv), newDemoCmd(env), newWorkerCmd(getenv)}
 }
 
 // DevConfig configures [Dev].
@@ -61,7 +61,7 @@ oncerun dev is running
   PostgreSQL  %s (migrated)
   worker      task queue %s; http://%s/healthz and /metrics
 
-Start a run in another terminal:
+Start a run in another terminal:%s
   go run ./starter start --tenant acme --run-id r1 --plan examples/refund.json
   go run ./starter approvals
   go run ./starter approve --tenant acme --run-id r1 --step 3
@@ -69,13 +69,13 @@ Start a run in another terminal:
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
-`, temporalLine, redact(w.DatabaseURL), w.TaskQueue, httpAddr)
+`, temporalLine, redact(w.DatabaseURL), w.TaskQueue, httpAddr, exports(w))
 	}
 	return host.Run(ctx, w)
 }
 
-func newDevCmd(env cli.Env, worker host.Config, logLevel string) *cobra.Command {
-	cfg := DevConfig{Worker: worker}
+func newDevCmd(getenv func(string) string) *cobra.Command {
+	var cfg DevConfig
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run oncerun on this machine: an embedded Temporal server, migrations and a worker",
@@ -85,65 +85,59 @@ restart), the migrations on DATABASE_URL and a worker. With TEMPORAL_ADDRESS
 set, that server is used and none is embedded.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := interruptible(cmd.Context(), cmd.ErrOrStderr())
-			defer stop()
-			log, err := host.NewLogger(cmp.Or(logLevel, "info"), true)
+			worker, logLevel, err := host.ConfigFromEnv(getenv)
 			if err != nil {
 				return err
 			}
-			cfg.Worker.Logger = log
+			if worker.Logger, err = host.NewLogger(logLevel, true); err != nil {
+				return err
+			}
+			cfg.Worker = worker
 			cfg.Out = cmd.OutOrStdout()
-			return Dev(ctx, cfg)
+			return Dev(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", devserver.DefaultDataDir, "directory of the embedded Temporal server's state")
 	cmd.Flags().IntVar(&cfg.TemporalPort, "temporal-port", devserver.DefaultPort, "port of the embedded Temporal frontend")
-	_ = env
 	return cmd
 }
 
-func newWorkerCmd(worker host.Config, logLevel string) *cobra.Command {
+func newWorkerCmd(getenv func(string) string) *cobra.Command {
 	return &cobra.Command{
 		Use:    "worker",
 		Short:  "Run a worker (as `go run ./worker` does)",
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			log, err := host.NewLogger(logLevel, false)
+			worker, logLevel, err := host.ConfigFromEnv(getenv)
 			if err != nil {
 				return err
 			}
-			worker.Logger = log
-			return host.Run(ctx, worker)
+			if worker.Logger, err = host.NewLogger(logLevel, false); err != nil {
+				return err
+			}
+			return host.Run(cmd.Context(), worker)
 		},
 	}
 }
 
-// interruptible cancels its context on the first SIGINT or SIGTERM and
-// exits the process on the second.
-func interruptible(parent context.Context, errOut io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(parent)
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sigs:
-		case <-ctx.Done():
-			return
-		}
-		fmt.Fprintln(errOut, "stopping (Ctrl-C again to force)")
-		cancel()
-		if _, ok := <-sigs; ok {
-			fmt.Fprintln(errOut, "forced")
-			os.Exit(130)
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sigs)
-		cancel()
+// exports are the variables the CLI needs to reach this stack when it is
+// not on the defaults.
+func exports(w host.Config) string {
+	var vars []string
+	if w.TemporalAddress != host.DefaultTemporalAddress {
+		vars = append(vars, host.EnvTemporalAddress+"="+w.TemporalAddress)
 	}
+	if w.Namespace != host.DefaultNamespace {
+		vars = append(vars, host.EnvTemporalNamespace+"="+w.Namespace)
+	}
+	if w.TaskQueue != workflows.DefaultTaskQueue {
+		vars = append(vars, host.EnvTaskQueue+"="+w.TaskQueue)
+	}
+	if len(vars) == 0 {
+		return ""
+	}
+	return "\n  export " + strings.Join(vars, " ")
 }
 
 // redact hides a URL's password.

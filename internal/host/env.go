@@ -3,6 +3,7 @@ package host
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -22,12 +23,17 @@ const (
 	EnvOpenAIAPIKey      = "OPENAI_API_KEY"
 	EnvOpenAIModel       = "OPENAI_MODEL"
 	EnvLogLevel          = "LOG_LEVEL"
+	EnvWatchdogInterval  = "WATCHDOG_INTERVAL"
+	EnvWatchdogBatch     = "WATCHDOG_BATCH_SIZE"
+	EnvExpiryPolicy      = "EXPIRY_POLICY"
+	EnvAlertWebhookURL   = "ALERT_WEBHOOK_URL"
 )
 
 // EnvNames lists every environment variable a worker reads.
 var EnvNames = []string{
 	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
+	EnvWatchdogInterval, EnvWatchdogBatch, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -36,16 +42,54 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	var threshold int64
 	if s := getenv(EnvCreditThreshold); s != "" {
 		if threshold, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return Config{}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
+			var wd WatchdogConfig
+			if s := getenv(EnvWatchdogInterval); s != "" {
+				if wd.Interval, err = time.ParseDuration(s); err != nil || wd.Interval <= 0 {
+					return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 5m", EnvWatchdogInterval, s)
+				}
+			}
+			if s := getenv(EnvWatchdogBatch); s != "" {
+				if wd.BatchSize, err = strconv.Atoi(s); err != nil || wd.BatchSize <= 0 {
+					return Config{}, "", fmt.Errorf("%s %q is not a positive integer", EnvWatchdogBatch, s)
+				}
+			}
+			switch wd.Policy = getenv(EnvExpiryPolicy); wd.Policy {
+			case "", "hold", "prune":
+			default:
+				return Config{}, "", fmt.Errorf("%s %q is not hold or prune", EnvExpiryPolicy, wd.Policy)
+			}
+			return Config{
+				Watchdog:         wd,
+				CrashAfterCommit: getenv(EnvCrashAfterCommit),
+				AlertWebhookURL:  getenv(EnvAlertWebhookURL)}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
 		}
 	}
+	var wd WatchdogConfig
+	if s := getenv(EnvWatchdogInterval); s != "" {
+		if wd.Interval, err = time.ParseDuration(s); err != nil || wd.Interval <= 0 {
+			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 5m", EnvWatchdogInterval, s)
+		}
+	}
+	if s := getenv(EnvWatchdogBatch); s != "" {
+		if wd.BatchSize, err = strconv.Atoi(s); err != nil || wd.BatchSize <= 0 {
+			return Config{}, "", fmt.Errorf("%s %q is not a positive integer", EnvWatchdogBatch, s)
+		}
+	}
+	switch wd.Policy = getenv(EnvExpiryPolicy); wd.Policy {
+	case "", "hold", "prune":
+	default:
+		return Config{}, "", fmt.Errorf("%s %q is not hold or prune", EnvExpiryPolicy, wd.Policy)
+	}
 	return Config{
-		TemporalAddress: getenv(EnvTemporalAddress),
-		Namespace:       getenv(EnvTemporalNamespace),
-		TaskQueue:       getenv(EnvTaskQueue),
-		DatabaseURL:     getenv(EnvDatabaseURL),
-		HTTPAddr:        getenv(EnvMetricsAddr),
-		Shop:            tools.ShopConfig{CreditApprovalThresholdCents: threshold},
+		Watchdog:         wd,
+		CrashAfterCommit: getenv(EnvCrashAfterCommit),
+		AlertWebhookURL:  getenv(EnvAlertWebhookURL),
+		TemporalAddress:  getenv(EnvTemporalAddress),
+		Namespace:        getenv(EnvTemporalNamespace),
+		TaskQueue:        getenv(EnvTaskQueue),
+		DatabaseURL:      getenv(EnvDatabaseURL),
+		HTTPAddr:         getenv(EnvMetricsAddr),
+		Shop:             tools.ShopConfig{CreditApprovalThresholdCents: threshold},
 		OpenAI: planner.OpenAIConfig{
 			BaseURL: getenv(EnvOpenAIBaseURL),
 			APIKey:  getenv(EnvOpenAIAPIKey),

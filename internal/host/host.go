@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -60,6 +61,14 @@ type Config struct {
 	// not offered and runs that ask for it fail with a clear error
 	// (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
 	OpenAI planner.OpenAIConfig
+	// Watchdog configures the expiry watchdog's schedule.
+	Watchdog WatchdogConfig
+	// AlertWebhookURL, when set, receives each expiry alert as a JSON POST
+	// (ALERT_WEBHOOK_URL).
+	AlertWebhookURL string
+	// CrashAfterCommit is fault injection for demos and drills: see
+	// EnvCrashAfterCommit. Empty in production.
+	CrashAfterCommit string
 	// Logger is the process's logger. Default: a production zap logger.
 	Logger *zap.Logger
 	// Ready, if set, is called with the HTTP server's address once the
@@ -140,23 +149,36 @@ func Run(ctx context.Context, cfg Config) error {
 
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	webhook := &alerts.Webhook{URL: cfg.AlertWebhookURL, Log: log}
+	defer webhook.Wait()
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
+		Runs: activities.TemporalRuns{Client: tc}, Alerts: webhook,
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
 	fatal := make(chan error, 1)
-	w := NewWorker(tc, cfg.TaskQueue, acts, worker.Options{
+	opts := worker.Options{
 		WorkerStopTimeout: shutdownTimeout,
 		OnFatalError:      func(err error) { fatal <- err },
-	})
+	}
+	if cfg.CrashAfterCommit != "" {
+		log.Warn("fault injection on: this worker will kill itself after a step commits",
+			zap.String("env", EnvCrashAfterCommit), zap.String("tool", cfg.CrashAfterCommit))
+		opts.Interceptors = append(opts.Interceptors, &crashAfterCommit{tool: cfg.CrashAfterCommit, log: log})
+	}
+	w := NewWorker(tc, cfg.TaskQueue, acts, opts)
 	if err := w.Start(); err != nil {
 		ln.Close()
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
+	if err := EnsureWatchdogSchedule(ctx, tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
+		ln.Close()
+		return err
+	}
 
 	srv := &http.Server{Handler: Handler(pool, promReg), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 1)

@@ -16,6 +16,7 @@ func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, o
 	}
 	w := worker.New(c, taskQueue, opts)
 	w.RegisterWorkflow(workflows.AgentRun)
+	w.RegisterWorkflow(workflows.Watchdog)
 	w.RegisterActivity(acts)
 	return w
 }

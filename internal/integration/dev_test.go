@@ -94,6 +94,7 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 
 	dev = startDev(t, bin, dataDir, port, env)
 	rc = connect()
+	waitState(t, rc, runID, workflows.RunWaitingForApproval)
 	_, err = rc.Decide(ctx, runs.Decision{Tenant: "acme", RunID: runID, Step: 3,
 		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
 	require.NoError(t, err)

@@ -50,6 +50,9 @@ func TestDevServerKeepsRunsAcrossRestart(t *testing.T) {
 	srv, tc = start()
 	t.Cleanup(func() { tc.Close(); _ = srv.Stop() })
 	e.startWorker("w2", worker.Options{})
+	e.waitFor("acme", run, "an answer after the restart", func(s workflows.Status) bool {
+		return s.State == workflows.RunWaitingForApproval
+	})
 	_, err = e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: run, Step: 3,
 		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
 	require.NoError(t, err)

@@ -91,6 +91,9 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	require.True(t, healthy, "worker never became healthy:\n%s", logs.String())
 
+	_, err = temporalClient.ScheduleClient().GetHandle(context.Background(), workflows.WatchdogScheduleID).Describe(context.Background())
+	require.NoError(t, err, "the worker created the expiry watchdog's schedule")
+
 	pool, err := pgxpool.New(context.Background(), db.URL)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)

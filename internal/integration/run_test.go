@@ -57,6 +57,11 @@ func TestRunSurvivesWorkerRestartDuringApproval(t *testing.T) {
 
 	w1.Stop()
 	w2 := e.startWorker("w2", worker.Options{})
+	// The first query after a worker change may wait out the old worker's
+	// sticky queue; waitFor retries it.
+	e.waitFor("acme", run, "an answer from the new worker", func(s workflows.Status) bool {
+		return s.State == workflows.RunWaitingForApproval
+	})
 	step, err := e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: run, Step: 3,
 		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
 	require.NoError(t, err)

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
@@ -62,6 +63,8 @@ type env struct {
 	queue string
 	runs  *runs.Client
 	tools []tools.Tool
+	// webhook, when set before startWorker, receives the watchdog's alerts.
+	webhook *alerts.Webhook
 }
 
 func setup(t *testing.T) *env {
@@ -102,6 +105,7 @@ func (e *env) startWorker(name string, opts worker.Options) *testWorker {
 	m := metrics.New(prometheus.NewRegistry())
 	w := host.NewWorker(e.tc, e.queue, &activities.Activities{
 		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
+		Runs: activities.TemporalRuns{Client: e.tc}, Alerts: e.webhook,
 	}, opts)
 	require.NoError(e.t, w.Start())
 	stopped := false

@@ -139,3 +139,10 @@ func unescapePart(name, field string) (string, error) {
 	}
 	return v, nil
 }
+
+// WorkflowID is the Temporal workflow ID of a tenant's run: the same tenant
+// and run id always name the same workflow, and escaping keeps two pairs
+// from sharing one.
+func WorkflowID(tenant, runID string) string {
+	return "oncerun/" + url.PathEscape(tenant) + "/" + url.PathEscape(runID)
+}

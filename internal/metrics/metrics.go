@@ -30,6 +30,11 @@ const (
 type Metrics struct {
 	// ToolCalls counts tool call attempts by tool and outcome.
 	ToolCalls *prometheus.CounterVec
+	// KeysPruned counts keys of closed runs the watchdog deleted, by tool.
+	KeysPruned *prometheus.CounterVec
+	// KeysExpiredAlive counts keys whose retention ran out while their run
+	// was open, by tool and the policy applied (hold or prune).
+	KeysExpiredAlive *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -39,8 +44,16 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "oncerun_tool_calls_total",
 			Help: "Tool call attempts by tool and outcome (executed, replayed, in_flight, key_reuse, failed, invalid, resolved).",
 		}, []string{"tool", "outcome"}),
+		KeysPruned: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncerun_keys_pruned_total",
+			Help: "Expired keys of closed runs deleted by the expiry watchdog, by tool.",
+		}, []string{"tool"}),
+		KeysExpiredAlive: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncerun_key_expired_while_run_alive_total",
+			Help: "Keys whose retention ran out while their run was still open, by tool and policy (hold: kept and extended; prune: deleted).",
+		}, []string{"tool", "policy"}),
 	}
-	reg.MustRegister(m.ToolCalls)
+	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive)
 	return m
 }
 

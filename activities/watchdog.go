@@ -1,0 +1,281 @@
+package activities
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/alerts"
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/keys"
+)
+
+// Expiry policies for keys whose run is still open.
+const (
+	// PolicyHold keeps the key and extends its expiry by the tool's window.
+	PolicyHold = "hold"
+	// PolicyPrune deletes the key as if its run had closed.
+	PolicyPrune = "prune"
+)
+
+// RunStates tells whether runs are still open.
+type RunStates interface {
+	// RunState reports whether the tenant's run is open, and its state in
+	// words. A run Temporal does not know is closed.
+	RunState(ctx context.Context, tenant, runID string) (open bool, state string, err error)
+}
+
+// TemporalRuns is [RunStates] asked of Temporal with
+// DescribeWorkflowExecution.
+type TemporalRuns struct{ Client client.Client }
+
+// RunState describes the run's workflow.
+func (t TemporalRuns) RunState(ctx context.Context, tenant, runID string) (bool, string, error) {
+	desc, err := t.Client.DescribeWorkflowExecution(ctx, keys.WorkflowID(tenant, runID), "")
+	var nf *serviceerror.NotFound
+	switch {
+	case errors.As(err, &nf):
+		return false, "unknown", nil
+	case err != nil:
+		return false, "", fmt.Errorf("describe run %s of tenant %s: %w", runID, tenant, err)
+	}
+	status := desc.GetWorkflowExecutionInfo().GetStatus()
+	word := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
+	return status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, word, nil
+}
+
+// PruneInput is one watchdog batch.
+type PruneInput struct {
+	// Cutoff: keys that expired before it are due.
+	Cutoff time.Time `json:"cutoff"`
+	// BatchSize bounds the keys locked at once.
+	BatchSize int `json:"batch_size"`
+	// Policy is hold or prune, for keys of open runs.
+	Policy string `json:"policy"`
+}
+
+// PruneOutput counts what one batch did.
+type PruneOutput struct {
+	Selected int `json:"selected"`
+	// Pruned counts keys of closed runs deleted.
+	Pruned int `json:"pruned"`
+	// Held and PrunedAlive count keys of open runs held or deleted; each
+	// raised an alert.
+	Held        int `json:"held"`
+	PrunedAlive int `json:"pruned_alive"`
+	// Alerts counts the alerts raised (a key already alerted on for the same
+	// action and expiry is not alerted on again).
+	Alerts int `json:"alerts"`
+}
+
+// expiredKey is a due key, locked.
+type expiredKey struct {
+	Tenant    string    `db:"tenant"`
+	Key       string    `db:"key"`
+	RunID     string    `db:"run_id"`
+	Step      int64     `db:"step"`
+	Tool      string    `db:"tool"`
+	State     string    `db:"state"`
+	CreatedAt time.Time `db:"created_at"`
+	ExpiresAt time.Time `db:"expires_at"`
+}
+
+type runRef struct{ tenant, runID string }
+
+// PruneExpired handles one batch of keys that expired before the cutoff,
+// oldest first. It locks them with FOR UPDATE SKIP LOCKED, so concurrent
+// watchdogs take disjoint batches and claims wait at most one batch. It asks
+// once per distinct run whether the run is open. Keys of closed runs are
+// deleted. Keys of open runs are held (expiry extended by the tool's window)
+// or deleted, by policy, and each raises an alert: an error log line, a
+// metric, a key_expiry_alerts row and a webhook POST.
+func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutput, error) {
+	if in.Policy != PolicyHold && in.Policy != PolicyPrune {
+		return PruneOutput{}, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("expiry policy %q is not hold or prune", in.Policy), ErrTypeInvalidArgs, nil)
+	}
+	in.BatchSize = cmp.Or(in.BatchSize, 1000)
+	var (
+		out    PruneOutput
+		pruned []string // tools of the closed runs' keys deleted
+		raised []alerts.KeyExpired
+	)
+	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `
+SELECT tenant, key, run_id, step, tool, state, created_at, expires_at
+FROM idempotency_keys
+WHERE expires_at < $1
+ORDER BY expires_at
+LIMIT $2
+FOR UPDATE SKIP LOCKED`, in.Cutoff, in.BatchSize)
+		if err != nil {
+			return fmt.Errorf("select expired keys: %w", err)
+		}
+		due, err := pgx.CollectRows(rows, pgx.RowToStructByName[expiredKey])
+		if err != nil {
+			return fmt.Errorf("select expired keys: %w", err)
+		}
+		out.Selected = len(due)
+		open := map[runRef]string{}
+		for _, k := range due {
+			ref := runRef{k.Tenant, k.RunID}
+			if _, seen := open[ref]; seen {
+				continue
+			}
+			alive, state, err := a.Runs.RunState(ctx, k.Tenant, k.RunID)
+			if err != nil {
+				return err
+			}
+			if alive {
+				open[ref] = state
+			} else {
+				open[ref] = ""
+			}
+		}
+		var del, hold []expiredKey
+		for _, k := range due {
+			switch state := open[runRef{k.Tenant, k.RunID}]; {
+			case state == "":
+				del = append(del, k)
+				pruned = append(pruned, k.Tool)
+			case in.Policy == PolicyHold:
+				hold = append(hold, k)
+			default:
+				del = append(del, k)
+			}
+		}
+		if err := deleteKeys(ctx, tx, del); err != nil {
+			return err
+		}
+		if err := a.holdKeys(ctx, tx, hold, in.Cutoff); err != nil {
+			return err
+		}
+		raised, err = a.recordAlerts(ctx, tx, due, open, in.Policy)
+		return err
+	})
+	if err != nil {
+		return PruneOutput{}, err
+	}
+	// Committed: now say so.
+	out.Pruned = len(pruned)
+	for _, tool := range pruned {
+		if a.Metrics != nil {
+			a.Metrics.KeysPruned.WithLabelValues(tool).Inc()
+		}
+	}
+	for _, al := range raised {
+		out.Alerts++
+		if al.Policy == PolicyHold {
+			out.Held++
+		} else {
+			out.PrunedAlive++
+		}
+		if a.Metrics != nil {
+			a.Metrics.KeysExpiredAlive.WithLabelValues(al.Tool, al.Policy).Inc()
+		}
+		a.log().Error("key expired while its run is alive",
+			zap.String("tenant", al.Tenant), zap.String("run_id", al.RunID), zap.Int64("step", al.Step),
+			zap.String("tool", al.Tool), zap.String("key", al.Key), zap.Duration("age", time.Duration(al.AgeSec*float64(time.Second))),
+			zap.String("run_state", al.RunState), zap.String("policy", al.Policy), zap.Time("expired_at", al.ExpiredAt))
+		a.Alerts.Send(al)
+	}
+	return out, nil
+}
+
+func deleteKeys(ctx context.Context, tx pgx.Tx, ks []expiredKey) error {
+	if len(ks) == 0 {
+		return nil
+	}
+	tenants, names := make([]string, len(ks)), make([]string, len(ks))
+	for i, k := range ks {
+		tenants[i], names[i] = k.Tenant, k.Key
+	}
+	_, err := tx.Exec(ctx, `
+DELETE FROM idempotency_keys k
+USING unnest($1::text[], $2::text[]) AS d(tenant, key)
+WHERE k.tenant = d.tenant AND k.key = d.key`, tenants, names)
+	if err != nil {
+		return fmt.Errorf("delete expired keys: %w", err)
+	}
+	return nil
+}
+
+// holdKeys extends each key's expiry to cutoff plus its tool's window.
+func (a *Activities) holdKeys(ctx context.Context, tx pgx.Tx, ks []expiredKey, cutoff time.Time) error {
+	if len(ks) == 0 {
+		return nil
+	}
+	tenants, names := make([]string, len(ks)), make([]string, len(ks))
+	until := make([]time.Time, len(ks))
+	for i, k := range ks {
+		tenants[i], names[i] = k.Tenant, k.Key
+		until[i] = cutoff.Add(a.window(k.Tool))
+	}
+	_, err := tx.Exec(ctx, `
+UPDATE idempotency_keys k SET expires_at = h.until
+FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS h(tenant, key, until)
+WHERE k.tenant = h.tenant AND k.key = h.key`, tenants, names, until)
+	if err != nil {
+		return fmt.Errorf("hold expired keys: %w", err)
+	}
+	return nil
+}
+
+// window is the retention of a tool's keys.
+func (a *Activities) window(tool string) time.Duration {
+	if t, ok := a.Tools.Lookup(tool); ok {
+		return t.Retention
+	}
+	return idempotency.DefaultRetention
+}
+
+// recordAlerts writes an alert row for each key of an open run and returns
+// the alerts that were new: a row for the same key, action and expiry means
+// the alert was raised already.
+func (a *Activities) recordAlerts(ctx context.Context, tx pgx.Tx, due []expiredKey, open map[runRef]string, policy string) ([]alerts.KeyExpired, error) {
+	var batch pgx.Batch
+	var cands []alerts.KeyExpired
+	for _, k := range due {
+		state := open[runRef{k.Tenant, k.RunID}]
+		if state == "" {
+			continue
+		}
+		cands = append(cands, alerts.KeyExpired{
+			Alert: "key_expired_while_run_alive", Tenant: k.Tenant, RunID: k.RunID, Step: k.Step, Tool: k.Tool,
+			Key: k.Key, Policy: policy, RunState: state, KeyState: k.State, ExpiredAt: k.ExpiresAt,
+		})
+		batch.Queue(`
+INSERT INTO key_expiry_alerts (tenant, key, run_id, step, tool, policy, run_state, key_state, created_at, expired_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+ON CONFLICT ON CONSTRAINT key_expiry_alerts_once DO NOTHING
+RETURNING raised_at, extract(epoch FROM raised_at - $9)::float8`,
+			k.Tenant, k.Key, k.RunID, k.Step, k.Tool, policy, state, k.State, k.CreatedAt, k.ExpiresAt)
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	res := tx.SendBatch(ctx, &batch)
+	defer res.Close()
+	var fresh []alerts.KeyExpired
+	for _, c := range cands {
+		err := res.QueryRow().Scan(&c.RaisedAt, &c.AgeSec)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("record alert for %s: %w", c.Key, err)
+		}
+		fresh = append(fresh, c)
+	}
+	return fresh, res.Close()
+}

@@ -1,0 +1,132 @@
+// Package alerts delivers the expiry watchdog's alerts to a webhook: a JSON
+// POST per alert, retried with backoff in the background, so that a slow or
+// failing receiver never holds up pruning.
+package alerts
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// KeyExpired is the body of an alert: a key whose retention ran out while
+// its run was still open.
+type KeyExpired struct {
+	Alert     string    `json:"alert"` // always "key_expired_while_run_alive"
+	Tenant    string    `json:"tenant"`
+	RunID     string    `json:"run_id"`
+	Step      int64     `json:"step"`
+	Tool      string    `json:"tool"`
+	Key       string    `json:"key"`
+	Policy    string    `json:"policy"`
+	RunState  string    `json:"run_state"`
+	KeyState  string    `json:"key_state"`
+	AgeSec    float64   `json:"age_seconds"`
+	ExpiredAt time.Time `json:"expired_at"`
+	RaisedAt  time.Time `json:"raised_at"`
+}
+
+// Webhook posts alerts to a URL.
+type Webhook struct {
+	// URL receives the POSTs (ALERT_WEBHOOK_URL).
+	URL string
+	// Client sends them. Default: a client with a 10 s timeout.
+	Client *http.Client
+	// Attempts is how many times one alert is tried. Default 5.
+	Attempts int
+	// Backoff is the wait before the second attempt, doubled each time.
+	// Default 1 s.
+	Backoff time.Duration
+	// Log receives delivery failures. Default: none.
+	Log *zap.Logger
+
+	once     sync.Once
+	inflight chan struct{}
+	wg       sync.WaitGroup
+}
+
+// maxInflight bounds the deliveries in progress; alerts beyond it are
+// dropped (and logged): the log line and the table row remain.
+const maxInflight = 64
+
+func (w *Webhook) init() {
+	w.once.Do(func() {
+		w.Client = cmp.Or(w.Client, &http.Client{Timeout: 10 * time.Second})
+		w.Attempts = cmp.Or(w.Attempts, 5)
+		w.Backoff = cmp.Or(w.Backoff, time.Second)
+		w.Log = cmp.Or(w.Log, zap.NewNop())
+		w.inflight = make(chan struct{}, maxInflight)
+	})
+}
+
+// Send delivers a in the background and returns at once. A nil Webhook
+// sends nothing.
+func (w *Webhook) Send(a KeyExpired) {
+	if w == nil || w.URL == "" {
+		return
+	}
+	w.init()
+	select {
+	case w.inflight <- struct{}{}:
+	default:
+		w.Log.Error("alert webhook backlog full; alert not posted", zap.String("key", a.Key))
+		return
+	}
+	w.wg.Add(1)
+	go func() {
+		defer func() { <-w.inflight; w.wg.Done() }()
+		if err := w.deliver(a); err != nil {
+			w.Log.Error("alert webhook failed", zap.String("key", a.Key), zap.Error(err))
+		}
+	}()
+}
+
+// Wait waits for the deliveries in progress.
+func (w *Webhook) Wait() {
+	if w != nil {
+		w.wg.Wait()
+	}
+}
+
+func (w *Webhook) deliver(a KeyExpired) error {
+	body, err := json.Marshal(a)
+	if err != nil {
+		return fmt.Errorf("encode alert: %w", err)
+	}
+	wait := w.Backoff
+	var last error
+	for attempt := 1; attempt <= w.Attempts; attempt++ {
+		if last = w.post(body); last == nil {
+			return nil
+		}
+		if attempt < w.Attempts {
+			time.Sleep(wait)
+			wait *= 2
+		}
+	}
+	return fmt.Errorf("after %d attempts: %w", w.Attempts, last)
+}
+
+func (w *Webhook) post(body []byte) error {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, w.URL, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := w.Client.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("POST %s: %s", w.URL, resp.Status)
+	}
+	return nil
+}
