@@ -18,6 +18,7 @@ import (
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
 )
 
 // runsClosed says every run has closed, as for keys long past their runs.
@@ -28,7 +29,8 @@ func (runsClosed) RunState(context.Context, string, string) (bool, string, error
 }
 
 // BenchmarkPruneExpiredKeys prunes ONCERUN_BENCH_KEYS (default 1,000,000)
-// expired keys of closed runs in watchdog batches of 1000 while one client
+// expired keys of closed runs in watchdog batches of ONCERUN_BENCH_BATCH
+// (default workflows.DefaultWatchdogBatch) while one client
 // claims new keys through Store.Do, and compares the claims' p99 latency
 // with that of the same client on an idle table of the same size. Run it
 // with -benchtime=1x (make bench-prune).
@@ -38,6 +40,13 @@ func BenchmarkPruneExpiredKeys(b *testing.B) {
 		var err error
 		if n, err = strconv.Atoi(s); err != nil {
 			b.Fatalf("ONCERUN_BENCH_KEYS: %v", err)
+		}
+	}
+	batch := workflows.DefaultWatchdogBatch
+	if s := os.Getenv("ONCERUN_BENCH_BATCH"); s != "" {
+		var err error
+		if batch, err = strconv.Atoi(s); err != nil {
+			b.Fatalf("ONCERUN_BENCH_BATCH: %v", err)
 		}
 	}
 	ctx := context.Background()
@@ -77,13 +86,13 @@ FROM generate_series(0, $1 - 1) AS n`, n); err != nil {
 		go func() {
 			defer close(done)
 			for {
-				out, err := acts.PruneExpired(ctx, activities.PruneInput{Cutoff: time.Now(), BatchSize: 1000, Policy: activities.PolicyHold})
+				out, err := acts.PruneExpired(ctx, activities.PruneInput{Cutoff: time.Now(), BatchSize: batch, Policy: activities.PolicyHold})
 				if err != nil {
 					b.Error(err)
 					return
 				}
 				pruned.Add(int64(out.Pruned))
-				if out.Selected < 1000 {
+				if out.Selected < batch {
 					return
 				}
 			}

@@ -104,7 +104,7 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 		return PruneOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("expiry policy %q is not hold or prune", in.Policy), ErrTypeInvalidArgs, nil)
 	}
-	in.BatchSize = cmp.Or(in.BatchSize, 1000)
+	in.BatchSize = cmp.Or(in.BatchSize, 250)
 	var (
 		out    PruneOutput
 		pruned []string // tools of the closed runs' keys deleted

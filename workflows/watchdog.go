@@ -12,7 +12,7 @@ import (
 
 // Defaults of [WatchdogInput].
 const (
-	DefaultWatchdogBatch      = 1000
+	DefaultWatchdogBatch      = 250
 	DefaultWatchdogMaxBatches = 100
 	// WatchdogScheduleID is the Temporal Schedule that runs [Watchdog].
 	WatchdogScheduleID = "oncerun-expiry-watchdog"

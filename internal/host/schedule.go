@@ -20,7 +20,7 @@ type WatchdogConfig struct {
 	// Policy for expired keys of open runs: hold (default) or prune
 	// (EXPIRY_POLICY).
 	Policy string
-	// BatchSize bounds the keys one activity locks. Default 1000
+	// BatchSize bounds the keys one activity locks. Default 250
 	// (WATCHDOG_BATCH_SIZE).
 	BatchSize int
 	// ScheduleID names the schedule. Default workflows.WatchdogScheduleID;
