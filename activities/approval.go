@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/tools"
 )
 
 // Approval row states, as the approvals table spells them.
@@ -69,20 +71,24 @@ LIMIT 1`,
 			in.RunID, in.Step, stored, in.ArgsHash)
 		return temporal.NewNonRetryableApplicationError(msg, ErrTypeKeyReuse, nil)
 	}
-	return a.warnShortWindows(ctx, in)
+	a.warnShortWindows(ctx, in)
+	return nil
 }
 
 // warnShortWindows warns, at the moment a run pauses, about each of the
-// run's keys that will expire before the approval deadline: if the run
-// resumes after that, a replay of the step would find no key. The watchdog
-// alerts again if it happens.
-func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) error {
+// run's keys that will expire before the approval deadline plus the retry
+// horizon: if the run resumes after that, a replay of the step would find
+// no key. The watchdog alerts again if it happens. A failure to check is
+// logged, never a reason to fail the pause.
+func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
+	horizon := in.Deadline.Add(tools.DefaultRetryHorizon)
 	rows, err := a.Pool.Query(ctx, `
 SELECT key, step, tool, expires_at FROM idempotency_keys
 WHERE run_id = $1 AND tenant = $2 AND expires_at < $3
-ORDER BY step`, in.RunID, in.Tenant, in.Deadline)
+ORDER BY step`, in.RunID, in.Tenant, horizon)
 	if err != nil {
-		return fmt.Errorf("check key windows of run %s: %w", in.RunID, err)
+		a.log().Warn("could not check the run's key windows", zap.String("run_id", in.RunID), zap.Error(err))
+		return
 	}
 	type short struct {
 		Key       string    `db:"key"`
@@ -92,16 +98,16 @@ ORDER BY step`, in.RunID, in.Tenant, in.Deadline)
 	}
 	keys, err := pgx.CollectRows(rows, pgx.RowToStructByName[short])
 	if err != nil {
-		return fmt.Errorf("check key windows of run %s: %w", in.RunID, err)
+		a.log().Warn("could not check the run's key windows", zap.String("run_id", in.RunID), zap.Error(err))
+		return
 	}
 	for _, k := range keys {
 		a.log().Warn("approval deadline outlives a key of the run: the key expires first",
 			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", k.Step),
 			zap.String("tool", k.Tool), zap.String("key", k.Key), zap.Time("key_expires_at", k.ExpiresAt),
 			zap.Int64("pausing_step", in.Step), zap.Time("deadline", in.Deadline),
-			zap.Duration("shortfall", in.Deadline.Sub(k.ExpiresAt)))
+			zap.Duration("shortfall", horizon.Sub(k.ExpiresAt)))
 	}
-	return nil
 }
 
 // ResolveApproval records a pending step's decision or expiry. A retried

@@ -76,9 +76,12 @@ type PruneOutput struct {
 	// Alerts counts the alerts raised (a key already alerted on for the same
 	// action and expiry is not alerted on again).
 	Alerts int `json:"alerts"`
+	// Skipped counts keys left for a later pass because Temporal could not
+	// say whether their run is open.
+	Skipped int `json:"skipped,omitempty"`
 }
 
-// expiredKey is a due key, locked.
+// expiredKey is a due key.
 type expiredKey struct {
 	Tenant    string    `db:"tenant"`
 	Key       string    `db:"key"`
@@ -92,66 +95,91 @@ type expiredKey struct {
 
 type runRef struct{ tenant, runID string }
 
+// describeTimeout bounds one question to Temporal about a run.
+const describeTimeout = 10 * time.Second
+
+// dueKeysSQL selects keys that expired before $1, oldest first, leaving out
+// keys in flight under a live lease: an attempt may be making their effect
+// right now.
+const dueKeysSQL = `
+SELECT tenant, key, run_id, step, tool, state, created_at, expires_at
+FROM idempotency_keys
+WHERE expires_at < $1 AND (state <> 'in_flight' OR lease_expiry < $1)`
+
 // PruneExpired handles one batch of keys that expired before the cutoff,
-// oldest first. It locks them with FOR UPDATE SKIP LOCKED, so concurrent
-// watchdogs take disjoint batches and claims wait at most one batch. It asks
-// once per distinct run whether the run is open. Keys of closed runs are
-// deleted. Keys of open runs are held (expiry extended by the tool's window)
-// or deleted, by policy, and each raises an alert: an error log line, a
-// metric, a key_expiry_alerts row and a webhook POST.
+// oldest first.
+//
+//  1. It reads the batch without locking it, and asks Temporal, once per
+//     distinct run and outside any transaction, whether the run is open. A
+//     run Temporal cannot answer for is skipped and left for a later pass.
+//  2. In one short transaction it locks the keys that are still due (FOR
+//     UPDATE SKIP LOCKED: concurrent watchdogs take disjoint keys, and a
+//     claim waits at most for this transaction) and acts: keys of closed
+//     runs are deleted; keys of open runs are held (expiry extended by the
+//     tool's window) or deleted, by policy, except keys in flight, which
+//     are always held, since their outcome may still be unknown. Each key of
+//     an open run gets an alert row in the same transaction.
+//  3. After the commit, each new alert is logged at error level, counted
+//     and posted to the webhook.
 func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutput, error) {
 	if in.Policy != PolicyHold && in.Policy != PolicyPrune {
 		return PruneOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("expiry policy %q is not hold or prune", in.Policy), ErrTypeInvalidArgs, nil)
 	}
 	in.BatchSize = cmp.Or(in.BatchSize, 250)
+	rows, err := a.Pool.Query(ctx, dueKeysSQL+` ORDER BY expires_at LIMIT $2`, in.Cutoff, in.BatchSize)
+	if err != nil {
+		return PruneOutput{}, fmt.Errorf("select expired keys: %w", err)
+	}
+	cands, err := pgx.CollectRows(rows, pgx.RowToStructByName[expiredKey])
+	if err != nil {
+		return PruneOutput{}, fmt.Errorf("select expired keys: %w", err)
+	}
+	out := PruneOutput{Selected: len(cands)}
+	if len(cands) == 0 {
+		return out, nil
+	}
+	states, failed := a.runStates(ctx, cands)
+	if len(states) == 0 && failed > 0 {
+		return out, fmt.Errorf("no run of the batch could be described; Temporal may be unreachable")
+	}
+
 	var (
-		out    PruneOutput
 		pruned []string // tools of the closed runs' keys deleted
 		raised []alerts.KeyExpired
 	)
-	err := pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `
-SELECT tenant, key, run_id, step, tool, state, created_at, expires_at
-FROM idempotency_keys
-WHERE expires_at < $1
+	err = pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
+		tenants, names := make([]string, 0, len(cands)), make([]string, 0, len(cands))
+		for _, k := range cands {
+			if _, known := states[runRef{k.Tenant, k.RunID}]; known {
+				tenants, names = append(tenants, k.Tenant), append(names, k.Key)
+			}
+		}
+		rows, err := tx.Query(ctx, dueKeysSQL+`
+  AND (tenant, key) IN (SELECT * FROM unnest($2::text[], $3::text[]))
 ORDER BY expires_at
-LIMIT $2
-FOR UPDATE SKIP LOCKED`, in.Cutoff, in.BatchSize)
+FOR UPDATE SKIP LOCKED`, in.Cutoff, tenants, names)
 		if err != nil {
-			return fmt.Errorf("select expired keys: %w", err)
+			return fmt.Errorf("lock expired keys: %w", err)
 		}
 		due, err := pgx.CollectRows(rows, pgx.RowToStructByName[expiredKey])
 		if err != nil {
-			return fmt.Errorf("select expired keys: %w", err)
-		}
-		out.Selected = len(due)
-		open := map[runRef]string{}
-		for _, k := range due {
-			ref := runRef{k.Tenant, k.RunID}
-			if _, seen := open[ref]; seen {
-				continue
-			}
-			alive, state, err := a.Runs.RunState(ctx, k.Tenant, k.RunID)
-			if err != nil {
-				return err
-			}
-			if alive {
-				open[ref] = state
-			} else {
-				open[ref] = ""
-			}
+			return fmt.Errorf("lock expired keys: %w", err)
 		}
 		var del, hold []expiredKey
+		actions := map[string]string{} // key -> policy action, for keys of open runs
 		for _, k := range due {
-			switch state := open[runRef{k.Tenant, k.RunID}]; {
+			state := states[runRef{k.Tenant, k.RunID}]
+			switch {
 			case state == "":
 				del = append(del, k)
 				pruned = append(pruned, k.Tool)
-			case in.Policy == PolicyHold:
+			case in.Policy == PolicyHold || k.State == "in_flight":
 				hold = append(hold, k)
+				actions[k.Key] = PolicyHold
 			default:
 				del = append(del, k)
+				actions[k.Key] = PolicyPrune
 			}
 		}
 		if err := deleteKeys(ctx, tx, del); err != nil {
@@ -160,11 +188,16 @@ FOR UPDATE SKIP LOCKED`, in.Cutoff, in.BatchSize)
 		if err := a.holdKeys(ctx, tx, hold, in.Cutoff); err != nil {
 			return err
 		}
-		raised, err = a.recordAlerts(ctx, tx, due, open, in.Policy)
+		raised, err = a.recordAlerts(ctx, tx, due, states, actions)
 		return err
 	})
 	if err != nil {
 		return PruneOutput{}, err
+	}
+	for _, k := range cands {
+		if _, known := states[runRef{k.Tenant, k.RunID}]; !known {
+			out.Skipped++
+		}
 	}
 	// Committed: now say so.
 	out.Pruned = len(pruned)
@@ -186,10 +219,41 @@ FOR UPDATE SKIP LOCKED`, in.Cutoff, in.BatchSize)
 		a.log().Error("key expired while its run is alive",
 			zap.String("tenant", al.Tenant), zap.String("run_id", al.RunID), zap.Int64("step", al.Step),
 			zap.String("tool", al.Tool), zap.String("key", al.Key), zap.Duration("age", time.Duration(al.AgeSec*float64(time.Second))),
-			zap.String("run_state", al.RunState), zap.String("policy", al.Policy), zap.Time("expired_at", al.ExpiredAt))
+			zap.String("run_state", al.RunState), zap.String("key_state", al.KeyState), zap.String("policy", al.Policy),
+			zap.Time("expired_at", al.ExpiredAt))
 		a.Alerts.Send(al)
 	}
 	return out, nil
+}
+
+// runStates asks, once per distinct run of ks, whether the run is open:
+// the map holds the run's state in words for an open run and "" for a
+// closed one. A run that could not be described is left out and counted in
+// failed.
+func (a *Activities) runStates(ctx context.Context, ks []expiredKey) (states map[runRef]string, failed int) {
+	states = map[runRef]string{}
+	seen := map[runRef]bool{}
+	for _, k := range ks {
+		ref := runRef{k.Tenant, k.RunID}
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		cctx, cancel := context.WithTimeout(ctx, describeTimeout)
+		open, word, err := a.Runs.RunState(cctx, k.Tenant, k.RunID)
+		cancel()
+		switch {
+		case err != nil:
+			failed++
+			a.log().Warn("watchdog could not tell whether a run is open; its keys wait for a later pass",
+				zap.String("tenant", k.Tenant), zap.String("run_id", k.RunID), zap.Error(err))
+		case open:
+			states[ref] = word
+		default:
+			states[ref] = ""
+		}
+	}
+	return states, failed
 }
 
 func deleteKeys(ctx context.Context, tx pgx.Tx, ks []expiredKey) error {
@@ -242,12 +306,13 @@ func (a *Activities) window(tool string) time.Duration {
 // recordAlerts writes an alert row for each key of an open run and returns
 // the alerts that were new: a row for the same key, action and expiry means
 // the alert was raised already.
-func (a *Activities) recordAlerts(ctx context.Context, tx pgx.Tx, due []expiredKey, open map[runRef]string, policy string) ([]alerts.KeyExpired, error) {
+func (a *Activities) recordAlerts(ctx context.Context, tx pgx.Tx, due []expiredKey, open map[runRef]string, actions map[string]string) ([]alerts.KeyExpired, error) {
 	var batch pgx.Batch
 	var cands []alerts.KeyExpired
 	for _, k := range due {
 		state := open[runRef{k.Tenant, k.RunID}]
-		if state == "" {
+		policy, ok := actions[k.Key]
+		if state == "" || !ok {
 			continue
 		}
 		cands = append(cands, alerts.KeyExpired{

@@ -24,6 +24,7 @@ func TestReplayRecordedHistories(t *testing.T) {
 			t.Parallel()
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflows.AgentRun)
+			r.RegisterWorkflow(workflows.Watchdog)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

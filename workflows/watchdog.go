@@ -68,7 +68,11 @@ func Watchdog(ctx workflow.Context, in WatchdogInput) (WatchdogResult, error) {
 		t.Held += out.Held
 		t.PrunedAlive += out.PrunedAlive
 		t.Alerts += out.Alerts
-		if out.Selected < in.BatchSize {
+		t.Skipped += out.Skipped
+		// A short batch means the backlog is done; skipped keys (runs
+		// Temporal could not describe) would come back first in the next
+		// batch, so the pass ends and the next one tries again.
+		if out.Selected < in.BatchSize || out.Skipped > 0 {
 			break
 		}
 	}

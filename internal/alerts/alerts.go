@@ -95,6 +95,22 @@ func (w *Webhook) Wait() {
 	}
 }
 
+// WaitFor waits for the deliveries in progress for at most d, and reports
+// whether they all ended.
+func (w *Webhook) WaitFor(d time.Duration) bool {
+	if w == nil {
+		return true
+	}
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 func (w *Webhook) deliver(a KeyExpired) error {
 	body, err := json.Marshal(a)
 	if err != nil {

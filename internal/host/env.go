@@ -42,26 +42,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	var threshold int64
 	if s := getenv(EnvCreditThreshold); s != "" {
 		if threshold, err = strconv.ParseInt(s, 10, 64); err != nil {
-			var wd WatchdogConfig
-			if s := getenv(EnvWatchdogInterval); s != "" {
-				if wd.Interval, err = time.ParseDuration(s); err != nil || wd.Interval <= 0 {
-					return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 5m", EnvWatchdogInterval, s)
-				}
-			}
-			if s := getenv(EnvWatchdogBatch); s != "" {
-				if wd.BatchSize, err = strconv.Atoi(s); err != nil || wd.BatchSize <= 0 {
-					return Config{}, "", fmt.Errorf("%s %q is not a positive integer", EnvWatchdogBatch, s)
-				}
-			}
-			switch wd.Policy = getenv(EnvExpiryPolicy); wd.Policy {
-			case "", "hold", "prune":
-			default:
-				return Config{}, "", fmt.Errorf("%s %q is not hold or prune", EnvExpiryPolicy, wd.Policy)
-			}
-			return Config{
-				Watchdog:         wd,
-				CrashAfterCommit: getenv(EnvCrashAfterCommit),
-				AlertWebhookURL:  getenv(EnvAlertWebhookURL)}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
+			return Config{}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
 		}
 	}
 	var wd WatchdogConfig

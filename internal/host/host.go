@@ -150,7 +150,11 @@ func Run(ctx context.Context, cfg Config) error {
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	webhook := &alerts.Webhook{URL: cfg.AlertWebhookURL, Log: log}
-	defer webhook.Wait()
+	defer func() {
+		if !webhook.WaitFor(5 * time.Second) {
+			log.Warn("stopping with alert webhook deliveries still in progress; the alerts stay in key_expiry_alerts")
+		}
+	}()
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
 		Runs: activities.TemporalRuns{Client: tc}, Alerts: webhook,

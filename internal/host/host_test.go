@@ -86,3 +86,29 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 	require.ErrorIs(t, err, tools.ErrInvalidTool)
 	assert.ErrorContains(t, err, "tool tag_order: retention 24h0m0s")
 }
+
+func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
+	t.Parallel()
+	for name, value := range map[string]string{
+		host.EnvCreditThreshold:  "ten",
+		host.EnvWatchdogInterval: "soon",
+		host.EnvWatchdogBatch:    "0",
+		host.EnvExpiryPolicy:     "forget",
+	} {
+		_, _, err := host.ConfigFromEnv(func(n string) string {
+			if n == name {
+				return value
+			}
+			return ""
+		})
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), name)
+	}
+	cfg, _, err := host.ConfigFromEnv(func(n string) string {
+		return map[string]string{host.EnvCreditThreshold: "500", host.EnvWatchdogInterval: "1m", host.EnvExpiryPolicy: "prune"}[n]
+	})
+	require.NoError(t, err)
+	assert.EqualValues(t, 500, cfg.Shop.CreditApprovalThresholdCents)
+	assert.Equal(t, time.Minute, cfg.Watchdog.Interval)
+	assert.Equal(t, "prune", cfg.Watchdog.Policy)
+}

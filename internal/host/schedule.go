@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -39,9 +40,16 @@ func EnsureWatchdogSchedule(ctx context.Context, c client.Client, taskQueue stri
 		interval = 5 * time.Minute
 	}
 	action := &client.ScheduleWorkflowAction{
-		ID:        id,
-		Workflow:  workflows.Watchdog,
-		Args:      []any{workflows.WatchdogInput{Policy: cfg.Policy, BatchSize: cfg.BatchSize}},
+		ID:       id,
+		Workflow: workflows.Watchdog,
+		// Every field set here, not defaulted in the workflow: a pass in
+		// flight during a deploy that changes a default must replay as it
+		// began.
+		Args: []any{workflows.WatchdogInput{
+			Policy:     cmp.Or(cfg.Policy, activities.PolicyHold),
+			BatchSize:  cmp.Or(cfg.BatchSize, workflows.DefaultWatchdogBatch),
+			MaxBatches: workflows.DefaultWatchdogMaxBatches,
+		}},
 		TaskQueue: taskQueue,
 	}
 	spec := client.ScheduleSpec{Intervals: []client.ScheduleIntervalSpec{{Every: interval}}}

@@ -172,12 +172,18 @@ func (e *env) count(table, where string, args ...any) int {
 
 // saveHistory writes the run's history to ONCERUN_RECORD_HISTORIES, if set.
 func (e *env) saveHistory(tenant, runID string) {
+	e.saveHistoryOf(workflows.WorkflowID(tenant, runID), e.t.Name())
+}
+
+// saveHistoryOf writes the history of workflow id to
+// ONCERUN_RECORD_HISTORIES, if set, as name.json.
+func (e *env) saveHistoryOf(id, name string) {
 	dir := os.Getenv("ONCERUN_RECORD_HISTORIES")
 	if dir == "" {
 		return
 	}
 	ctx := context.Background()
-	it := e.tc.GetWorkflowHistory(ctx, workflows.WorkflowID(tenant, runID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := e.tc.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	hist := &historypb.History{}
 	for it.HasNext() {
 		ev, err := it.Next()
@@ -187,5 +193,5 @@ func (e *env) saveHistory(tenant, runID string) {
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
 	require.NoError(e.t, err)
 	require.NoError(e.t, os.MkdirAll(dir, 0o755))
-	require.NoError(e.t, os.WriteFile(filepath.Join(dir, e.t.Name()+".json"), b, 0o644))
+	require.NoError(e.t, os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644))
 }

@@ -42,6 +42,7 @@ func (e *env) watchdog(policy string, batch int) workflows.WatchdogResult {
 	require.NoError(e.t, err)
 	var res workflows.WatchdogResult
 	require.NoError(e.t, run.Get(ctx, &res))
+	e.saveHistoryOf(run.GetID(), e.t.Name()+"-Watchdog-"+policy)
 	return res
 }
 
