@@ -92,6 +92,11 @@ LIMIT $3`, within, tenant, maxExpiring)
 				}
 			}
 			out := cmd.OutOrStdout()
+			if len(due) == maxExpiring {
+				// Keys of closed runs that the watchdog has not pruned yet may
+				// crowd out later keys of open runs.
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: looked at the %d keys expiring first; more may exist\n", maxExpiring)
+			}
 			if asJSON {
 				return writeJSON(out, list)
 			}

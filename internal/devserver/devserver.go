@@ -80,7 +80,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("frontend port %d: want 301 to 65529, so that the other services' ports fit", cfg.Port)
 	}
 	if err := checkFree(cfg.IP, cfg.Port); err != nil {
-		return nil, fmt.Errorf("Temporal frontend: %w", err)
+		return nil, fmt.Errorf("temporal frontend: %w", err)
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
