@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -111,4 +112,15 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	assert.EqualValues(t, 500, cfg.Shop.CreditApprovalThresholdCents)
 	assert.Equal(t, time.Minute, cfg.Watchdog.Interval)
 	assert.Equal(t, "prune", cfg.Watchdog.Policy)
+}
+
+// TestReadmeDocumentsEveryVariable keeps the README's configuration
+// reference in step with what a worker reads.
+func TestReadmeDocumentsEveryVariable(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	for _, name := range host.EnvNames {
+		assert.Contains(t, string(readme), "`"+name+"`", "README's environment table lacks %s", name)
+	}
 }
