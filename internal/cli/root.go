@@ -4,11 +4,13 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -73,7 +75,7 @@ func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, er
 			addr := cmp.Or(c.env.TemporalAddress, host.DefaultTemporalAddress)
 			tc, err := client.DialContext(ctx, client.Options{
 				HostPort: addr, Namespace: cmp.Or(c.env.Namespace, host.DefaultNamespace),
-				Logger: quietLogger{},
+				Logger: quietLogger(),
 			})
 			if err != nil {
 				return nil, fmt.Errorf("connect to Temporal at %s (TEMPORAL_ADDRESS): %w", addr, err)
@@ -103,9 +105,4 @@ func (c *connections) close() {
 }
 
 // quietLogger keeps the SDK's own log lines out of a command's output.
-type quietLogger struct{}
-
-func (quietLogger) Debug(string, ...any) {}
-func (quietLogger) Info(string, ...any)  {}
-func (quietLogger) Warn(string, ...any)  {}
-func (quietLogger) Error(string, ...any) {}
+func quietLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -25,6 +26,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
@@ -207,7 +209,7 @@ func (d *demo) setUp(ctx context.Context) error {
 		}
 	}
 	d.say("2. Started an embedded Temporal server on %s (Temporal's own server code, SQLite).", d.temporal.Address())
-	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: quiet{}}); err != nil {
+	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err != nil {
 		return fmt.Errorf("connect to the embedded Temporal server: %w", err)
 	}
 	if d.pool, err = pgxpool.New(ctx, d.dbURL); err != nil {
@@ -462,11 +464,3 @@ func freeAddr() (string, error) {
 	defer ln.Close()
 	return ln.Addr().String(), nil
 }
-
-// quiet keeps the SDK's log lines out of the demo's story.
-type quiet struct{}
-
-func (quiet) Debug(string, ...any) {}
-func (quiet) Info(string, ...any)  {}
-func (quiet) Warn(string, ...any)  {}
-func (quiet) Error(string, ...any) {}

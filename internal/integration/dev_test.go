@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -78,7 +80,7 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	runID := "r-" + queue
 	ctx := context.Background()
 	connect := func() *runs.Client {
-		tc, err := client.Dial(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: quietSDK{}})
+		tc, err := client.Dial(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		require.NoError(t, err)
 		t.Cleanup(tc.Close)
 		return &runs.Client{Temporal: tc, TaskQueue: queue}

@@ -2,12 +2,14 @@ package integration
 
 import (
 	"context"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/internal/devserver"
@@ -29,7 +31,7 @@ func TestDevServerKeepsRunsAcrossRestart(t *testing.T) {
 	start := func() (*devserver.Server, client.Client) {
 		srv, err := devserver.Start(devserver.Config{DataDir: dir, Port: port})
 		require.NoError(t, err)
-		tc, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(), Logger: quietSDK{}})
+		tc, err := client.Dial(client.Options{HostPort: srv.Address(), Namespace: srv.Namespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 		require.NoError(t, err)
 		e.tc = tc
 		e.runs = &runs.Client{Temporal: tc, TaskQueue: e.queue, Pool: e.pool}
@@ -67,10 +69,3 @@ func TestDevServerRefusesATakenPort(t *testing.T) {
 	require.ErrorIs(t, err, devserver.ErrPortInUse)
 	assert.ErrorContains(t, err, "TEMPORAL_ADDRESS")
 }
-
-type quietSDK struct{}
-
-func (quietSDK) Debug(string, ...any) {}
-func (quietSDK) Info(string, ...any)  {}
-func (quietSDK) Warn(string, ...any)  {}
-func (quietSDK) Error(string, ...any) {}
