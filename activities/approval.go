@@ -23,16 +23,18 @@ const (
 
 // ApprovalRequest records a step that waits for a human.
 type ApprovalRequest struct {
-	Tenant      string          `json:"tenant"`
-	RunID       string          `json:"run_id"`
-	Step        int64           `json:"step"`
-	Tool        string          `json:"tool"`
-	Args        json.RawMessage `json:"args"`
-	ArgsHash    string          `json:"args_hash"`
-	Goal        string          `json:"goal"`
-	Reason      string          `json:"reason"`
-	RequestedAt time.Time       `json:"requested_at"`
-	Deadline    time.Time       `json:"deadline"`
+	Tenant   string          `json:"tenant"`
+	RunID    string          `json:"run_id"`
+	Step     int64           `json:"step"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	ArgsHash string          `json:"args_hash"`
+	Goal     string          `json:"goal"`
+	Reason   string          `json:"reason"`
+	// RequestedBy names who started the run.
+	RequestedBy string    `json:"requested_by,omitempty"`
+	RequestedAt time.Time `json:"requested_at"`
+	Deadline    time.Time `json:"deadline"`
 }
 
 // ApprovalResolution records what became of a pending step.
@@ -54,15 +56,15 @@ func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) er
 	var stored string
 	err := a.Pool.QueryRow(ctx, `
 WITH ins AS (
-    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
     ON CONFLICT (tenant, run_id, step) DO NOTHING
     RETURNING args_hash)
 SELECT args_hash FROM ins
 UNION ALL
 SELECT args_hash FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
 LIMIT 1`,
-		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline).Scan(&stored)
+		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline, in.RequestedBy).Scan(&stored)
 	if err != nil {
 		return fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err)
 	}

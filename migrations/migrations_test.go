@@ -29,18 +29,18 @@ func TestMigrateConcurrentProcessesApplyEachMigrationOnce(t *testing.T) {
 	var applied []string
 	for i := range starters {
 		require.NoError(t, errs[i], "starter %d", i)
-		assert.EqualValues(t, 6, results[i].Version, "starter %d", i)
+		assert.EqualValues(t, 7, results[i].Version, "starter %d", i)
 		applied = append(applied, results[i].Applied...)
 	}
 	assert.ElementsMatch(t, []string{"001_idempotency_keys.sql", "002_credits.sql", "003_order_notes.sql",
-		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql"}, applied,
+		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql"}, applied,
 		"every migration is applied by exactly one starter")
 
 	conn := pgtest.Connect(t, db)
 	var tables int
 	require.NoError(t, conn.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE schemaname = 'public'
-		AND tablename IN ('idempotency_keys', 'credits', 'order_notes', 'orders', 'approvals', 'key_expiry_alerts')`).Scan(&tables))
-	assert.Equal(t, 6, tables)
+		AND tablename IN ('idempotency_keys', 'credits', 'order_notes', 'orders', 'approvals', 'key_expiry_alerts', 'approval_decisions')`).Scan(&tables))
+	assert.Equal(t, 7, tables)
 }
 
 func TestMigrateIsIdempotent(t *testing.T) {
@@ -49,7 +49,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	res, err := migrations.Migrate(context.Background(), pgtest.Connect(t, db))
 	require.NoError(t, err)
 	assert.Empty(t, res.Applied)
-	assert.EqualValues(t, 6, res.Version)
+	assert.EqualValues(t, 7, res.Version)
 }
 
 func TestStateCheckRejectsUnknownState(t *testing.T) {

@@ -7,12 +7,16 @@
 //	oncerun migrate [--database-url URL]
 //	oncerun start --tenant T --run-id R (--plan FILE | --goal TEXT) [--json]
 //	oncerun status --tenant T --run-id R [--json]
-//	oncerun approvals [--tenant T] [--json]
-//	oncerun approve|reject --tenant T --run-id R --step N [--as NAME] [--comment TEXT]
+//	oncerun approvals [--tenant T] [--state S] [--json]
+//	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT]
+//	oncerun serve
+//	oncerun token new --name N --tenant T --role R [--add-to FILE]
 //
 // Environment: DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
-// TEMPORAL_TASK_QUEUE, USER (the default approver name), and for dev the
-// worker's variables (see worker/main.go).
+// TEMPORAL_TASK_QUEUE, USER (the default approver name), ONCERUN_API and
+// ONCERUN_TOKEN (start, status, approvals, approve and reject through the
+// approvals service), and for dev and serve the worker's variables (see
+// worker/main.go).
 package main
 
 import (
@@ -48,6 +52,9 @@ func main() {
 		Namespace:       os.Getenv(host.EnvTemporalNamespace),
 		TaskQueue:       os.Getenv(host.EnvTaskQueue),
 		User:            os.Getenv("USER"),
+		APIURL:          os.Getenv(cli.EnvAPI),
+		Token:           os.Getenv(cli.EnvToken),
+		Getenv:          os.Getenv,
 	}
 	root := cli.NewRoot(env)
 	root.AddCommand(devstack.Commands(env, os.Getenv)...)

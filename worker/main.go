@@ -13,6 +13,11 @@
 //	CREDIT_APPROVAL_THRESHOLD_CENTS  credits above it need approval (10000)
 //	OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL   the openai planner (off without a model)
 //	LOG_LEVEL                        debug, info, warn or error (info)
+//	APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens (off when unset)
+//	APPROVALS_ADDR                   where the approvals service listens (127.0.0.1:8088)
+//	APPROVALS_SECURE_COOKIES         mark the inbox's cookies Secure behind a TLS proxy (false)
+//
+// The README's configuration reference lists every variable.
 package main
 
 import (

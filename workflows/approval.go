@@ -19,7 +19,7 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	bctx := workflow.WithActivityOptions(ctx, bookkeepingOptions)
 	err := workflow.ExecuteActivity(bctx, a.RequestApproval, activities.ApprovalRequest{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
-		Goal: r.in.Goal, Reason: reason, RequestedAt: now, Deadline: deadline,
+		Goal: r.in.Goal, Reason: reason, RequestedBy: r.in.StartedBy, RequestedAt: now, Deadline: deadline,
 	}).Get(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("record pending approval of step %d: %w", s.Step, err)

@@ -75,6 +75,10 @@ type RunInput struct {
 	// Plan lists the calls of a scripted run.
 	Plan   []planner.Call `json:"plan,omitempty"`
 	Limits Limits         `json:"limits,omitzero"`
+	// StartedBy names who started the run (a token's name, a user); it is
+	// shown beside the run's approval requests and is not part of the
+	// run's identity.
+	StartedBy string `json:"started_by,omitempty"`
 	// Carry is the state handed over by Continue-As-New; callers leave it
 	// nil.
 	Carry *Carry `json:"carry,omitempty"`

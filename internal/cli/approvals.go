@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -15,6 +16,7 @@ import (
 func newApprovalsCmd(conn *connections) *cobra.Command {
 	var (
 		tenant string
+		state  string
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -23,9 +25,33 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 		Long: `List the steps waiting for a decision, oldest first.
 
 --json prints an array of objects with tenant, run_id, step, tool, args,
-args_hash, goal, reason, requested_at and deadline.`,
+args_hash, goal, reason, requested_by, requested_at and deadline.
+
+With ONCERUN_API set, the list comes from the approvals service for your
+token's tenant, and --state picks pending, decided or needs_resolution;
+--json then prints the API's items.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			api, err := conn.api()
+			if err != nil {
+				return err
+			}
+			if api != nil {
+				if err := refuseInAPIMode(map[string]bool{"tenant": cmd.Flags().Changed("tenant")}); err != nil {
+					return err
+				}
+				items, err := api.Approvals(cmd.Context(), approvals.View(state))
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), items)
+				}
+				return printItems(cmd.OutOrStdout(), items, approvals.View(state))
+			}
+			if cmd.Flags().Changed("state") {
+				return fmt.Errorf("--state needs %s: without it the list shows pending steps", EnvAPI)
+			}
 			rc, err := conn.client(cmd.Context(), true)
 			if err != nil {
 				return err
@@ -52,6 +78,7 @@ args_hash, goal, reason, requested_at and deadline.`,
 		},
 	}
 	cmd.Flags().StringVar(&tenant, "tenant", "", "list only this tenant's steps")
+	cmd.Flags().StringVar(&state, "state", string(approvals.ViewPending), "with ONCERUN_API: pending, decided or needs_resolution")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
 	return cmd
 }
@@ -63,21 +90,38 @@ func newDecideCmd(conn *connections, verb string) *cobra.Command {
 		d.Decision, past = workflows.DecisionReject, "rejected"
 	}
 	cmd := &cobra.Command{
-		Use:   verb + " --tenant T --run-id R --step N",
+		Use:   verb + " [--tenant T] --run-id R --step N",
 		Short: fmt.Sprintf("%s a step waiting for approval", map[string]string{"approve": "Approve", "reject": "Reject"}[verb]),
 		Long: fmt.Sprintf(`Send the %s decision to a step waiting for approval. The decision is bound
 to the step's arguments hash (or to --args-hash, the hash you reviewed): if
-the step's arguments differ, the run does not apply it.`, verb),
+the step's arguments differ, the run does not apply it.
+
+With ONCERUN_API set, the decision goes through the approvals service: your
+token names you and your tenant, and the service records the decision.`, verb),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if d.Step < 1 {
+				return fmt.Errorf("--step %d: steps are numbered from 1", d.Step)
+			}
+			api, err := conn.api()
+			if err != nil {
+				return err
+			}
+			if api != nil {
+				if err := refuseInAPIMode(map[string]bool{"tenant": cmd.Flags().Changed("tenant"), "as": cmd.Flags().Changed("as")}); err != nil {
+					return err
+				}
+				return decideViaAPI(cmd.Context(), cmd.OutOrStdout(), api, decisionFlags{
+					runID: d.RunID, step: d.Step, decision: d.Decision, argsHash: d.ArgsHash, comment: d.Comment})
+			}
+			if d.Tenant == "" {
+				return errors.New("give --tenant T (or set ONCERUN_API to decide through the approvals service)")
+			}
 			if d.Approver == "" {
 				d.Approver = conn.env.User
 			}
 			if d.Approver == "" {
 				return errors.New("give --as NAME: the decision needs an approver's name")
-			}
-			if d.Step < 1 {
-				return fmt.Errorf("--step %d: steps are numbered from 1", d.Step)
 			}
 			rc, err := conn.client(cmd.Context(), false)
 			if err != nil {
@@ -99,13 +143,13 @@ the step's arguments differ, the run does not apply it.`, verb),
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&d.Tenant, "tenant", "", "tenant of the run (required)")
+	f.StringVar(&d.Tenant, "tenant", "", "tenant of the run (required without ONCERUN_API)")
 	f.StringVar(&d.RunID, "run-id", "", "the run's id (required)")
 	f.Int64Var(&d.Step, "step", 0, "the step's number (required)")
 	f.StringVar(&d.Approver, "as", "", "your name, recorded with the decision (default $USER)")
 	f.StringVar(&d.Comment, "comment", "", "a comment recorded with the decision")
 	f.StringVar(&d.ArgsHash, "args-hash", "", "the arguments hash you reviewed (default: the step's)")
-	for _, name := range []string{"tenant", "run-id", "step"} {
+	for _, name := range []string{"run-id", "step"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd

@@ -30,6 +30,14 @@ type Env struct {
 	User string
 	// Temporal, when set, is used instead of dialing TemporalAddress.
 	Temporal client.Client
+	// APIURL is ONCERUN_API: when set, start, status, approvals, approve
+	// and reject go through the approvals service instead.
+	APIURL string
+	// Token is ONCERUN_TOKEN, the bearer token for APIURL.
+	Token string
+	// Getenv reads the environment for commands that take a worker's
+	// variables (serve). Default: every variable is empty.
+	Getenv func(string) string
 }
 
 func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, host.DefaultDatabaseURL) }
@@ -52,6 +60,8 @@ func NewRoot(env Env) *cobra.Command {
 		newDecideCmd(conn, "approve"),
 		newDecideCmd(conn, "reject"),
 		newKeysCmd(conn),
+		newServeCmd(env),
+		newTokenCmd(),
 	)
 	return root
 }

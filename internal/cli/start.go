@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
@@ -81,9 +82,20 @@ Without a plan, the openai planner works towards --goal.`,
 				}
 				in.Plan = plan
 			}
+			api, err := conn.api()
+			if err != nil {
+				return err
+			}
+			if api != nil {
+				return startViaAPI(cmd, api, in, asJSON)
+			}
+			if in.Tenant == "" {
+				return errors.New("give --tenant T (or set ONCERUN_API to start through the approvals service)")
+			}
 			if err := in.Validate(); err != nil {
 				return err
 			}
+			in.StartedBy = conn.env.User
 			rc, err := conn.client(cmd.Context(), false)
 			if err != nil {
 				return err
@@ -106,7 +118,7 @@ Without a plan, the openai planner works towards --goal.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&in.Tenant, "tenant", "", "tenant the run belongs to (required)")
+	f.StringVar(&in.Tenant, "tenant", "", "tenant the run belongs to (required without ONCERUN_API)")
 	f.StringVar(&in.RunID, "run-id", "", "your id for the run (required)")
 	f.StringVar(&planPath, "plan", "", "plan file of a scripted run")
 	f.StringVar(&in.Goal, "goal", "", "what the agent should achieve")
@@ -115,9 +127,37 @@ Without a plan, the openai planner works towards --goal.`,
 	f.DurationVar(&in.Limits.ApprovalDeadline, "approval-deadline", 0,
 		fmt.Sprintf("how long a step waits for a decision (default %s, at most %s)", workflows.DefaultApprovalDeadline, workflows.MaxApprovalDeadline))
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
-	_ = cmd.MarkFlagRequired("tenant")
 	_ = cmd.MarkFlagRequired("run-id")
 	return cmd
+}
+
+// startViaAPI starts a run through the approvals service; the tenant is
+// the token's.
+func startViaAPI(cmd *cobra.Command, api *approvals.Client, in workflows.RunInput, asJSON bool) error {
+	if err := refuseInAPIMode(map[string]bool{"tenant": cmd.Flags().Changed("tenant")}); err != nil {
+		return err
+	}
+	req := approvals.StartRequest{RunID: in.RunID, Goal: in.Goal, Planner: in.Planner, Plan: in.Plan}
+	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 {
+		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps}
+		if in.Limits.ApprovalDeadline != 0 {
+			req.Limits.ApprovalDeadline = in.Limits.ApprovalDeadline.String()
+		}
+	}
+	res, _, err := api.Start(cmd.Context(), req)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		return writeJSON(out, res)
+	}
+	if res.Existing {
+		fmt.Fprintf(out, "run %s of tenant %s was already started with this input (workflow %s)\n", res.RunID, res.Tenant, res.WorkflowID)
+		return nil
+	}
+	fmt.Fprintf(out, "started run %s of tenant %s (workflow %s)\n", res.RunID, res.Tenant, res.WorkflowID)
+	return nil
 }
 
 // writeJSON prints v as indented JSON.

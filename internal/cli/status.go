@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/workflows"
 )
 
 func newStatusCmd(conn *connections) *cobra.Command {
@@ -24,11 +27,7 @@ key, args, args_hash, state, result, summary, error, replayed, approval and
 its timestamps.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			rc, err := conn.client(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			st, err := rc.Status(cmd.Context(), tenant, runID)
+			st, err := runStatus(cmd, conn, tenant, runID)
 			if err != nil {
 				return err
 			}
@@ -63,12 +62,34 @@ its timestamps.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&tenant, "tenant", "", "tenant of the run (required)")
+	f.StringVar(&tenant, "tenant", "", "tenant of the run (required without ONCERUN_API)")
 	f.StringVar(&runID, "run-id", "", "the run's id (required)")
 	f.BoolVar(&asJSON, "json", false, "print the status as JSON")
-	_ = cmd.MarkFlagRequired("tenant")
 	_ = cmd.MarkFlagRequired("run-id")
 	return cmd
+}
+
+// runStatus reads a run's status through the API when ONCERUN_API is set,
+// from Temporal otherwise.
+func runStatus(cmd *cobra.Command, conn *connections, tenant, runID string) (workflows.Status, error) {
+	api, err := conn.api()
+	if err != nil {
+		return workflows.Status{}, err
+	}
+	if api != nil {
+		if err := refuseInAPIMode(map[string]bool{"tenant": cmd.Flags().Changed("tenant")}); err != nil {
+			return workflows.Status{}, err
+		}
+		return api.Status(cmd.Context(), runID)
+	}
+	if tenant == "" {
+		return workflows.Status{}, errors.New("give --tenant T (or set ONCERUN_API to ask the approvals service)")
+	}
+	rc, err := conn.client(cmd.Context(), false)
+	if err != nil {
+		return workflows.Status{}, err
+	}
+	return rc.Status(cmd.Context(), tenant, runID)
 }
 
 // oneLine keeps the first 80 bytes of s on one line.

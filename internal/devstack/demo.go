@@ -28,11 +28,13 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -54,7 +56,8 @@ var demoPlan = []planner.Call{
 }
 
 func newDemoCmd(env cli.Env) *cobra.Command {
-	return &cobra.Command{
+	var wait bool
+	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Tell oncerun's story end to end and check that nothing was applied twice",
 		Long: `Run a support agent for order 1001 on an embedded Temporal server and a worker
@@ -63,6 +66,11 @@ that needs approval; the worker is killed with SIGKILL while the run waits; a
 new worker takes over; the credit is approved and the run completes. The demo
 then reads the tables and the metrics and exits 0 only if every check holds.
 
+The run is started and the credit approved through the approvals service's
+API, as an operator and an approver would. With --wait-for-approval the demo
+prints the inbox's address and an approver's token and waits for you to
+approve the credit in a browser.
+
 It recreates the database "oncerun_demo" on the DATABASE_URL server.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -70,10 +78,12 @@ It recreates the database "oncerun_demo" on the DATABASE_URL server.`,
 			if err != nil {
 				return fmt.Errorf("find this program to run its worker: %w", err)
 			}
-			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, host.DefaultDatabaseURL)}
+			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, host.DefaultDatabaseURL), wait: wait}
 			return d.run(cmd.Context())
 		},
 	}
+	cmd.Flags().BoolVar(&wait, "wait-for-approval", false, "wait for a person to approve the credit in the inbox")
+	return cmd
 }
 
 type demo struct {
@@ -87,6 +97,17 @@ type demo struct {
 	pool      *pgxpool.Pool
 	children  []*child
 	failed    int
+	wait      bool
+	// The approvals service, served by the demo itself, and the tokens of
+	// its operator and its approver.
+	inboxURL string
+	operator *approvals.Client
+	approver *approvals.Client
+	apToken  string
+	apStop   context.CancelFunc
+	apDone   chan error
+	// temporalRunID is the Temporal run ID of the demo's run.
+	temporalRunID string
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
@@ -122,10 +143,13 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	rc := &runs.Client{Temporal: d.tc, Pool: d.pool}
-	if _, err := rc.Start(ctx, demoInput()); err != nil {
+	res, code, err := d.operator.Start(ctx, demoStart())
+	if err != nil {
 		return err
 	}
-	d.say("\n4. Started run %q of tenant %q: look order 1001 up, note it, credit 259.00 EUR.", demoRun, demoTenant)
+	d.temporalRunID = res.TemporalRunID
+	d.say("\n4. ops@acme started run %q of tenant %q through the API (POST /v1/runs → %d): look order 1001 up, note it, credit 259.00 EUR.",
+		res.RunID, res.Tenant, code)
 	seen := map[int64]workflows.StepState{}
 	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, seen)
 	if err != nil {
@@ -149,12 +173,9 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if _, err := d.follow(ctx, rc, func(workflows.Status) bool { return true }, seen); err != nil {
 		return err
 	}
-	step, err := rc.Decide(ctx, runs.Decision{Tenant: demoTenant, RunID: demoRun, Step: 3,
-		Decision: workflows.DecisionApprove, Approver: "dana@acme", Comment: "photos confirm the damage"}, time.Minute)
-	if err != nil {
+	if err := d.approve(ctx, rc, seen); err != nil {
 		return err
 	}
-	d.say("\n7. dana@acme approved step 3 (args hash %s…); the step is now %s.", step.ArgsHash[:12], step.State)
 	select {
 	case <-second.done:
 	case <-time.After(time.Minute):
@@ -182,8 +203,39 @@ func (d *demo) run(ctx context.Context) (err error) {
 	return nil
 }
 
-func demoInput() workflows.RunInput {
-	return workflows.RunInput{Tenant: demoTenant, RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan}
+func demoStart() approvals.StartRequest {
+	return approvals.StartRequest{RunID: demoRun, Goal: "Refund the damaged parcel of order 1001", Plan: demoPlan}
+}
+
+// approve has dana@acme approve the credit through the API, or, with
+// --wait-for-approval, waits for a person to do it in the inbox.
+func (d *demo) approve(ctx context.Context, rc *runs.Client, seen map[int64]workflows.StepState) error {
+	if d.wait {
+		d.say("\n7. Waiting for you: open %s, sign in with dana@acme's token\n     %s\n   and approve step 3. (Ctrl-C gives up.)",
+			d.inboxURL, d.apToken)
+		st, err := d.followFor(ctx, rc, 0, func(s workflows.Status) bool {
+			return len(s.Steps) >= 3 && s.Steps[2].State != workflows.StepPendingApproval
+		}, seen)
+		if err != nil {
+			return err
+		}
+		if a := st.Steps[2].Approval; a != nil {
+			d.say("   %s %sd step 3.", a.Approver, a.Decision)
+		}
+		return nil
+	}
+	hash, err := d.approver.PendingHash(ctx, demoRun, 3)
+	if err != nil {
+		return err
+	}
+	res, code, err := d.approver.Decide(ctx, demoRun, 3, workflows.DecisionApprove,
+		approvals.DecideRequest{ArgsHash: hash, Comment: "photos confirm the damage"})
+	if err != nil {
+		return err
+	}
+	d.say("\n7. dana@acme approved step 3 through the API (args hash %s…; POST .../steps/3/approve → %d).",
+		res.Decision.ArgsHash[:12], code)
+	return nil
 }
 
 func (d *demo) setUp(ctx context.Context) error {
@@ -215,10 +267,78 @@ func (d *demo) setUp(ctx context.Context) error {
 	if d.pool, err = pgxpool.New(ctx, d.dbURL); err != nil {
 		return err
 	}
+	return d.serveApprovals(ctx)
+}
+
+// serveApprovals serves the approvals service from the demo process, with
+// a tokens file of two tokens: ops@acme (operator) and dana@acme
+// (approver).
+func (d *demo) serveApprovals(ctx context.Context) error {
+	tokensFile := filepath.Join(d.dir, "tokens.json")
+	tokens := map[string]string{}
+	for _, id := range []approvals.Identity{
+		{Name: "ops@acme", Tenant: demoTenant, Role: approvals.RoleOperator},
+		{Name: "dana@acme", Tenant: demoTenant, Role: approvals.RoleApprover},
+	} {
+		tok, entry, err := approvals.NewToken(id)
+		if err != nil {
+			return err
+		}
+		if err := approvals.AppendToken(tokensFile, entry); err != nil {
+			return err
+		}
+		tokens[id.Name] = tok
+	}
+	// The migrations run in the workers; the service needs them first.
+	conn, err := d.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = migrations.Migrate(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		return err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	reg, err := host.Registry(tools.ShopConfig{})
+	if err != nil {
+		return err
+	}
+	src, err := approvals.OpenTokenFile(tokensFile, nil)
+	if err != nil {
+		return err
+	}
+	srv, err := approvals.New(approvals.Config{Runs: &runs.Client{Temporal: d.tc, Pool: d.pool}, Pool: d.pool, Tokens: src, Tools: reg})
+	if err != nil {
+		return err
+	}
+	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	d.apStop, d.apDone = stop, make(chan error, 1)
+	listening := make(chan string, 1)
+	go func() {
+		d.apDone <- approvals.ListenAndServe(sctx, addr, srv.Handler(), nil, func(a net.Addr) { listening <- a.String() })
+	}()
+	select {
+	case a := <-listening:
+		d.inboxURL = "http://" + a + "/"
+	case err := <-d.apDone:
+		return err
+	}
+	d.operator = &approvals.Client{BaseURL: d.inboxURL, Token: tokens["ops@acme"]}
+	d.approver = &approvals.Client{BaseURL: d.inboxURL, Token: tokens["dana@acme"]}
+	d.apToken = tokens["dana@acme"]
+	d.say("   It serves the approvals service (API and inbox) on %s, with tokens for ops@acme (operator) and dana@acme (approver).", d.inboxURL)
 	return nil
 }
 
 func (d *demo) tearDown() {
+	if d.apStop != nil {
+		d.apStop()
+		<-d.apDone
+	}
 	for _, c := range d.children {
 		c.stop()
 	}
@@ -236,7 +356,12 @@ func (d *demo) tearDown() {
 // follow polls the run's status, telling each step's new state, until done
 // holds.
 func (d *demo) follow(ctx context.Context, rc *runs.Client, done func(workflows.Status) bool, seen map[int64]workflows.StepState) (workflows.Status, error) {
-	deadline := time.Now().Add(2 * time.Minute)
+	return d.followFor(ctx, rc, 2*time.Minute, done, seen)
+}
+
+// followFor is follow with a time limit; 0 waits as long as ctx lasts.
+func (d *demo) followFor(ctx context.Context, rc *runs.Client, limit time.Duration, done func(workflows.Status) bool, seen map[int64]workflows.StepState) (workflows.Status, error) {
+	deadline := time.Now().Add(limit)
 	for {
 		st, err := rc.Status(ctx, demoTenant, demoRun)
 		if err == nil {
@@ -255,8 +380,8 @@ func (d *demo) follow(ctx context.Context, rc *runs.Client, done func(workflows.
 				return st, nil
 			}
 		}
-		if time.Now().After(deadline) {
-			return st, fmt.Errorf("run %s did not get there in 2 minutes (last error: %v)", demoRun, err)
+		if limit > 0 && time.Now().After(deadline) {
+			return st, fmt.Errorf("run %s did not get there in %s (last error: %v)", demoRun, limit, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -288,8 +413,12 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 		m["issue_credit/replayed"], m["issue_credit/executed"])
 	d.check(m["lookup_order/executed"] == 0 && m["add_order_note/executed"] == 0,
 		"it re-executed none of the steps done before the crashes (Temporal replayed them from history)")
-	started, err := rc.Start(ctx, demoInput())
-	d.check(err == nil && started.Existing, "starting run %q again returns the same run", demoRun)
+	d.check(d.count(ctx, `SELECT count(*) FROM approval_decisions WHERE tenant = $1 AND run_id = $2 AND step = 3
+		AND outcome = 'accepted' AND decision = 'approve' AND approver = 'dana@acme'`, demoTenant, demoRun) == 1,
+		"the approval is in the audit table once, as dana@acme's")
+	again, code, err := d.operator.Start(ctx, demoStart())
+	d.check(err == nil && code == http.StatusOK && again.Existing && again.TemporalRunID == d.temporalRunID,
+		"starting run %q again through the API returns the same run (HTTP %d)", demoRun, code)
 }
 
 func (d *demo) count(ctx context.Context, sql string, args ...any) int {
@@ -386,6 +515,7 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 		host.EnvLogLevel+"=warn",
 		host.EnvCreditThreshold+"="+strconv.Itoa(tools.DefaultCreditApprovalThreshold),
 		host.EnvCrashAfterCommit+"="+crashAfter,
+		host.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

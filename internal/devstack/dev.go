@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/host"
@@ -54,22 +57,53 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 			srv.Address(), srv.Namespace(), srv.DBPath(), filepath.Join(filepath.Dir(srv.DBPath()), "temporal.log"))
 	}
 	w = w.WithDefaults()
-	w.Ready = func(httpAddr string) {
+	tokenLine, err := devToken(cfg.DataDir, &w.Approvals)
+	if err != nil {
+		return err
+	}
+	// The banner waits for the worker and the approvals service.
+	var (
+		mu                     sync.Mutex
+		httpAddr, approvalsURL string
+	)
+	banner := func() {
+		if httpAddr == "" || approvalsURL == "" {
+			return
+		}
 		fmt.Fprintf(cfg.Out, `
 oncerun dev is running
   %s
   PostgreSQL  %s (migrated)
   worker      task queue %s; http://%s/healthz and /metrics
+  approvals   %s (inbox; API under /v1; tokens in %s)
+  %s
 
 Start a run in another terminal:%s
   go run ./starter start --tenant acme --run-id r1 --plan examples/refund.json
   go run ./starter approvals
   go run ./starter approve --tenant acme --run-id r1 --step 3
   go run ./starter status --tenant acme --run-id r1
+or through the approvals service, as an approver on another machine would:
+  export ONCERUN_API=%s ONCERUN_TOKEN=<the token>
+  go run ./starter approvals
+  go run ./starter approve --run-id r1 --step 3
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
-`, temporalLine, redact(w.DatabaseURL), w.TaskQueue, httpAddr, exports(w))
+`, temporalLine, redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile, tokenLine,
+			exports(w), approvalsURL)
+	}
+	w.Ready = func(addr string) {
+		mu.Lock()
+		defer mu.Unlock()
+		httpAddr = addr
+		banner()
+	}
+	w.Approvals.Ready = func(addr string) {
+		mu.Lock()
+		defer mu.Unlock()
+		approvalsURL = "http://" + addr + "/"
+		banner()
 	}
 	return host.Run(ctx, w)
 }
@@ -78,11 +112,13 @@ func newDevCmd(getenv func(string) string) *cobra.Command {
 	var cfg DevConfig
 	cmd := &cobra.Command{
 		Use:   "dev",
-		Short: "Run oncerun on this machine: an embedded Temporal server, migrations and a worker",
+		Short: "Run oncerun on this machine: an embedded Temporal server, migrations, a worker and the approvals service",
 		Long: `Run oncerun on a laptop in one process: an embedded Temporal server (Temporal's
 own server code, state in a SQLite file under --data-dir, so runs survive a
-restart), the migrations on DATABASE_URL and a worker. With TEMPORAL_ADDRESS
-set, that server is used and none is embedded.`,
+restart), the migrations on DATABASE_URL, a worker and the approvals service
+(inbox and API on APPROVALS_ADDR). With TEMPORAL_ADDRESS set, that server is
+used and none is embedded. Without APPROVALS_TOKENS_FILE, the first start
+makes a development token for tenant acme and prints it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			worker, logLevel, err := host.ConfigFromEnv(getenv)
@@ -119,6 +155,37 @@ func newWorkerCmd(getenv func(string) string) *cobra.Command {
 			return host.Run(cmd.Context(), worker)
 		},
 	}
+}
+
+// devToken makes sure the dev stack has a tokens file. With
+// APPROVALS_TOKENS_FILE set, that file is used as it is. Otherwise the data
+// directory's tokens.json is used, created on the first start with one
+// operator token for tenant acme; the token is printed that once and kept in
+// dev-token beside it. It returns the banner's line about the token.
+func devToken(dataDir string, ap *host.ApprovalsConfig) (string, error) {
+	if ap.TokensFile != "" {
+		return "token       from " + host.EnvApprovalsTokensFile, nil
+	}
+	dataDir = cmp.Or(dataDir, devserver.DefaultDataDir)
+	ap.TokensFile = filepath.Join(dataDir, "tokens.json")
+	tokenPath := filepath.Join(dataDir, "dev-token")
+	if _, err := os.Stat(ap.TokensFile); err == nil {
+		return "token       the development token is in " + tokenPath, nil
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("dev data dir: %w", err)
+	}
+	tok, entry, err := approvals.NewToken(approvals.Identity{Name: "dev", Tenant: "acme", Role: approvals.RoleOperator})
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(tokenPath, []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("dev token: %w", err)
+	}
+	if err := approvals.AppendToken(ap.TokensFile, entry); err != nil {
+		return "", err
+	}
+	return "token       " + tok + "\n              (development operator token of tenant acme, shown once; kept in " + tokenPath + ")", nil
 }
 
 // exports are the variables the CLI needs to reach this stack when it is

@@ -27,6 +27,13 @@ const (
 	EnvWatchdogBatch     = "WATCHDOG_BATCH_SIZE"
 	EnvExpiryPolicy      = "EXPIRY_POLICY"
 	EnvAlertWebhookURL   = "ALERT_WEBHOOK_URL"
+	// EnvApprovalsAddr is where the approvals service listens.
+	EnvApprovalsAddr = "APPROVALS_ADDR"
+	// EnvApprovalsTokensFile is the approvals service's tokens file; a
+	// worker serves the service when it is set.
+	EnvApprovalsTokensFile = "APPROVALS_TOKENS_FILE"
+	// EnvApprovalsSecureCookies marks the inbox's cookies Secure.
+	EnvApprovalsSecureCookies = "APPROVALS_SECURE_COOKIES"
 )
 
 // EnvNames lists every environment variable a worker reads.
@@ -34,6 +41,7 @@ var EnvNames = []string{
 	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
 	EnvWatchdogInterval, EnvWatchdogBatch, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
+	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -61,7 +69,12 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	default:
 		return Config{}, "", fmt.Errorf("%s %q is not hold or prune", EnvExpiryPolicy, wd.Policy)
 	}
+	ap, err := ApprovalsConfigFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
+	}
 	return Config{
+		Approvals:        ap,
 		Watchdog:         wd,
 		CrashAfterCommit: getenv(EnvCrashAfterCommit),
 		AlertWebhookURL:  getenv(EnvAlertWebhookURL),
@@ -77,6 +90,19 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			Model:   getenv(EnvOpenAIModel),
 		},
 	}, getenv(EnvLogLevel), nil
+}
+
+// ApprovalsConfigFromEnv reads the approvals service's variables.
+func ApprovalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error) {
+	c := ApprovalsConfig{Addr: getenv(EnvApprovalsAddr), TokensFile: getenv(EnvApprovalsTokensFile)}
+	if s := getenv(EnvApprovalsSecureCookies); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return ApprovalsConfig{}, fmt.Errorf("%s %q is not true or false", EnvApprovalsSecureCookies, s)
+		}
+		c.SecureCookies = v
+	}
+	return c, nil
 }
 
 // NewLogger builds the process logger at level ("" means info): JSON lines,

@@ -63,6 +63,9 @@ type Config struct {
 	OpenAI planner.OpenAIConfig
 	// Watchdog configures the expiry watchdog's schedule.
 	Watchdog WatchdogConfig
+	// Approvals configures the approvals service, served beside the worker
+	// when its tokens file is set.
+	Approvals ApprovalsConfig
 	// AlertWebhookURL, when set, receives each expiry alert as a JSON POST
 	// (ALERT_WEBHOOK_URL).
 	AlertWebhookURL string
@@ -185,8 +188,21 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 
 	srv := &http.Server{Handler: Handler(pool, promReg), ReadHeaderTimeout: 10 * time.Second}
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
+	apCtx, stopApprovals := context.WithCancel(context.WithoutCancel(ctx))
+	apDone := make(chan struct{})
+	if cfg.Approvals.Enabled() {
+		go func() {
+			defer close(apDone)
+			if err := ServeApprovals(apCtx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, log); err != nil {
+				serveErr <- err
+			}
+		}()
+	} else {
+		close(apDone)
+	}
+	defer func() { stopApprovals(); <-apDone }()
 	log.Info("worker started", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace),
 		zap.String("task_queue", cfg.TaskQueue), zap.String("http", ln.Addr().String()),
 		zap.Strings("tools", reg.Names()))
@@ -197,6 +213,7 @@ func Run(ctx context.Context, cfg Config) error {
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
+		_ = srv.Close()
 		return fmt.Errorf("http server: %w", err)
 	case err := <-fatal:
 		_ = srv.Close()

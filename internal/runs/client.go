@@ -63,9 +63,10 @@ type Started struct {
 // InputHash is the SHA-256 of a run input's canonical JSON, as the caller
 // gave it (a default that changes between releases does not make a repeated
 // start a conflict): two starts of a run are the same request when their
-// hashes match.
+// hashes match. Who starts a run is not part of its input: two operators
+// starting the same run start one run.
 func InputHash(in workflows.RunInput) (string, error) {
-	in.Carry = nil
+	in.Carry, in.StartedBy = nil, ""
 	b, err := json.Marshal(in)
 	if err != nil {
 		return "", fmt.Errorf("encode run input: %w", err)
@@ -215,6 +216,24 @@ func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (wo
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// Signal sends a decision to the run as the approval signal and returns at
+// once: the run applies it if the step still waits with that arguments
+// hash, and ignores it otherwise. A decision repeated is harmless. A run
+// that is not open is [ErrNotFound].
+func (c *Client) Signal(ctx context.Context, d Decision) error {
+	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(d.Tenant, d.RunID), "", workflows.SignalApproval, workflows.Approval{
+		Step: d.Step, Decision: d.Decision, Approver: d.Approver, Comment: d.Comment, ArgsHash: d.ArgsHash,
+	})
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return fmt.Errorf("run %s of tenant %s is not open: %w", d.RunID, d.Tenant, ErrNotFound)
+		}
+		return fmt.Errorf("signal run %s: %w", d.RunID, err)
+	}
+	return nil
 }
 
 func findStep(st workflows.Status, n int64) (workflows.Step, error) {

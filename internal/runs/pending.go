@@ -20,6 +20,7 @@ type PendingApproval struct {
 	ArgsHash    string          `db:"args_hash" json:"args_hash"`
 	Goal        string          `db:"goal" json:"goal"`
 	Reason      string          `db:"reason" json:"reason"`
+	RequestedBy string          `db:"requested_by" json:"requested_by"`
 	RequestedAt time.Time       `db:"requested_at" json:"requested_at"`
 	Deadline    time.Time       `db:"deadline" json:"deadline"`
 }
@@ -31,7 +32,7 @@ func (c *Client) Pending(ctx context.Context, tenant string) ([]PendingApproval,
 		return nil, fmt.Errorf("list pending approvals: the client has no database pool")
 	}
 	rows, err := c.Pool.Query(ctx, `
-SELECT tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline
+SELECT tenant, run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline
 FROM approvals
 WHERE state = 'pending' AND ($1 = '' OR tenant = $1)
 ORDER BY requested_at, tenant, run_id, step`, tenant)

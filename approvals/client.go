@@ -1,0 +1,137 @@
+package approvals
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// Client calls the approvals API, for approvers and operators on other
+// machines: it needs only the service's URL and a token.
+type Client struct {
+	// BaseURL is the service's address, such as https://approvals.example.com.
+	BaseURL string
+	// Token is the bearer token.
+	Token string
+	// HTTP is the HTTP client. Default: one with a 30-second timeout.
+	HTTP *http.Client
+}
+
+// APIError is an error response of the API.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("approvals API: %s (HTTP %d, %s)", e.Message, e.Status, e.Code)
+}
+
+// ErrNoSuchPendingStep is returned by [Client.PendingHash] when the tenant
+// has no such step waiting.
+var ErrNoSuchPendingStep = errors.New("no such step waits for approval")
+
+// Start starts a run, or finds it started. The status is 201 for a new run
+// and 200 for one started before with the same request.
+func (c *Client) Start(ctx context.Context, req StartRequest) (StartResponse, int, error) {
+	var out StartResponse
+	status, err := c.do(ctx, http.MethodPost, "/v1/runs", req, &out)
+	return out, status, err
+}
+
+// Status returns a run's status.
+func (c *Client) Status(ctx context.Context, runID string) (workflows.Status, error) {
+	var out workflows.Status
+	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID), nil, &out)
+	return out, err
+}
+
+// Approvals lists the token's tenant's approvals in a view.
+func (c *Client) Approvals(ctx context.Context, view View) ([]Item, error) {
+	var out ApprovalList
+	q := url.Values{"state": {string(view)}, "limit": {strconv.Itoa(MaxListLimit)}}
+	_, err := c.do(ctx, http.MethodGet, "/v1/approvals?"+q.Encode(), nil, &out)
+	return out.Approvals, err
+}
+
+// PendingHash returns the arguments hash of a pending step, as the
+// approvals list shows it.
+func (c *Client) PendingHash(ctx context.Context, runID string, step int64) (string, error) {
+	items, err := c.Approvals(ctx, ViewPending)
+	if err != nil {
+		return "", err
+	}
+	for _, it := range items {
+		if it.RunID == runID && it.Step == step {
+			return it.ArgsHash, nil
+		}
+	}
+	return "", fmt.Errorf("run %s step %d: %w", runID, step, ErrNoSuchPendingStep)
+}
+
+// Decide approves or rejects a step. The status is 202 for a decision
+// accepted now and 200 for a repeat of the decision of record.
+func (c *Client) Decide(ctx context.Context, runID string, step int64, d workflows.Decision, req DecideRequest) (DecideResponse, int, error) {
+	var out DecideResponse
+	path := "/v1/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/" + url.PathEscape(string(d))
+	status, err := c.do(ctx, http.MethodPost, path, req, &out)
+	return out, status, err
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return 0, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return 0, fmt.Errorf("approvals API at %q (ONCERUN_API): %w", c.BaseURL, err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Accept", "application/json")
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: 30 * time.Second}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("approvals API: %w", err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp.StatusCode, fmt.Errorf("approvals API: read the response: %w", err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
+			return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+		}
+		return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: "http_error",
+			Message: strings.TrimSpace(string(raw[:min(len(raw), 200)]))}
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			return resp.StatusCode, fmt.Errorf("approvals API: decode the response: %w", err)
+		}
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,31 @@
+// Package approvals is the approvals service: an authenticated HTTP API and a
+// server-rendered web inbox through which people start runs, see what a run
+// wants to do, and approve or reject the steps that wait for them.
+//
+// # API
+//
+// JSON under /v1, authenticated by bearer tokens (see [Tokens]):
+//
+//	POST /v1/runs                                   start a run (operator)
+//	GET  /v1/runs/{run_id}                          a run's status and steps
+//	GET  /v1/approvals?state=pending|decided|needs_resolution
+//	POST /v1/runs/{run_id}/steps/{step}/approve     decide (approver, operator)
+//	POST /v1/runs/{run_id}/steps/{step}/reject
+//
+// Errors are {"error": {"code": "...", "message": "..."}}.
+//
+// # Decisions
+//
+// A decision is bound to the arguments hash the approver saw. It is written
+// to the approval_decisions table (who, when, what, from which address)
+// before it is signalled to the run; the first accepted decision of a step is
+// its decision of record, a repeat of it is answered with the original, and a
+// different one is refused. Refused attempts are recorded too.
+//
+// # Inbox
+//
+// The page at / lists the tenant's pending steps with their arguments, the
+// run's goal and earlier steps, and Approve and Reject buttons. A token pasted
+// once at /login is kept in an HttpOnly, SameSite=Strict cookie; forms carry
+// a CSRF token, and cross-origin writes are refused.
+package approvals

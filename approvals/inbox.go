@@ -1,0 +1,347 @@
+package approvals
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// Cookies of the inbox.
+const (
+	tokenCookie = "oncerun_token"
+	csrfCookie  = "oncerun_csrf"
+	// sessionAge is how long a login lasts.
+	sessionAge = 12 * time.Hour
+	// inboxStatusLimit is how many pending steps the inbox shows with
+	// their run's earlier steps.
+	inboxStatusLimit = 50
+)
+
+var pageFuncs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"args": argRows,
+	"json": func(raw json.RawMessage) string {
+		var buf bytes.Buffer
+		if json.Indent(&buf, raw, "", "  ") != nil {
+			return string(raw)
+		}
+		return buf.String()
+	},
+	"short": func(s string) string {
+		if len(s) > 12 {
+			return s[:12]
+		}
+		return s
+	},
+	"runURL": func(runID string) string { return "/runs/" + url.PathEscape(runID) },
+	"decideURL": func(runID string, step int64) string {
+		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/decide"
+	},
+}
+
+// argRow is one argument as the inbox shows it.
+type argRow struct {
+	Name  string
+	Value string
+}
+
+// argRows lists the top-level arguments of a call, a string as its text and
+// anything else as compact JSON; arguments that are not an object are one
+// row.
+func argRows(raw json.RawMessage) []argRow {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return []argRow{{Name: "(arguments)", Value: string(raw)}}
+	}
+	rows := make([]argRow, 0, len(obj))
+	for k, v := range obj {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			var buf bytes.Buffer
+			if json.Compact(&buf, v) == nil {
+				s = buf.String()
+			} else {
+				s = string(v)
+			}
+		}
+		rows = append(rows, argRow{Name: k, Value: s})
+	}
+	slices.SortFunc(rows, func(a, b argRow) int { return strings.Compare(a.Name, b.Name) })
+	return rows
+}
+
+// page is what every page template gets.
+type page struct {
+	Title  string
+	ID     *Identity
+	CSRF   string
+	Flash  string
+	Error  string
+	Status int
+
+	// Inbox.
+	Items    []inboxItem
+	Problems []Item
+	// Run page.
+	Run *workflows.Status
+}
+
+// inboxItem is a pending step with its run's earlier steps.
+type inboxItem struct {
+	Item
+	Prior    []workflows.Step
+	PriorErr string
+}
+
+// session is the identity and CSRF token of a logged-in browser.
+type session struct {
+	id   Identity
+	csrf string
+}
+
+// session reads the request's cookies; ok is false when the browser is not
+// logged in with a token that is still valid.
+func (s *Server) session(r *http.Request) (session, bool) {
+	tc, err := r.Cookie(tokenCookie)
+	if err != nil || tc.Value == "" {
+		return session{}, false
+	}
+	id, ok := s.cfg.Tokens.Lookup(tc.Value)
+	if !ok {
+		return session{}, false
+	}
+	cc, err := r.Cookie(csrfCookie)
+	if err != nil || cc.Value == "" {
+		return session{}, false
+	}
+	return session{id: id, csrf: cc.Value}, true
+}
+
+func (s *Server) cookie(r *http.Request, name, value string, age time.Duration) *http.Cookie {
+	return &http.Cookie{
+		Name: name, Value: value, Path: "/", MaxAge: int(age / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.cfg.SecureCookies || r.TLS != nil,
+	}
+}
+
+func (s *Server) render(w http.ResponseWriter, name string, p page) {
+	var buf bytes.Buffer
+	if err := s.pages.ExecuteTemplate(&buf, name, p); err != nil {
+		s.log.Error("render page", zap.String("page", name), zap.Error(err))
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(cmpStatus(p.Status))
+	_, _ = w.Write(buf.Bytes())
+}
+
+func cmpStatus(s int) int {
+	if s == 0 {
+		return http.StatusOK
+	}
+	return s
+}
+
+func (s *Server) loginPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.session(r); ok {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	s.render(w, "login", page{Title: "Sign in"})
+}
+
+func (s *Server) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		s.render(w, "login", page{Title: "Sign in", Error: "The form could not be read.", Status: http.StatusBadRequest})
+		return
+	}
+	tok := strings.TrimSpace(r.PostForm.Get("token"))
+	id, ok := s.cfg.Tokens.Lookup(tok)
+	if tok == "" || !ok {
+		s.log.Warn("inbox login with an unknown token", zap.String("remote_addr", remoteAddr(r)))
+		s.render(w, "login", page{Title: "Sign in", Error: "That token is not valid.", Status: http.StatusUnauthorized})
+		return
+	}
+	csrf, err := randomString()
+	if err != nil {
+		s.render(w, "login", page{Title: "Sign in", Error: "Could not start a session; try again.", Status: http.StatusInternalServerError})
+		return
+	}
+	http.SetCookie(w, s.cookie(r, tokenCookie, tok, sessionAge))
+	http.SetCookie(w, s.cookie(r, csrfCookie, csrf, sessionAge))
+	s.log.Info("inbox login", zap.String("tenant", id.Tenant), zap.String("name", id.Name), zap.String("remote_addr", remoteAddr(r)))
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
+	if sess, ok := s.session(r); ok && !s.validCSRF(w, r, sess) {
+		s.render(w, "error", page{Title: "Refused", Error: "The form was not sent from this inbox; reload the page and try again.", Status: http.StatusForbidden})
+		return
+	}
+	http.SetCookie(w, s.cookie(r, tokenCookie, "", -time.Second))
+	http.SetCookie(w, s.cookie(r, csrfCookie, "", -time.Second))
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// validCSRF checks the form's csrf field against the session's.
+func (s *Server) validCSRF(w http.ResponseWriter, r *http.Request, sess session) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	if err := r.ParseForm(); err != nil {
+		return false
+	}
+	got := r.PostForm.Get("csrf")
+	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) == 1
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.session(r)
+	if !ok {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
+	if q := r.URL.Query(); q.Get("decided") == string(workflows.DecisionApprove) || q.Get("decided") == string(workflows.DecisionReject) {
+		p.Flash = "You " + pastTense(workflows.Decision(q.Get("decided"))) + " step " + q.Get("step") + " of run " + q.Get("run") + "."
+	}
+	s.renderInbox(w, r, p)
+}
+
+// renderInbox fills the inbox's lists and renders it.
+func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, p page) {
+	items, err := s.list(r.Context(), p.ID.Tenant, ViewPending, MaxListLimit)
+	if err != nil {
+		s.log.Error("inbox: list pending approvals", zap.Error(err))
+		p.Error, p.Status = "The pending approvals could not be read; try again shortly.", http.StatusServiceUnavailable
+		s.render(w, "inbox", p)
+		return
+	}
+	p.Items = make([]inboxItem, len(items))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i, it := range items {
+		p.Items[i].Item = it
+		if i >= inboxStatusLimit {
+			continue
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+			defer cancel()
+			st, err := s.cfg.Runs.Status(ctx, p.ID.Tenant, it.RunID)
+			if err != nil {
+				p.Items[i].PriorErr = "The run's earlier steps are not available right now."
+				return
+			}
+			for _, step := range st.Steps {
+				if step.Step < it.Step {
+					p.Items[i].Prior = append(p.Items[i].Prior, step)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if problems, err := s.list(r.Context(), p.ID.Tenant, ViewNeedsResolution, 20); err == nil {
+		p.Problems = problems
+	}
+	s.render(w, "inbox", p)
+}
+
+func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.session(r)
+	if !ok {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	p := page{Title: "Run " + r.PathValue("run_id"), ID: &sess.id, CSRF: sess.csrf}
+	st, err := s.status(r.Context(), sess.id, r.PathValue("run_id"))
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			p.Error, p.Status = ae.message, ae.status
+		} else {
+			p.Error, p.Status = "The run could not be read.", http.StatusInternalServerError
+		}
+		s.render(w, "error", p)
+		return
+	}
+	p.Run = &st
+	s.render(w, "run", p)
+}
+
+func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.session(r)
+	if !ok {
+		s.render(w, "login", page{Title: "Sign in", Error: "Your session has ended; sign in again.", Status: http.StatusUnauthorized})
+		return
+	}
+	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
+	if !s.validCSRF(w, r, sess) {
+		p.Error, p.Status = "The form was not sent from this inbox; reload the page and try again.", http.StatusForbidden
+		s.render(w, "error", p)
+		return
+	}
+	step, err := stepNumber(r.PathValue("step"))
+	if err != nil {
+		p.Error, p.Status = err.Error(), http.StatusBadRequest
+		s.render(w, "error", p)
+		return
+	}
+	runID := r.PathValue("run_id")
+	decision := workflows.Decision(r.PostForm.Get("decision"))
+	_, err = s.decide(r.Context(), decideInput{
+		id: sess.id, runID: runID, step: step, decision: decision,
+		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
+		remote: remoteAddr(r), agent: r.UserAgent(), via: viaInbox,
+	})
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			p.Error, p.Status = ae.message, ae.status
+		} else {
+			s.log.Error("inbox decision failed", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
+			p.Error, p.Status = "The decision could not be recorded; try again.", http.StatusInternalServerError
+		}
+		s.renderInbox(w, r, p)
+		return
+	}
+	q := url.Values{"decided": {string(decision)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
+	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
+}
+
+func randomString() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b), nil
+}

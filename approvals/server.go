@@ -1,0 +1,334 @@
+package approvals
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// Defaults of [Config].
+const (
+	DefaultAddr         = "127.0.0.1:8088"
+	DefaultMaxBodyBytes = 64 << 10
+	DefaultResolveGrace = time.Minute
+	DefaultQueryTimeout = 10 * time.Second
+	// MaxCommentBytes bounds a decision's comment.
+	MaxCommentBytes = 2000
+)
+
+// Config configures a [Server].
+type Config struct {
+	// Runs starts runs, reads their status and signals decisions. Required.
+	Runs *runs.Client
+	// Pool holds the approvals and approval_decisions tables. Required.
+	Pool *pgxpool.Pool
+	// Tokens authenticates requests. Required.
+	Tokens TokenSource
+	// Tools, when set, checks the calls of a plan before a run starts, so
+	// that a bad plan is a 400 rather than a run that fails.
+	Tools *tools.Registry
+	// Log receives one line per refused or failed request and per decision.
+	// Default: no logging.
+	Log *zap.Logger
+	// SecureCookies marks the inbox's cookies Secure even when the request
+	// did not come over TLS to this process (a proxy in front ends TLS).
+	// Cookies of a request that came over TLS are always Secure.
+	SecureCookies bool
+	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// ResolveGrace is how long a recorded decision may wait for its run to
+	// apply it, and a passed deadline for the run to record the expiry,
+	// before the step is listed as needing resolution. Default
+	// DefaultResolveGrace.
+	ResolveGrace time.Duration
+	// QueryTimeout bounds each question to Temporal (a run's status, a
+	// signal). Default DefaultQueryTimeout.
+	QueryTimeout time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Log == nil {
+		c.Log = zap.NewNop()
+	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
+	c.ResolveGrace = cmp.Or(c.ResolveGrace, DefaultResolveGrace)
+	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Runs == nil:
+		return errors.New("approvals config: Runs is required")
+	case c.Pool == nil:
+		return errors.New("approvals config: Pool is required")
+	case c.Tokens == nil:
+		return errors.New("approvals config: Tokens is required")
+	case c.MaxBodyBytes < 0:
+		return errors.New("approvals config: MaxBodyBytes must not be negative")
+	}
+	return nil
+}
+
+// Server is the approvals service.
+type Server struct {
+	cfg   Config
+	log   *zap.Logger
+	pages *template.Template
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// New checks cfg and builds a server.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pages, err := template.New("").Funcs(pageFuncs).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("approvals templates: %w", err)
+	}
+	return &Server{cfg: cfg, log: cfg.Log, pages: pages}, nil
+}
+
+// Handler serves the API under /v1 and the inbox at /. Writes from another
+// origin are refused, whatever their credentials.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	api := func(pattern string, methods string, h func(http.ResponseWriter, *http.Request, Identity)) {
+		mux.Handle(methods+" "+pattern, s.authenticated(h))
+		// The same path with any other method: a JSON 405.
+		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Allow", methods)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
+				fmt.Sprintf("%s %s: use %s", r.Method, pattern, methods))
+		})
+	}
+	api("/v1/runs", http.MethodPost, s.startRun)
+	api("/v1/runs/{run_id}", http.MethodGet, s.runStatus)
+	api("/v1/approvals", http.MethodGet, s.listApprovals)
+	api("/v1/runs/{run_id}/steps/{step}/approve", http.MethodPost, s.decideAPI("approve"))
+	api("/v1/runs/{run_id}/steps/{step}/reject", http.MethodPost, s.decideAPI("reject"))
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
+	})
+
+	mux.HandleFunc("GET /{$}", s.inbox)
+	mux.HandleFunc("GET /login", s.loginPage)
+	mux.HandleFunc("POST /login", s.login)
+	mux.HandleFunc("POST /logout", s.logout)
+	mux.HandleFunc("GET /runs/{run_id}", s.runPage)
+	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
+
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross_origin", "cross-origin requests that change state are refused")
+	}))
+	return s.recover(cop.Handler(mux))
+}
+
+// recover answers a panic with a JSON 500 and logs it; the server goes on.
+func (s *Server) recover(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.log.Error("approvals handler panicked", zap.String("path", r.URL.Path), zap.Any("panic", v))
+				writeError(w, http.StatusInternalServerError, "internal", "internal error")
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authenticated runs h with the identity of the request's bearer token, or
+// answers 401.
+func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, Identity)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="oncerun"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "an Authorization: Bearer <token> header is required")
+			return
+		}
+		id, ok := s.cfg.Tokens.Lookup(tok)
+		if !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="oncerun", error="invalid_token"`)
+			s.log.Warn("approvals request with an unknown token", zap.String("path", r.URL.Path),
+				zap.String("remote_addr", remoteAddr(r)))
+			writeError(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
+			return
+		}
+		h(w, r, id)
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// remoteAddr is the address the request came from: the connection's peer,
+// without the port. Forwarded headers are not trusted.
+func remoteAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// apiError is an error with its HTTP status and code.
+type apiError struct {
+	status  int
+	code    string
+	message string
+}
+
+func (e *apiError) Error() string { return e.message }
+
+func errorf(status int, code, format string, args ...any) *apiError {
+	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong: a stable code and a message for people.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
+}
+
+// fail answers err: an *apiError as it says, anything else as a 500 that
+// is logged and not shown.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		if ae.status >= 500 {
+			s.log.Error("approvals request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+				zap.Int("status", ae.status), zap.String("error", ae.message))
+		}
+		writeError(w, ae.status, ae.code, ae.message)
+		return
+	}
+	s.log.Error("approvals request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
+	writeError(w, http.StatusInternalServerError, "internal", "internal error; the server log has the details")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// decodeBody reads a JSON request body into v: at most MaxBodyBytes, one
+// object, no unknown fields. An empty body is an empty object.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || mt != "application/json" {
+			return errorf(http.StatusUnsupportedMediaType, "unsupported_media_type",
+				"the request body must be application/json, not %q", ct)
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, "body_too_large",
+				"the request body is larger than %d bytes", tooBig.Limit)
+		}
+		return errorf(http.StatusBadRequest, "invalid_request", "read the request body: %s", err)
+	}
+	if len(strings.TrimSpace(string(raw))) == 0 {
+		raw = []byte("{}")
+	}
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errorf(http.StatusBadRequest, "invalid_request", "the request body is not valid: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if dec.More() {
+		return errorf(http.StatusBadRequest, "invalid_request", "the request body has data after its JSON object")
+	}
+	return nil
+}
+
+// ListenAndServe serves h on addr until ctx ends, then shuts down, giving
+// requests in flight up to 10 seconds. ready, when not nil, is called with
+// the bound address once the listener is open.
+func ListenAndServe(ctx context.Context, addr string, h http.Handler, log *zap.Logger, ready func(net.Addr)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("approvals server: listen on %s (APPROVALS_ADDR): %w", addr, err)
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      60 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          zap.NewStdLog(log),
+	}
+	if ready != nil {
+		ready(ln.Addr())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("approvals server: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("approvals server: shut down: %w", err)
+	}
+	return nil
+}

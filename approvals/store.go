@@ -1,0 +1,403 @@
+package approvals
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// View selects the approvals a list shows.
+type View string
+
+// Views of the approvals list.
+const (
+	// ViewPending lists the steps that wait for a decision: no decision has
+	// been recorded and the deadline has not passed.
+	ViewPending View = "pending"
+	// ViewDecided lists the steps that were decided or expired, and those
+	// whose decision the run is applying.
+	ViewDecided View = "decided"
+	// ViewNeedsResolution lists the steps a person should look at: a
+	// recorded decision the run did not apply (it recorded another outcome,
+	// or has not applied it within the grace period), or a passed deadline
+	// the run has not recorded.
+	ViewNeedsResolution View = "needs_resolution"
+)
+
+// Bounds of a list.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 500
+)
+
+// Item is a step that asked for approval, as the approvals list shows it.
+type Item struct {
+	RunID    string          `json:"run_id"`
+	Step     int64           `json:"step"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	ArgsHash string          `json:"args_hash"`
+	Goal     string          `json:"goal"`
+	// Reason is why the step needs approval (the tool's rule).
+	Reason string `json:"reason"`
+	// RequestedBy names who started the run that asks.
+	RequestedBy string    `json:"requested_by"`
+	RequestedAt time.Time `json:"requested_at"`
+	Deadline    time.Time `json:"deadline"`
+	// State is the step as its run recorded it: pending, approved, rejected
+	// or expired.
+	State     string     `json:"state"`
+	DecidedBy string     `json:"decided_by,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+	Comment   string     `json:"comment,omitempty"`
+	// Decision is the decision of record sent through this service, if any.
+	Decision *Decision `json:"decision,omitempty"`
+	// Problem says why a step needs resolution.
+	Problem string `json:"problem,omitempty"`
+}
+
+// Decision is a decision of record.
+type Decision struct {
+	RunID     string             `json:"run_id"`
+	Step      int64              `json:"step"`
+	Decision  workflows.Decision `json:"decision"`
+	Approver  string             `json:"approver"`
+	Role      Role               `json:"role,omitempty"`
+	Comment   string             `json:"comment,omitempty"`
+	ArgsHash  string             `json:"args_hash"`
+	DecidedAt time.Time          `json:"decided_at"`
+	// Via is where the decision was made: api or inbox through this
+	// service, run when the run recorded a decision sent around it.
+	Via string `json:"via"`
+}
+
+// Where a decision came from.
+const (
+	viaAPI   = "api"
+	viaInbox = "inbox"
+	viaRun   = "run"
+)
+
+// Outcomes of a decision request, as the audit table records them.
+const (
+	outcomeAccepted     = "accepted"
+	outcomeRepeated     = "repeated"
+	outcomeConflict     = "conflict"
+	outcomeArgsMismatch = "args_mismatch"
+	outcomeForbidden    = "forbidden"
+)
+
+// pastTense is the approvals-table state a decision leads to.
+func pastTense(d workflows.Decision) string {
+	if d == workflows.DecisionApprove {
+		return "approved"
+	}
+	return "rejected"
+}
+
+// list returns the tenant's approvals in one view: pending and needing
+// resolution oldest first, decided newest first.
+func (s *Server) list(ctx context.Context, tenant string, view View, limit int) ([]Item, error) {
+	if view != ViewPending && view != ViewDecided && view != ViewNeedsResolution {
+		return nil, errorf(http.StatusBadRequest, "invalid_request", "state %q is not pending, decided or needs_resolution", view)
+	}
+	order := "requested_at, run_id, step"
+	if view == ViewDecided {
+		order = "coalesce(decided_at, d_decided_at) DESC, run_id, step"
+	}
+	now := s.cfg.Now()
+	rows, err := s.cfg.Pool.Query(ctx, `
+WITH items AS (
+    SELECT a.run_id, a.step, a.tool, a.args, a.args_hash, a.goal, a.reason, a.requested_by,
+           a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by,
+           a.decided_at, a.comment,
+           d.decision AS d_decision, d.approver AS d_approver, d.role AS d_role, d.comment AS d_comment,
+           d.args_hash AS d_args_hash, d.decided_at AS d_decided_at, d.via AS d_via,
+           CASE
+               WHEN d.id IS NOT NULL AND a.state <> 'pending'
+                    AND a.state <> CASE d.decision WHEN 'approve' THEN 'approved' ELSE 'rejected' END
+                   THEN 'needs_resolution'
+               WHEN d.id IS NOT NULL AND a.state = 'pending' AND d.decided_at < $2::timestamptz - $3::interval
+                   THEN 'needs_resolution'
+               WHEN d.id IS NULL AND a.state = 'pending' AND a.deadline < $2::timestamptz - $3::interval
+                   THEN 'needs_resolution'
+               WHEN d.id IS NULL AND a.state = 'pending' AND a.deadline > $2::timestamptz
+                   THEN 'pending'
+               ELSE 'decided'
+           END AS view
+    FROM approvals a
+    LEFT JOIN approval_decisions d
+           ON d.tenant = a.tenant AND d.run_id = a.run_id AND d.step = a.step AND d.outcome = 'accepted'
+    WHERE a.tenant = $1 AND ($4 <> 'pending' OR a.state = 'pending')
+)
+SELECT run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline, state,
+       decided_by, decided_at, comment, d_decision, d_approver, d_role, d_comment, d_args_hash,
+       d_decided_at, d_via
+FROM items WHERE view = $4
+ORDER BY `+order+`
+LIMIT $5`, tenant, now, s.cfg.ResolveGrace, string(view), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list %s approvals of tenant %s: %w", view, tenant, err)
+	}
+	items := []Item{}
+	for rows.Next() {
+		var (
+			it                                    Item
+			dDecision, dApprover, dRole, dComment *string
+			dArgsHash, dVia                       *string
+			dDecidedAt                            *time.Time
+		)
+		if err := rows.Scan(&it.RunID, &it.Step, &it.Tool, &it.Args, &it.ArgsHash, &it.Goal, &it.Reason,
+			&it.RequestedBy, &it.RequestedAt, &it.Deadline, &it.State, &it.DecidedBy, &it.DecidedAt, &it.Comment,
+			&dDecision, &dApprover, &dRole, &dComment, &dArgsHash, &dDecidedAt, &dVia); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("list %s approvals of tenant %s: %w", view, tenant, err)
+		}
+		if dDecision != nil {
+			it.Decision = &Decision{RunID: it.RunID, Step: it.Step, Decision: workflows.Decision(*dDecision),
+				Approver: *dApprover, Role: Role(*dRole), Comment: *dComment, ArgsHash: *dArgsHash,
+				DecidedAt: *dDecidedAt, Via: *dVia}
+		}
+		if view == ViewNeedsResolution {
+			it.Problem = problem(it)
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list %s approvals of tenant %s: %w", view, tenant, err)
+	}
+	return items, nil
+}
+
+// problem says why an item needs resolution.
+func problem(it Item) string {
+	d := it.Decision
+	switch {
+	case d != nil && it.State != "pending":
+		return fmt.Sprintf("%s %s this step at %s, but the run recorded it as %s", d.Approver, pastTense(d.Decision),
+			d.DecidedAt.UTC().Format(time.RFC3339), it.State)
+	case d != nil:
+		return fmt.Sprintf("%s %s this step at %s, but the run has not applied the decision: is a worker running, is the run still open?",
+			d.Approver, pastTense(d.Decision), d.DecidedAt.UTC().Format(time.RFC3339))
+	default:
+		return fmt.Sprintf("the deadline %s passed, but the run has not recorded the expiry: is a worker running, is the run still open?",
+			it.Deadline.UTC().Format(time.RFC3339))
+	}
+}
+
+// decideInput is one decision request.
+type decideInput struct {
+	id       Identity
+	runID    string
+	step     int64
+	decision workflows.Decision
+	argsHash string
+	comment  string
+	remote   string
+	agent    string
+	via      string
+}
+
+// decide records a decision and sends it to the run. See [DecideResponse]
+// for what it returns; every refusal is an *apiError.
+func (s *Server) decide(ctx context.Context, in decideInput) (DecideResponse, error) {
+	if in.decision != workflows.DecisionApprove && in.decision != workflows.DecisionReject {
+		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request", "decision %q is not approve or reject", in.decision)
+	}
+	if !in.id.Role.CanDecide() {
+		if err := s.audit(ctx, s.cfg.Pool, in, outcomeForbidden); err != nil {
+			return DecideResponse{}, err
+		}
+		return DecideResponse{}, errorf(http.StatusForbidden, "forbidden", "%s is a %s; deciding takes an approver or operator token", in.id.Name, in.id.Role)
+	}
+	if !isHash(in.argsHash) {
+		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request",
+			"args_hash %q is not the 64 hex digits of the arguments hash you reviewed (GET /v1/approvals lists it)", in.argsHash)
+	}
+	if len(in.comment) > MaxCommentBytes {
+		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request", "comment is %d bytes; at most %d", len(in.comment), MaxCommentBytes)
+	}
+
+	tx, err := s.cfg.Pool.Begin(ctx)
+	if err != nil {
+		return DecideResponse{}, fmt.Errorf("decide: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	var (
+		state, argsHash, decidedBy, comment string
+		decidedAt                           *time.Time
+		deadline                            time.Time
+	)
+	err = tx.QueryRow(ctx, `
+SELECT state, args_hash, coalesce(decided_by, ''), decided_at, comment, deadline
+FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
+FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy, &decidedAt, &comment, &deadline)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "run %q has no step %d waiting for approval", in.runID, in.step)
+	}
+	if err != nil {
+		return DecideResponse{}, fmt.Errorf("decide: read step %d of run %s: %w", in.step, in.runID, err)
+	}
+
+	orig, err := s.decisionOfRecord(ctx, tx, in)
+	if err != nil {
+		return DecideResponse{}, err
+	}
+	if orig == nil && (state == "approved" || state == "rejected") && decidedBy != "" {
+		// Decided around this service (the CLI without ONCERUN_API): the
+		// run's record is the decision of record.
+		orig = &Decision{RunID: in.runID, Step: in.step, Decision: decisionOf(state), Approver: decidedBy,
+			Comment: comment, ArgsHash: argsHash, Via: viaRun}
+		if decidedAt != nil {
+			orig.DecidedAt = *decidedAt
+		}
+	}
+	if orig != nil {
+		if orig.Decision != in.decision {
+			if err := s.auditCommit(ctx, tx, in, outcomeConflict); err != nil {
+				return DecideResponse{}, err
+			}
+			return DecideResponse{}, errorf(http.StatusConflict, "decision_conflict",
+				"step %d of run %s was already %s by %s at %s; a decision cannot be changed",
+				in.step, in.runID, pastTense(orig.Decision), orig.Approver, orig.DecidedAt.UTC().Format(time.RFC3339))
+		}
+		if err := s.auditCommit(ctx, tx, in, outcomeRepeated); err != nil {
+			return DecideResponse{}, err
+		}
+		if state == "pending" {
+			// The first request may have been recorded without reaching the
+			// run; sending the decision again is harmless.
+			if err := s.signal(ctx, in.id.Tenant, *orig); err != nil {
+				s.log.Warn("repeated decision not delivered", zap.String("tenant", in.id.Tenant),
+					zap.String("run_id", in.runID), zap.Int64("step", in.step), zap.Error(err))
+			}
+		}
+		return DecideResponse{Decision: *orig, Repeated: true}, nil
+	}
+	if state != "pending" {
+		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "step %d of run %s is not pending: it is %s", in.step, in.runID, state)
+	}
+	if now := s.cfg.Now(); !now.Before(deadline) {
+		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "step %d of run %s is not pending: its deadline %s has passed",
+			in.step, in.runID, deadline.UTC().Format(time.RFC3339))
+	}
+	if in.argsHash != argsHash {
+		if err := s.auditCommit(ctx, tx, in, outcomeArgsMismatch); err != nil {
+			return DecideResponse{}, err
+		}
+		return DecideResponse{}, errorf(http.StatusConflict, "args_hash_mismatch",
+			"the args_hash you reviewed, %s, is not the pending step's %s: review the step's arguments again", in.argsHash, argsHash)
+	}
+	rec := Decision{RunID: in.runID, Step: in.step, Decision: in.decision, Approver: in.id.Name, Role: in.id.Role,
+		Comment: in.comment, ArgsHash: in.argsHash, Via: in.via}
+	err = tx.QueryRow(ctx, auditInsert+" RETURNING decided_at", auditArgs(in, outcomeAccepted)...).Scan(&rec.DecidedAt)
+	if err != nil {
+		return DecideResponse{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", in.step, in.runID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return DecideResponse{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", in.step, in.runID, err)
+	}
+	s.log.Info("decision recorded", zap.String("tenant", in.id.Tenant), zap.String("run_id", in.runID),
+		zap.Int64("step", in.step), zap.String("decision", string(in.decision)), zap.String("approver", in.id.Name),
+		zap.String("via", in.via), zap.String("remote_addr", in.remote))
+	if err := s.signal(ctx, in.id.Tenant, rec); err != nil {
+		return DecideResponse{}, errorf(http.StatusServiceUnavailable, "unavailable",
+			"the decision is recorded but the run could not be reached (%s); send the same decision again to deliver it", err)
+	}
+	return DecideResponse{Decision: rec}, nil
+}
+
+func (s *Server) signal(ctx context.Context, tenant string, d Decision) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.QueryTimeout)
+	defer cancel()
+	return s.cfg.Runs.Signal(ctx, runs.Decision{Tenant: tenant, RunID: d.RunID, Step: d.Step, Decision: d.Decision,
+		Approver: d.Approver, Comment: d.Comment, ArgsHash: d.ArgsHash})
+}
+
+func (s *Server) decisionOfRecord(ctx context.Context, tx pgx.Tx, in decideInput) (*Decision, error) {
+	rows, err := tx.Query(ctx, `
+SELECT run_id, step, decision, approver, role, comment, args_hash, decided_at, via
+FROM approval_decisions
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted'`, in.id.Tenant, in.runID, in.step)
+	if err != nil {
+		return nil, fmt.Errorf("decide: read the decision on step %d of run %s: %w", in.step, in.runID, err)
+	}
+	d, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByPos[Decision])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decide: read the decision on step %d of run %s: %w", in.step, in.runID, err)
+	}
+	return d, nil
+}
+
+const auditInsert = `
+INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+
+func auditArgs(in decideInput, outcome string) []any {
+	agent := in.agent
+	if len(agent) > 512 {
+		agent = agent[:512]
+	}
+	return []any{in.id.Tenant, in.runID, in.step, string(in.decision), outcome, in.argsHash, in.id.Name,
+		string(in.id.Role), in.comment, in.remote, agent, in.via}
+}
+
+// audit records a refused or repeated decision request.
+func (s *Server) audit(ctx context.Context, q interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, in decideInput, outcome string) error {
+	if _, err := q.Exec(ctx, auditInsert, auditArgs(in, outcome)...); err != nil {
+		return fmt.Errorf("decide: audit the %s decision on step %d of run %s: %w", outcome, in.step, in.runID, err)
+	}
+	return nil
+}
+
+func (s *Server) auditCommit(ctx context.Context, tx pgx.Tx, in decideInput, outcome string) error {
+	if err := s.audit(ctx, tx, in, outcome); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("decide: audit the %s decision on step %d of run %s: %w", outcome, in.step, in.runID, err)
+	}
+	return nil
+}
+
+func decisionOf(state string) workflows.Decision {
+	if state == "approved" {
+		return workflows.DecisionApprove
+	}
+	return workflows.DecisionReject
+}
+
+func isHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && s == lowerHex(s)
+}
+
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'F' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

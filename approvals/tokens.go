@@ -1,0 +1,291 @@
+package approvals
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/keys"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles, from least to most allowed.
+const (
+	// RoleViewer may read runs and approvals.
+	RoleViewer Role = "viewer"
+	// RoleApprover may also approve and reject steps.
+	RoleApprover Role = "approver"
+	// RoleOperator may also start runs.
+	RoleOperator Role = "operator"
+)
+
+// CanDecide reports whether the role may approve or reject a step.
+func (r Role) CanDecide() bool { return r == RoleApprover || r == RoleOperator }
+
+// CanStart reports whether the role may start runs.
+func (r Role) CanStart() bool { return r == RoleOperator }
+
+func (r Role) valid() bool { return r == RoleViewer || r == RoleApprover || r == RoleOperator }
+
+// Identity is who a token belongs to.
+type Identity struct {
+	Name   string `json:"name"`
+	Tenant string `json:"tenant"`
+	Role   Role   `json:"role"`
+}
+
+// TokenEntry is one entry of a tokens file: the SHA-256 of a token, in hex,
+// and whose it is. The token itself is never stored.
+type TokenEntry struct {
+	TokenSHA256 string `json:"token_sha256"`
+	Name        string `json:"name"`
+	Tenant      string `json:"tenant"`
+	Role        Role   `json:"role"`
+}
+
+// TokenPrefix starts every token [NewToken] makes, so that a leaked token is
+// easy to recognise in logs and by secret scanners.
+const TokenPrefix = "oncerun_"
+
+// NewToken makes a fresh random token and the tokens-file entry that grants
+// it to id.
+func NewToken(id Identity) (string, TokenEntry, error) {
+	if err := id.validate(); err != nil {
+		return "", TokenEntry{}, err
+	}
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", TokenEntry{}, fmt.Errorf("make token: %w", err)
+	}
+	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(b)
+	return token, TokenEntry{TokenSHA256: TokenSHA256(token), Name: id.Name, Tenant: id.Tenant, Role: id.Role}, nil
+}
+
+// TokenSHA256 is the hex SHA-256 of a token, as a tokens file lists it.
+func TokenSHA256(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+func (id Identity) validate() error {
+	if id.Name == "" || len(id.Name) > 128 {
+		return fmt.Errorf("name %q must be 1 to 128 bytes", id.Name)
+	}
+	if _, err := keys.New(id.Tenant, "run", 1, "tool"); err != nil {
+		return fmt.Errorf("tenant %q: %w", id.Tenant, err)
+	}
+	if !id.Role.valid() {
+		return fmt.Errorf("role %q is not viewer, approver or operator", id.Role)
+	}
+	return nil
+}
+
+// Tokens is a checked set of tokens.
+type Tokens struct {
+	entries []token
+}
+
+type token struct {
+	sum [sha256.Size]byte
+	id  Identity
+}
+
+// ParseTokens reads a tokens file: a JSON array of [TokenEntry]. Every entry
+// is checked; an error names the entry and what is wrong with it.
+func ParseTokens(data []byte) (*Tokens, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var list []TokenEntry
+	if err := dec.Decode(&list); err != nil {
+		return nil, fmt.Errorf(`tokens file is not a JSON array of {"token_sha256", "name", "tenant", "role"}: %w`, err)
+	}
+	if dec.More() {
+		return nil, errors.New("tokens file: unexpected data after the array")
+	}
+	t := &Tokens{}
+	seen := map[string]int{}
+	for i, e := range list {
+		n := i + 1
+		raw, err := hex.DecodeString(e.TokenSHA256)
+		if err != nil || len(raw) != sha256.Size {
+			return nil, fmt.Errorf("tokens file entry %d (%q): token_sha256 must be 64 hex digits, the SHA-256 of the token", n, e.Name)
+		}
+		id := Identity{Name: e.Name, Tenant: e.Tenant, Role: e.Role}
+		if err := id.validate(); err != nil {
+			return nil, fmt.Errorf("tokens file entry %d: %w", n, err)
+		}
+		if first, dup := seen[string(raw)]; dup {
+			return nil, fmt.Errorf("tokens file entry %d (%q) has the same token_sha256 as entry %d", n, e.Name, first)
+		}
+		seen[string(raw)] = n
+		var tok token
+		copy(tok.sum[:], raw)
+		tok.id = id
+		t.entries = append(t.entries, tok)
+	}
+	return t, nil
+}
+
+// Len is the number of tokens.
+func (t *Tokens) Len() int { return len(t.entries) }
+
+// Lookup finds the identity a token belongs to. It compares the token's
+// SHA-256 with every entry in constant time, so how long it takes tells
+// nothing about which entries exist.
+func (t *Tokens) Lookup(tok string) (Identity, bool) {
+	sum := sha256.Sum256([]byte(tok))
+	var found Identity
+	ok := 0
+	for _, e := range t.entries {
+		match := subtle.ConstantTimeCompare(sum[:], e.sum[:])
+		if match == 1 {
+			found = e.id
+		}
+		ok |= match
+	}
+	return found, ok == 1
+}
+
+// TokenSource finds the identity of a presented token.
+type TokenSource interface {
+	Lookup(token string) (Identity, bool)
+}
+
+// TokenFile is a tokens file that is read again when it changes, so that a
+// token can be added or revoked without a restart. A change that does not
+// parse is logged and the tokens read before stay in force.
+type TokenFile struct {
+	path  string
+	log   *zap.Logger
+	every time.Duration
+
+	mu      sync.Mutex
+	tokens  *Tokens
+	modTime time.Time
+	size    int64
+	checked time.Time
+}
+
+// OpenTokenFile reads the tokens file at path. It is an error if the file
+// is missing or does not parse.
+func OpenTokenFile(path string, log *zap.Logger) (*TokenFile, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	f := &TokenFile{path: path, log: log, every: time.Second}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("tokens file: %w", err)
+	}
+	if err := f.load(fi); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *TokenFile) load(fi os.FileInfo) error {
+	data, err := os.ReadFile(f.path)
+	if err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	t, err := ParseTokens(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.path, err)
+	}
+	f.tokens, f.modTime, f.size = t, fi.ModTime(), fi.Size()
+	return nil
+}
+
+// Len is the number of tokens in force.
+func (f *TokenFile) Len() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.tokens.Len()
+}
+
+// Lookup finds the identity of a token, reading the file again first if it
+// changed (looked at no more than once a second).
+func (f *TokenFile) Lookup(tok string) (Identity, bool) {
+	f.mu.Lock()
+	now := time.Now()
+	if now.Sub(f.checked) >= f.every {
+		f.checked = now
+		if fi, err := os.Stat(f.path); err != nil {
+			f.log.Error("tokens file unreadable; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
+		} else if !fi.ModTime().Equal(f.modTime) || fi.Size() != f.size {
+			if err := f.load(fi); err != nil {
+				f.log.Error("tokens file changed but does not parse; keeping the tokens read before",
+					zap.String("path", f.path), zap.Error(err))
+				f.modTime, f.size = fi.ModTime(), fi.Size()
+			} else {
+				f.log.Info("tokens file read again", zap.String("path", f.path), zap.Int("tokens", f.tokens.Len()))
+			}
+		}
+	}
+	t := f.tokens
+	f.mu.Unlock()
+	return t.Lookup(tok)
+}
+
+// AppendToken adds an entry to the tokens file at path, creating the file
+// (mode 0600) if it does not exist. The file is checked before and after and
+// replaced in one rename, so a reader never sees half of it.
+func AppendToken(path string, e TokenEntry) error {
+	var list []TokenEntry
+	data, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("tokens file: %w", err)
+	default:
+		if _, err := ParseTokens(data); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := json.Unmarshal(data, &list); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+	}
+	list = append(list, e)
+	out, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode tokens file: %w", err)
+	}
+	out = append(out, '\n')
+	if _, err := ParseTokens(out); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tokens-*.json")
+	if err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,103 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// Environment variables of the CLI's API mode.
+const (
+	// EnvAPI is the approvals service's URL; when set, start, status,
+	// approvals, approve and reject go through it.
+	EnvAPI = "ONCERUN_API"
+	// EnvToken is the bearer token for EnvAPI.
+	EnvToken = "ONCERUN_TOKEN"
+)
+
+// api returns the approvals API client, or nil when ONCERUN_API is not set.
+func (c *connections) api() (*approvals.Client, error) {
+	if c.env.APIURL == "" {
+		return nil, nil
+	}
+	if c.env.Token == "" {
+		return nil, fmt.Errorf("%s is set but %s is not: the API needs your token", EnvAPI, EnvToken)
+	}
+	return &approvals.Client{BaseURL: c.env.APIURL, Token: c.env.Token}, nil
+}
+
+// refuseInAPIMode names the flags that mean nothing through the API.
+func refuseInAPIMode(flags map[string]bool) error {
+	var set []string
+	for name, isSet := range flags {
+		if isSet {
+			set = append(set, "--"+name)
+		}
+	}
+	if len(set) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s with %s set: the tenant and your name come from your token (%s)",
+		strings.Join(set, ", "), EnvAPI, EnvToken)
+}
+
+func printItems(out io.Writer, items []approvals.Item, view approvals.View) error {
+	if len(items) == 0 {
+		fmt.Fprintf(out, "no step is %s\n", map[approvals.View]string{
+			approvals.ViewPending: "waiting for approval", approvals.ViewDecided: "decided",
+			approvals.ViewNeedsResolution: "in need of resolution"}[view])
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tARGS\tSTATE\tREQUESTED\tDEADLINE")
+	for _, it := range items {
+		state := it.State
+		if it.Problem != "" {
+			state += ": " + it.Problem
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, oneLine(string(it.Args)),
+			state, when(it.RequestedAt), when(it.Deadline))
+	}
+	return tw.Flush()
+}
+
+// decideViaAPI sends a decision through the API and says what became of it.
+func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, d decisionFlags) error {
+	hash := d.argsHash
+	if hash == "" {
+		var err error
+		if hash, err = api.PendingHash(ctx, d.runID, d.step); err != nil {
+			if errors.Is(err, approvals.ErrNoSuchPendingStep) {
+				return fmt.Errorf("run %s has no step %d waiting for approval", d.runID, d.step)
+			}
+			return err
+		}
+	}
+	res, status, err := api.Decide(ctx, d.runID, d.step, d.decision, approvals.DecideRequest{ArgsHash: hash, Comment: d.comment})
+	if err != nil {
+		return err
+	}
+	rec := res.Decision
+	past := map[workflows.Decision]string{workflows.DecisionApprove: "approved", workflows.DecisionReject: "rejected"}
+	if status == 200 {
+		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", d.step, d.runID, past[rec.Decision], rec.Approver, when(rec.DecidedAt))
+		return nil
+	}
+	fmt.Fprintf(out, "%s step %d of run %s as %s; the run applies the decision\n", past[rec.Decision], d.step, d.runID, rec.Approver)
+	return nil
+}
+
+// decisionFlags are a decision command's flags.
+type decisionFlags struct {
+	runID    string
+	step     int64
+	decision workflows.Decision
+	argsHash string
+	comment  string
+}

@@ -1,0 +1,96 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// ApprovalsConfig configures the approvals service a process serves.
+type ApprovalsConfig struct {
+	// Addr is where the service listens. Default approvals.DefaultAddr
+	// (APPROVALS_ADDR).
+	Addr string
+	// TokensFile is the tokens file (APPROVALS_TOKENS_FILE). A worker
+	// serves the approvals service only when it is set; `oncerun serve`
+	// requires it.
+	TokensFile string
+	// SecureCookies marks the inbox's cookies Secure behind a TLS proxy
+	// (APPROVALS_SECURE_COOKIES=true).
+	SecureCookies bool
+	// Ready, if set, is called with the bound address once the service
+	// listens.
+	Ready func(addr string)
+}
+
+// Enabled reports whether a worker serves the approvals service.
+func (c ApprovalsConfig) Enabled() bool { return c.TokensFile != "" }
+
+// ServeApprovals serves the approvals service until ctx ends.
+func ServeApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool, tc client.Client, taskQueue string,
+	reg *tools.Registry, log *zap.Logger) error {
+	if cfg.TokensFile == "" {
+		return fmt.Errorf("the approvals service needs a tokens file (%s); make one with `oncerun token new`", EnvApprovalsTokensFile)
+	}
+	log = log.Named("approvals")
+	tokens, err := approvals.OpenTokenFile(cfg.TokensFile, log)
+	if err != nil {
+		return fmt.Errorf("%s: %w", EnvApprovalsTokensFile, err)
+	}
+	if tokens.Len() == 0 {
+		log.Warn("the tokens file lists no token: nobody can sign in", zap.String("path", cfg.TokensFile))
+	}
+	srv, err := approvals.New(approvals.Config{
+		Runs: &runs.Client{Temporal: tc, TaskQueue: taskQueue, Pool: pool},
+		Pool: pool, Tokens: tokens, Tools: reg, Log: log, SecureCookies: cfg.SecureCookies,
+	})
+	if err != nil {
+		return err
+	}
+	addr := cmp.Or(cfg.Addr, approvals.DefaultAddr)
+	return approvals.ListenAndServe(ctx, addr, srv.Handler(), log, func(a net.Addr) {
+		log.Info("approvals service listening", zap.String("addr", a.String()), zap.String("tokens_file", cfg.TokensFile),
+			zap.Int("tokens", tokens.Len()))
+		if cfg.Ready != nil {
+			cfg.Ready(a.String())
+		}
+	})
+}
+
+// Serve runs the approvals service on its own (`oncerun serve`) until ctx
+// ends: it applies the migrations, connects to Temporal and serves.
+func Serve(ctx context.Context, cfg Config) error {
+	cfg = cfg.WithDefaults()
+	if !cfg.Approvals.Enabled() {
+		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", EnvApprovalsTokensFile)
+	}
+	reg, err := Registry(cfg.Shop, cfg.ExtraTools...)
+	if err != nil {
+		return err
+	}
+	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	defer pool.Close()
+	if err := migrate(ctx, pool, cfg.Logger); err != nil {
+		return err
+	}
+	tc, err := client.Dial(client.Options{
+		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: TemporalLogger(cfg.Logger),
+	})
+	if err != nil {
+		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+	}
+	defer tc.Close()
+	return ServeApprovals(ctx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, cfg.Logger)
+}

@@ -1,0 +1,37 @@
+-- Every decision an approver sends through the approvals service, accepted or
+-- refused: who, when, what, and from which address. One accepted decision per
+-- step is the decision of record; a repeated request finds it, a different
+-- one is refused. The run's workflow stays the source of truth for what was
+-- applied; the approvals table shows it.
+CREATE TABLE approval_decisions (
+    id          bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    tenant      text        NOT NULL,
+    run_id      text        NOT NULL,
+    step        bigint      NOT NULL CHECK (step >= 1),
+    decision    text        NOT NULL CHECK (decision IN ('approve', 'reject')),
+    outcome     text        NOT NULL
+                            CHECK (outcome IN ('accepted', 'repeated', 'conflict', 'args_mismatch', 'forbidden')),
+    args_hash   text        NOT NULL,
+    approver    text        NOT NULL,
+    role        text        NOT NULL,
+    comment     text        NOT NULL DEFAULT '',
+    remote_addr text        NOT NULL,
+    user_agent  text        NOT NULL DEFAULT '',
+    via         text        NOT NULL CHECK (via IN ('api', 'inbox')),
+    decided_at  timestamptz NOT NULL DEFAULT statement_timestamp()
+);
+
+-- One decision of record per step, however many approvers click at once.
+CREATE UNIQUE INDEX approval_decisions_accepted_idx ON approval_decisions (tenant, run_id, step)
+    WHERE outcome = 'accepted';
+
+CREATE INDEX approval_decisions_step_idx ON approval_decisions (tenant, run_id, step, decided_at);
+
+-- Who started the run whose step asks for approval: the token's name for a
+-- run started through the approvals service, the user for the CLI.
+ALTER TABLE approvals ADD COLUMN requested_by text NOT NULL DEFAULT '';
+
+---- create above / drop below ----
+
+ALTER TABLE approvals DROP COLUMN requested_by;
+DROP TABLE approval_decisions;
