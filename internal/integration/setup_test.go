@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/idempotency"
@@ -65,6 +66,9 @@ type env struct {
 	tools []tools.Tool
 	// webhook, when set before startWorker, receives the watchdog's alerts.
 	webhook *alerts.Webhook
+	// The approvals services' tokens, made by the first serveApprovals.
+	apTokens  *approvals.Tokens
+	apTokenOf map[string]string
 }
 
 func setup(t *testing.T) *env {
