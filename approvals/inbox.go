@@ -72,13 +72,13 @@ type argRow struct {
 // row.
 func argRows(raw json.RawMessage) []argRow {
 	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
 		return []argRow{{Name: "(arguments)", Value: string(raw)}}
 	}
 	rows := make([]argRow, 0, len(obj))
 	for k, v := range obj {
 		var s string
-		if json.Unmarshal(v, &s) != nil {
+		if bytes.Equal(bytes.TrimSpace(v), []byte("null")) || json.Unmarshal(v, &s) != nil {
 			var buf bytes.Buffer
 			if json.Compact(&buf, v) == nil {
 				s = buf.String()

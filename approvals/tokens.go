@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -105,39 +106,68 @@ type token struct {
 }
 
 // ParseTokens reads a tokens file: a JSON array of [TokenEntry]. Every entry
-// is checked; an error names the entry and what is wrong with it.
+// is checked; an error names the entry and what is wrong with it. Field
+// names are matched exactly.
 func ParseTokens(data []byte) (*Tokens, error) {
+	const shape = `a JSON array of {"token_sha256", "name", "tenant", "role"}`
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var list []TokenEntry
-	if err := dec.Decode(&list); err != nil {
-		return nil, fmt.Errorf(`tokens file is not a JSON array of {"token_sha256", "name", "tenant", "role"}: %w`, err)
+	var raws []json.RawMessage
+	if err := dec.Decode(&raws); err != nil {
+		return nil, fmt.Errorf("tokens file is not %s: %w", shape, err)
 	}
-	if dec.More() {
+	if raws == nil {
+		return nil, fmt.Errorf("tokens file is not %s", shape)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return nil, errors.New("tokens file: unexpected data after the array")
 	}
 	t := &Tokens{}
 	seen := map[string]int{}
-	for i, e := range list {
+	for i, raw := range raws {
 		n := i + 1
-		raw, err := hex.DecodeString(e.TokenSHA256)
-		if err != nil || len(raw) != sha256.Size {
+		e, err := parseEntry(raw)
+		if err != nil {
+			return nil, fmt.Errorf("tokens file entry %d: %w", n, err)
+		}
+		sum, err := hex.DecodeString(e.TokenSHA256)
+		if err != nil || len(sum) != sha256.Size {
 			return nil, fmt.Errorf("tokens file entry %d (%q): token_sha256 must be 64 hex digits, the SHA-256 of the token", n, e.Name)
 		}
 		id := Identity{Name: e.Name, Tenant: e.Tenant, Role: e.Role}
 		if err := id.validate(); err != nil {
 			return nil, fmt.Errorf("tokens file entry %d: %w", n, err)
 		}
-		if first, dup := seen[string(raw)]; dup {
+		if first, dup := seen[string(sum)]; dup {
 			return nil, fmt.Errorf("tokens file entry %d (%q) has the same token_sha256 as entry %d", n, e.Name, first)
 		}
-		seen[string(raw)] = n
+		seen[string(sum)] = n
 		var tok token
-		copy(tok.sum[:], raw)
+		copy(tok.sum[:], sum)
 		tok.id = id
 		t.entries = append(t.entries, tok)
 	}
 	return t, nil
+}
+
+// parseEntry decodes one entry: an object of the known fields, spelled
+// exactly; the fields' values are checked by the caller.
+func parseEntry(raw json.RawMessage) (TokenEntry, error) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+		return TokenEntry{}, errors.New(`not an object {"token_sha256", "name", "tenant", "role"}`)
+	}
+	for k := range fields {
+		switch k {
+		case "token_sha256", "name", "tenant", "role":
+		default:
+			return TokenEntry{}, fmt.Errorf("unknown field %q (known: token_sha256, name, tenant, role)", k)
+		}
+	}
+	var e TokenEntry
+	if err := json.Unmarshal(raw, &e); err != nil {
+		return TokenEntry{}, err
+	}
+	return e, nil
 }
 
 // Len is the number of tokens.
@@ -166,8 +196,10 @@ type TokenSource interface {
 }
 
 // TokenFile is a tokens file that is read again when it changes, so that a
-// token can be added or revoked without a restart. A change that does not
-// parse is logged and the tokens read before stay in force.
+// token can be added or revoked without a restart. The file is read at most
+// once a second and compared by content, so no change is missed whatever the
+// file system's timestamps. A change that does not parse is logged once and
+// the tokens read before stay in force.
 type TokenFile struct {
 	path  string
 	log   *zap.Logger
@@ -175,8 +207,7 @@ type TokenFile struct {
 
 	mu      sync.Mutex
 	tokens  *Tokens
-	modTime time.Time
-	size    int64
+	sum     [sha256.Size]byte
 	checked time.Time
 }
 
@@ -187,27 +218,16 @@ func OpenTokenFile(path string, log *zap.Logger) (*TokenFile, error) {
 		log = zap.NewNop()
 	}
 	f := &TokenFile{path: path, log: log, every: time.Second}
-	fi, err := os.Stat(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
 	}
-	if err := f.load(fi); err != nil {
-		return nil, err
-	}
-	return f, nil
-}
-
-func (f *TokenFile) load(fi os.FileInfo) error {
-	data, err := os.ReadFile(f.path)
-	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
-	}
 	t, err := ParseTokens(data)
 	if err != nil {
-		return fmt.Errorf("%s: %w", f.path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	f.tokens, f.modTime, f.size = t, fi.ModTime(), fi.Size()
-	return nil
+	f.tokens, f.sum = t, sha256.Sum256(data)
+	return f, nil
 }
 
 // Len is the number of tokens in force.
@@ -224,26 +244,39 @@ func (f *TokenFile) Lookup(tok string) (Identity, bool) {
 	now := time.Now()
 	if now.Sub(f.checked) >= f.every {
 		f.checked = now
-		if fi, err := os.Stat(f.path); err != nil {
-			f.log.Error("tokens file unreadable; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
-		} else if !fi.ModTime().Equal(f.modTime) || fi.Size() != f.size {
-			if err := f.load(fi); err != nil {
-				f.log.Error("tokens file changed but does not parse; keeping the tokens read before",
-					zap.String("path", f.path), zap.Error(err))
-				f.modTime, f.size = fi.ModTime(), fi.Size()
-			} else {
-				f.log.Info("tokens file read again", zap.String("path", f.path), zap.Int("tokens", f.tokens.Len()))
-			}
-		}
+		f.reload()
 	}
 	t := f.tokens
 	f.mu.Unlock()
 	return t.Lookup(tok)
 }
 
+// reload reads the file and takes its tokens if its content changed.
+func (f *TokenFile) reload() {
+	data, err := os.ReadFile(f.path)
+	if err != nil {
+		f.log.Error("tokens file unreadable; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
+		return
+	}
+	sum := sha256.Sum256(data)
+	if sum == f.sum {
+		return
+	}
+	f.sum = sum
+	t, err := ParseTokens(data)
+	if err != nil {
+		f.log.Error("tokens file changed but does not parse; keeping the tokens read before",
+			zap.String("path", f.path), zap.Error(err))
+		return
+	}
+	f.tokens = t
+	f.log.Info("tokens file read again", zap.String("path", f.path), zap.Int("tokens", t.Len()))
+}
+
 // AppendToken adds an entry to the tokens file at path, creating the file
 // (mode 0600) if it does not exist. The file is checked before and after and
-// replaced in one rename, so a reader never sees half of it.
+// replaced in one rename, so a reader never sees half of it. It is not safe
+// for two writers of one file at once: the later rename wins.
 func AppendToken(path string, e TokenEntry) error {
 	var list []TokenEntry
 	data, err := os.ReadFile(path)
@@ -274,6 +307,10 @@ func AppendToken(path string, e TokenEntry) error {
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(out); err != nil {
+		tmp.Close()
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
 		tmp.Close()
 		return fmt.Errorf("tokens file: %w", err)
 	}

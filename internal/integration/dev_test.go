@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
@@ -69,14 +72,14 @@ func (p *devProcess) interrupt(t *testing.T) {
 // on the same data directory still has the run, and approving it completes it.
 func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "oncerun")
-	out, err := exec.Command("go", "build", "-o", bin, "../../starter").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildStarter(t)
 	db := pgtest.NewEmptyDB(t)
 	dataDir := t.TempDir()
 	port := portOf(t, freeAddr(t))
 	queue := fmt.Sprintf("oncerun-dev-%d", queues.Add(1))
-	env := []string{"DATABASE_URL=" + db.URL, "METRICS_ADDR=" + freeAddr(t), "TEMPORAL_TASK_QUEUE=" + queue}
+	apAddr := freeAddr(t)
+	env := []string{"DATABASE_URL=" + db.URL, "METRICS_ADDR=" + freeAddr(t), "TEMPORAL_TASK_QUEUE=" + queue,
+		"APPROVALS_ADDR=" + apAddr, "APPROVALS_TOKENS_FILE="}
 	runID := "r-" + queue
 	ctx := context.Background()
 	connect := func() *runs.Client {
@@ -88,20 +91,35 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 
 	dev := startDev(t, bin, dataDir, port, env)
 	assert.Contains(t, dev.out.String(), fmt.Sprintf("127.0.0.1:%d, namespace default (embedded", port))
-	rc := connect()
-	_, err = rc.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: runID, Plan: refundPlan("25900")})
+	assert.Contains(t, dev.out.String(), "approvals   http://"+apAddr+"/")
+	// The first start makes a development token and prints it, once.
+	m := regexp.MustCompile(`token +(oncerun_\S+)`).FindStringSubmatch(dev.out.String())
+	require.NotNil(t, m, "the banner shows the development token:\n%s", dev.out.String())
+	token := m[1]
+	saved, err := os.ReadFile(filepath.Join(dataDir, "dev-token"))
 	require.NoError(t, err)
+	assert.Equal(t, token, strings.TrimSpace(string(saved)))
+	api := &approvals.Client{BaseURL: "http://" + apAddr, Token: token}
+	_, code, err := api.Start(ctx, approvals.StartRequest{RunID: runID, Plan: refundPlan("25900")})
+	require.NoError(t, err)
+	assert.Equal(t, 201, code)
+	rc := connect()
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)
 	dev.interrupt(t)
 
 	dev = startDev(t, bin, dataDir, port, env)
+	assert.NotContains(t, dev.out.String(), token, "the token is printed on the first start only")
+	assert.Contains(t, dev.out.String(), "the development token is in "+filepath.Join(dataDir, "dev-token"))
 	rc = connect()
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)
-	_, err = rc.Decide(ctx, runs.Decision{Tenant: "acme", RunID: runID, Step: 3,
-		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
+	hash, err := api.PendingHash(ctx, runID, 3)
+	require.NoError(t, err, "the token made on the first start still works after the restart")
+	_, code, err = api.Decide(ctx, runID, 3, workflows.DecisionApprove, approvals.DecideRequest{ArgsHash: hash})
 	require.NoError(t, err)
+	assert.Equal(t, 202, code)
 	final := waitState(t, rc, runID, workflows.RunCompleted)
 	assert.Equal(t, workflows.StepDone, final.Steps[2].State)
+	assert.Equal(t, "dev", final.Steps[2].Approval.Approver)
 	dev.interrupt(t)
 }
 

@@ -7,20 +7,21 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/pgtest"
-	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -53,8 +54,8 @@ func freeAddr(t *testing.T) string {
 }
 
 // TestWorkerProcess runs the worker binary as an operator would: against an
-// empty database it migrates, serves /healthz and /metrics, completes a run,
-// and exits 0 on SIGTERM.
+// empty database it migrates, serves /healthz and /metrics and the approvals
+// service, completes a run started through the API, and exits 0 on SIGTERM.
 func TestWorkerProcess(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "worker")
@@ -67,6 +68,11 @@ func TestWorkerProcess(t *testing.T) {
 	queue := fmt.Sprintf("oncerun-process-%d", queues.Add(1))
 	runID := "r-" + queue
 	logs := &syncBuffer{}
+	tokensFile := filepath.Join(t.TempDir(), "tokens.json")
+	opsToken, entry, err := approvals.NewToken(approvals.Identity{Name: "ops", Tenant: "acme", Role: approvals.RoleOperator})
+	require.NoError(t, err)
+	require.NoError(t, approvals.AppendToken(tokensFile, entry))
+	apAddr := freeAddr(t)
 	cmd := exec.Command(bin)
 	cmd.Env = append(cmd.Environ(),
 		"TEMPORAL_ADDRESS="+frontend,
@@ -74,6 +80,8 @@ func TestWorkerProcess(t *testing.T) {
 		"TEMPORAL_TASK_QUEUE="+queue,
 		"DATABASE_URL="+db.URL,
 		"METRICS_ADDR="+httpAddr,
+		"APPROVALS_ADDR="+apAddr,
+		"APPROVALS_TOKENS_FILE="+tokensFile,
 	)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
@@ -94,12 +102,16 @@ func TestWorkerProcess(t *testing.T) {
 	_, err = temporalClient.ScheduleClient().GetHandle(context.Background(), workflows.WatchdogScheduleID).Describe(context.Background())
 	require.NoError(t, err, "the worker created the expiry watchdog's schedule")
 
-	pool, err := pgxpool.New(context.Background(), db.URL)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	rc := &runs.Client{Temporal: temporalClient, TaskQueue: queue, Pool: pool}
-	_, err = rc.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: runID, Plan: refundPlan("5000")})
-	require.NoError(t, err)
+	api := &approvals.Client{BaseURL: "http://" + apAddr, Token: opsToken}
+	var code int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		_, code, err = api.Start(context.Background(), approvals.StartRequest{RunID: runID, Plan: refundPlan("5000")})
+		if err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	require.NoError(t, err, "the worker serves the approvals API:\n%s", logs.String())
+	assert.Equal(t, http.StatusCreated, code)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var st workflows.Status
@@ -112,6 +124,19 @@ func TestWorkerProcess(t *testing.T) {
 	resp.Body.Close()
 	require.NoError(t, err)
 	assert.Contains(t, string(body), `oncerun_tool_calls_total{outcome="executed",tool="issue_credit"} 1`)
+	got, err := api.Status(context.Background(), runID)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.RunCompleted, got.State)
+
+	// A token added to the file while the worker runs is honoured without a
+	// restart.
+	viewer, entry, err := approvals.NewToken(approvals.Identity{Name: "vic", Tenant: "acme", Role: approvals.RoleViewer})
+	require.NoError(t, err)
+	require.NoError(t, approvals.AppendToken(tokensFile, entry))
+	require.Eventually(t, func() bool {
+		_, err := (&approvals.Client{BaseURL: api.BaseURL, Token: viewer}).Approvals(context.Background(), approvals.ViewDecided)
+		return err == nil
+	}, 10*time.Second, 200*time.Millisecond, "the new token works once the file is read again")
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
@@ -131,4 +156,85 @@ func portOf(t *testing.T, hostPort string) int {
 	n, err := strconv.Atoi(p)
 	require.NoError(t, err)
 	return n
+}
+
+var (
+	starterOnce sync.Once
+	starterBin  string
+	starterErr  error
+)
+
+// buildStarter builds the oncerun command once for the package's tests.
+func buildStarter(t *testing.T) string {
+	t.Helper()
+	starterOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "oncerun-it-")
+		if err != nil {
+			starterErr = err
+			return
+		}
+		binDirs = append(binDirs, dir)
+		starterBin = filepath.Join(dir, "oncerun")
+		if out, err := exec.Command("go", "build", "-o", starterBin, "../../starter").CombinedOutput(); err != nil {
+			starterErr = fmt.Errorf("build oncerun: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, starterErr)
+	return starterBin
+}
+
+// binDirs are removed when the package's tests end.
+var binDirs []string
+
+// TestServeCommand runs `oncerun serve` as an operator would: without a
+// tokens file it refuses to start, naming the variable; with one it serves
+// the API against Temporal and PostgreSQL, and stops on SIGTERM.
+func TestServeCommand(t *testing.T) {
+	t.Parallel()
+	bin := buildStarter(t)
+	db := pgtest.NewEmptyDB(t)
+	base := []string{"TEMPORAL_ADDRESS=" + frontend, "TEMPORAL_NAMESPACE=" + namespace, "DATABASE_URL=" + db.URL}
+
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(cmd.Environ(), append(base, "APPROVALS_TOKENS_FILE=")...)
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "APPROVALS_TOKENS_FILE")
+
+	tokensFile := filepath.Join(t.TempDir(), "tokens.json")
+	cmd = exec.Command(bin, "token", "new", "--name", "dana", "--tenant", "acme", "--role", "approver", "--add-to", tokensFile)
+	out, err = cmd.Output()
+	require.NoError(t, err)
+	token := strings.SplitN(string(out), "\n", 2)[0]
+
+	addr := freeAddr(t)
+	logs := &syncBuffer{}
+	cmd = exec.Command(bin, "serve")
+	cmd.Env = append(cmd.Environ(), append(base, "APPROVALS_TOKENS_FILE="+tokensFile, "APPROVALS_ADDR="+addr)...)
+	cmd.Stdout, cmd.Stderr = logs, logs
+	require.NoError(t, cmd.Start())
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	api := &approvals.Client{BaseURL: "http://" + addr, Token: token}
+	require.Eventually(t, func() bool {
+		items, err := api.Approvals(context.Background(), approvals.ViewPending)
+		return err == nil && len(items) == 0
+	}, 30*time.Second, 100*time.Millisecond, "serve answers the API:\n%s", logs.String())
+	_, err = api.Status(context.Background(), "nope")
+	var apiErr *approvals.APIError
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusNotFound, apiErr.Status, "a run's status comes from Temporal")
+	_, err = (&approvals.Client{BaseURL: api.BaseURL, Token: "oncerun_wrong"}).Approvals(context.Background(), approvals.ViewPending)
+	require.ErrorAs(t, err, &apiErr)
+	assert.Equal(t, http.StatusUnauthorized, apiErr.Status)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-exited:
+		require.NoError(t, err, "serve exits 0 on SIGTERM:\n%s", logs.String())
+	case <-time.After(30 * time.Second):
+		t.Fatalf("serve did not stop on SIGTERM:\n%s", logs.String())
+	}
 }

@@ -51,6 +51,9 @@ func TestMain(m *testing.M) {
 	namespace = server.GetDefaultNamespace()
 	code := m.Run()
 	server.Stop()
+	for _, dir := range binDirs {
+		_ = os.RemoveAll(dir)
+	}
 	os.Exit(code)
 }
 
