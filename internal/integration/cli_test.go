@@ -135,3 +135,85 @@ func TestCLIRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// oncerunVia runs the CLI as an approver on another machine would: with
+// only ONCERUN_API and ONCERUN_TOKEN.
+func (a *approvalsEnv) oncerunVia(who string, args ...string) (string, error) {
+	a.t.Helper()
+	cmd := cli.NewRoot(cli.Env{APIURL: a.srv.URL, Token: a.tokens[who]})
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func TestCLIThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("cli-api")
+	plan := filepath.Join("..", "..", "examples", "refund.json")
+
+	out, err := a.oncerunVia("ops", "start", "--run-id", run, "--plan", plan)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "started run "+run+" of tenant acme")
+	out, err = a.oncerunVia("ops", "start", "--run-id", run, "--plan", plan)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "already started with this input")
+	out, err = a.oncerunVia("ops", "start", "--run-id", run, "--goal", "other")
+	require.Error(t, err)
+	assert.Contains(t, out, "HTTP 422")
+	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
+		return s.State == workflows.RunWaitingForApproval
+	})
+
+	out, err = a.oncerunVia("dana", "approvals")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `(?m)^RUN\s+STEP\s+TOOL`, out)
+	assert.Regexp(t, `(?m)^`+run+`\s+3\s+issue_credit\s.*pending`, out)
+	out, err = a.oncerunVia("dana", "approvals", "--json")
+	require.NoError(t, err, out)
+	var items []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &items), out)
+	require.Len(t, items, 1)
+	assert.Equal(t, "issue_credit", items[0]["tool"])
+
+	// The tenant and the approver come from the token.
+	out, err = a.oncerunVia("dana", "approve", "--tenant", "globex", "--run-id", run, "--step", "3")
+	require.ErrorContains(t, err, "--tenant", out)
+	out, err = a.oncerunVia("dana", "approve", "--as", "root", "--run-id", run, "--step", "3")
+	require.ErrorContains(t, err, "--as", out)
+	out, err = a.oncerunVia("vic", "approve", "--run-id", run, "--step", "3")
+	require.ErrorContains(t, err, "HTTP 403", out)
+	out, err = a.oncerunVia("dana", "approve", "--run-id", run, "--step", "2")
+	require.ErrorContains(t, err, "no step 2 waiting", out)
+	out, err = a.oncerunVia("gus", "approve", "--run-id", run, "--step", "3")
+	require.ErrorContains(t, err, "no step 3 waiting", out)
+
+	out, err = a.oncerunVia("dana", "approve", "--run-id", run, "--step", "3", "--comment", "ok from the CLI")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "approved step 3 of run "+run+" as dana")
+	st := e.result("acme", run)
+	assert.Equal(t, workflows.RunCompleted, st.State)
+	assert.Equal(t, "ok from the CLI", st.Steps[2].Approval.Comment)
+
+	out, err = a.oncerunVia("dana", "reject", "--run-id", run, "--step", "3", "--args-hash", st.Steps[2].ArgsHash)
+	require.ErrorContains(t, err, "HTTP 409", out)
+	out, err = a.oncerunVia("vic", "status", "--run-id", run)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "run "+run+" of tenant acme: completed")
+	out, err = a.oncerunVia("vic", "approvals", "--state", "decided")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `(?m)^`+run+`\s+3\s+issue_credit\s.*approved`, out)
+
+	// Without a token the CLI says what is missing.
+	cmd := cli.NewRoot(cli.Env{APIURL: a.srv.URL})
+	cmd.SetArgs([]string{"approvals"})
+	var buf bytes.Buffer
+	cmd.SetOut(&buf)
+	cmd.SetErr(&buf)
+	require.ErrorContains(t, cmd.ExecuteContext(context.Background()), "ONCERUN_TOKEN")
+}
