@@ -52,6 +52,10 @@ bench: ## Benchmark the dedup store against a bare transaction (8 goroutines, 5 
 bench-prune: ## Prune 1,000,000 expired keys; keys/s and claim p99 during pruning vs idle.
 	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime=1x -timeout 30m ./activities/
 
+.PHONY: bench-tokens
+bench-tokens: ## Token lookup at 10/100/1000 tokens: a known and an unknown token take the same time.
+	go test -run '^$$' -bench BenchmarkTokensLookup -count 5 ./approvals/
+
 .PHONY: fuzz
 fuzz: ## Fuzz key escaping and argument canonicalization for FUZZTIME each.
 	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/

@@ -38,9 +38,9 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("approvals API: %s (HTTP %d, %s)", e.Message, e.Status, e.Code)
 }
 
-// ErrNoSuchPendingStep is returned by [Client.PendingHash] when the tenant
-// has no such step waiting.
-var ErrNoSuchPendingStep = errors.New("no such step waits for approval")
+// ErrNoSuchStep is returned by [Client.StepHash] when the tenant has no such
+// step among its approvals.
+var ErrNoSuchStep = errors.New("no such step asked for approval")
 
 // Start starts a run, or finds it started. The status is 201 for a new run
 // and 200 for one started before with the same request.
@@ -65,19 +65,21 @@ func (c *Client) Approvals(ctx context.Context, view View) ([]Item, error) {
 	return out.Approvals, err
 }
 
-// PendingHash returns the arguments hash of a pending step, as the
-// approvals list shows it.
-func (c *Client) PendingHash(ctx context.Context, runID string, step int64) (string, error) {
-	items, err := c.Approvals(ctx, ViewPending)
-	if err != nil {
-		return "", err
-	}
-	for _, it := range items {
-		if it.RunID == runID && it.Step == step {
-			return it.ArgsHash, nil
+// StepHash returns the arguments hash of a step that asked for approval:
+// pending, or needing resolution (a decision to send again), or decided.
+func (c *Client) StepHash(ctx context.Context, runID string, step int64) (string, error) {
+	for _, view := range []View{ViewPending, ViewNeedsResolution, ViewDecided} {
+		items, err := c.Approvals(ctx, view)
+		if err != nil {
+			return "", err
+		}
+		for _, it := range items {
+			if it.RunID == runID && it.Step == step {
+				return it.ArgsHash, nil
+			}
 		}
 	}
-	return "", fmt.Errorf("run %s step %d: %w", runID, step, ErrNoSuchPendingStep)
+	return "", fmt.Errorf("run %s step %d: %w", runID, step, ErrNoSuchStep)
 }
 
 // Decide approves or rejects a step. The status is 202 for a decision

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -96,6 +97,7 @@ const (
 	outcomeConflict     = "conflict"
 	outcomeArgsMismatch = "args_mismatch"
 	outcomeForbidden    = "forbidden"
+	outcomeNotPending   = "not_pending"
 )
 
 // pastTense is the approvals-table state a decision leads to.
@@ -114,7 +116,7 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 	}
 	order := "requested_at, run_id, step"
 	if view == ViewDecided {
-		order = "coalesce(decided_at, d_decided_at) DESC, run_id, step"
+		order = "coalesce(decided_at, d_decided_at, deadline) DESC, run_id, step"
 	}
 	now := s.cfg.Now()
 	rows, err := s.cfg.Pool.Query(ctx, `
@@ -207,6 +209,7 @@ type decideInput struct {
 	remote   string
 	agent    string
 	via      string
+	retried  bool
 }
 
 // decide records a decision and sends it to the run. See [DecideResponse]
@@ -215,18 +218,30 @@ func (s *Server) decide(ctx context.Context, in decideInput) (DecideResponse, er
 	if in.decision != workflows.DecisionApprove && in.decision != workflows.DecisionReject {
 		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request", "decision %q is not approve or reject", in.decision)
 	}
-	if !in.id.Role.CanDecide() {
-		if err := s.audit(ctx, s.cfg.Pool, in, outcomeForbidden); err != nil {
-			return DecideResponse{}, err
-		}
-		return DecideResponse{}, errorf(http.StatusForbidden, "forbidden", "%s is a %s; deciding takes an approver or operator token", in.id.Name, in.id.Role)
-	}
 	if !isHash(in.argsHash) {
 		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request",
 			"args_hash %q is not the 64 hex digits of the arguments hash you reviewed (GET /v1/approvals lists it)", in.argsHash)
 	}
 	if len(in.comment) > MaxCommentBytes {
 		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request", "comment is %d bytes; at most %d", len(in.comment), MaxCommentBytes)
+	}
+	if _, err := keys.New(in.id.Tenant, in.runID, in.step, "tool"); err != nil {
+		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "run %q has no step %d waiting for approval", in.runID, in.step)
+	}
+	if !in.id.Role.CanDecide() {
+		// Audited when the step is the tenant's: an attempt on nothing
+		// leaves no row.
+		var exists bool
+		if err := s.cfg.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3)`,
+			in.id.Tenant, in.runID, in.step).Scan(&exists); err != nil {
+			return DecideResponse{}, fmt.Errorf("decide: %w", err)
+		}
+		if exists {
+			if err := s.audit(ctx, s.cfg.Pool, in, outcomeForbidden); err != nil {
+				return DecideResponse{}, err
+			}
+		}
+		return DecideResponse{}, errorf(http.StatusForbidden, "forbidden", "%s is a %s; deciding takes an approver or operator token", in.id.Name, in.id.Role)
 	}
 
 	tx, err := s.cfg.Pool.Begin(ctx)
@@ -264,6 +279,17 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 			orig.DecidedAt = *decidedAt
 		}
 	}
+	if orig != nil && state != "pending" && state != pastTense(orig.Decision) {
+		// The run recorded another outcome than the decision of record
+		// (its deadline came first): neither repeating nor changing the
+		// decision can be answered as if it had been applied.
+		if err := s.auditCommit(ctx, tx, in, outcomeNotPending); err != nil {
+			return DecideResponse{}, err
+		}
+		return DecideResponse{}, errorf(http.StatusConflict, "resolved_otherwise",
+			"step %d of run %s was %s by %s at %s, but the run recorded it as %s; it is listed under needs_resolution",
+			in.step, in.runID, pastTense(orig.Decision), orig.Approver, orig.DecidedAt.UTC().Format(time.RFC3339), state)
+	}
 	if orig != nil {
 		if orig.Decision != in.decision {
 			if err := s.auditCommit(ctx, tx, in, outcomeConflict); err != nil {
@@ -280,16 +306,21 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 			// The first request may have been recorded without reaching the
 			// run; sending the decision again is harmless.
 			if err := s.signal(ctx, in.id.Tenant, *orig); err != nil {
-				s.log.Warn("repeated decision not delivered", zap.String("tenant", in.id.Tenant),
-					zap.String("run_id", in.runID), zap.Int64("step", in.step), zap.Error(err))
+				return DecideResponse{}, undelivered(in, err)
 			}
 		}
 		return DecideResponse{Decision: *orig, Repeated: true}, nil
 	}
 	if state != "pending" {
+		if err := s.auditCommit(ctx, tx, in, outcomeNotPending); err != nil {
+			return DecideResponse{}, err
+		}
 		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "step %d of run %s is not pending: it is %s", in.step, in.runID, state)
 	}
 	if now := s.cfg.Now(); !now.Before(deadline) {
+		if err := s.auditCommit(ctx, tx, in, outcomeNotPending); err != nil {
+			return DecideResponse{}, err
+		}
 		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "step %d of run %s is not pending: its deadline %s has passed",
 			in.step, in.runID, deadline.UTC().Format(time.RFC3339))
 	}
@@ -303,6 +334,14 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 	rec := Decision{RunID: in.runID, Step: in.step, Decision: in.decision, Approver: in.id.Name, Role: in.id.Role,
 		Comment: in.comment, ArgsHash: in.argsHash, Via: in.via}
 	err = tx.QueryRow(ctx, auditInsert+" RETURNING decided_at", auditArgs(in, outcomeAccepted)...).Scan(&rec.DecidedAt)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" && !in.retried {
+		// Another decision of record won a race the row lock should have
+		// prevented: answer as if this request came second.
+		_ = tx.Rollback(ctx)
+		in.retried = true
+		return s.decide(ctx, in)
+	}
 	if err != nil {
 		return DecideResponse{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", in.step, in.runID, err)
 	}
@@ -313,10 +352,21 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 		zap.Int64("step", in.step), zap.String("decision", string(in.decision)), zap.String("approver", in.id.Name),
 		zap.String("via", in.via), zap.String("remote_addr", in.remote))
 	if err := s.signal(ctx, in.id.Tenant, rec); err != nil {
-		return DecideResponse{}, errorf(http.StatusServiceUnavailable, "unavailable",
-			"the decision is recorded but the run could not be reached (%s); send the same decision again to deliver it", err)
+		return DecideResponse{}, undelivered(in, err)
 	}
 	return DecideResponse{Decision: rec}, nil
+}
+
+// undelivered answers a recorded decision whose signal failed: a run that
+// is not open can never apply it (409); otherwise sending it again may
+// (503).
+func undelivered(in decideInput, err error) error {
+	if errors.Is(err, runs.ErrNotFound) {
+		return errorf(http.StatusConflict, "run_closed",
+			"the decision is recorded but run %s is no longer open and cannot apply it; it is listed under needs_resolution", in.runID)
+	}
+	return errorf(http.StatusServiceUnavailable, "unavailable",
+		"the decision is recorded but the run could not be reached (%s); send the same decision again to deliver it", err)
 }
 
 func (s *Server) signal(ctx context.Context, tenant string, d Decision) error {

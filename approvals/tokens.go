@@ -209,6 +209,9 @@ type TokenFile struct {
 	tokens  *Tokens
 	sum     [sha256.Size]byte
 	checked time.Time
+	// lastErr is the last read error logged, so that a file that stays
+	// unreadable is logged once.
+	lastErr string
 }
 
 // OpenTokenFile reads the tokens file at path. It is an error if the file
@@ -255,9 +258,13 @@ func (f *TokenFile) Lookup(tok string) (Identity, bool) {
 func (f *TokenFile) reload() {
 	data, err := os.ReadFile(f.path)
 	if err != nil {
-		f.log.Error("tokens file unreadable; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
+		if err.Error() != f.lastErr {
+			f.lastErr = err.Error()
+			f.log.Error("tokens file unreadable; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
+		}
 		return
 	}
+	f.lastErr = ""
 	sum := sha256.Sum256(data)
 	if sum == f.sum {
 		return

@@ -10,7 +10,7 @@ CREATE TABLE approval_decisions (
     step        bigint      NOT NULL CHECK (step >= 1),
     decision    text        NOT NULL CHECK (decision IN ('approve', 'reject')),
     outcome     text        NOT NULL
-                            CHECK (outcome IN ('accepted', 'repeated', 'conflict', 'args_mismatch', 'forbidden')),
+                            CHECK (outcome IN ('accepted', 'repeated', 'conflict', 'args_mismatch', 'not_pending', 'forbidden')),
     args_hash   text        NOT NULL,
     approver    text        NOT NULL,
     role        text        NOT NULL,

@@ -72,8 +72,8 @@ func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, d d
 	hash := d.argsHash
 	if hash == "" {
 		var err error
-		if hash, err = api.PendingHash(ctx, d.runID, d.step); err != nil {
-			if errors.Is(err, approvals.ErrNoSuchPendingStep) {
+		if hash, err = api.StepHash(ctx, d.runID, d.step); err != nil {
+			if errors.Is(err, approvals.ErrNoSuchStep) {
 				return fmt.Errorf("run %s has no step %d waiting for approval", d.runID, d.step)
 			}
 			return err

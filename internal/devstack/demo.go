@@ -224,7 +224,7 @@ func (d *demo) approve(ctx context.Context, rc *runs.Client, seen map[int64]work
 		}
 		return nil
 	}
-	hash, err := d.approver.PendingHash(ctx, demoRun, 3)
+	hash, err := d.approver.StepHash(ctx, demoRun, 3)
 	if err != nil {
 		return err
 	}

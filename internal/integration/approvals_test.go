@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -356,6 +357,10 @@ func TestApprovalsAPIUndeliveredDecisionIsSentAgain(t *testing.T) {
 	later.do(http.MethodGet, "/v1/approvals?state=needs_resolution", "dana", nil).json(t, &list)
 	require.Len(t, list.Approvals, 1)
 	assert.Contains(t, list.Approvals[0].Problem, "has not applied the decision")
+	page, _ := later.browser().signIn("dana")
+	assert.Contains(t, page, "Needs resolution (1)")
+	assert.Contains(t, page, ">Send the decision again</button>", "the inbox offers to send the recorded decision again")
+	assert.Contains(t, page, `name="decision" value="approve"`)
 	a.do(http.MethodGet, "/v1/approvals?state=pending", "dana", nil).json(t, &list)
 	assert.Empty(t, list.Approvals, "a recorded decision takes the step off the pending list")
 	a.do(http.MethodGet, "/v1/approvals?state=decided", "dana", nil).json(t, &list)
@@ -371,3 +376,112 @@ func TestApprovalsAPIUndeliveredDecisionIsSentAgain(t *testing.T) {
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"))
 }
 
+
+func TestApprovalsAPITwoApproversAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("race")
+	step := a.startPending("ops", run)
+
+	verbs := []string{"approve", "reject", "approve", "reject"}
+	who := []string{"dana", "ops", "ops", "dana"}
+	statuses := make([]int, len(verbs))
+	var wg sync.WaitGroup
+	for i := range verbs {
+		wg.Go(func() {
+			statuses[i] = a.do(http.MethodPost, stepPath(run, 2, verbs[i]), who[i], approvals.DecideRequest{ArgsHash: step.ArgsHash}).status
+		})
+	}
+	wg.Wait()
+	accepted := 0
+	for _, s := range statuses {
+		if s == http.StatusAccepted {
+			accepted++
+		}
+		assert.Contains(t, []int{http.StatusAccepted, http.StatusOK, http.StatusConflict}, s)
+	}
+	assert.Equal(t, 1, accepted, "exactly one decision is the decision of record: %v", statuses)
+	var decision string
+	require.NoError(t, e.pool.QueryRow(context.Background(),
+		`SELECT decision FROM approval_decisions WHERE run_id = $1 AND outcome = 'accepted'`, run).Scan(&decision))
+	final := e.result("acme", run)
+	assert.Equal(t, map[string]workflows.StepState{"approve": workflows.StepDone, "reject": workflows.StepRejected}[decision],
+		final.Steps[1].State, "the run applied the decision of record")
+	for i, s := range statuses {
+		want := http.StatusConflict
+		if verbs[i] == decision {
+			want = http.StatusOK
+		}
+		if s != http.StatusAccepted {
+			assert.Equal(t, want, s, "request %d (%s)", i, verbs[i])
+		}
+	}
+}
+
+func TestApprovalsAPIRunThatCannotApply(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	ctx := context.Background()
+
+	// A run that is gone while its step waits: the decision is recorded and
+	// the caller is told the run cannot apply it.
+	gone := e.id("gone")
+	step := a.startPending("ops", gone)
+	require.NoError(t, e.tc.TerminateWorkflow(ctx, workflows.WorkflowID("acme", gone), "", "test"))
+	r := a.do(http.MethodPost, stepPath(gone, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: step.ArgsHash})
+	a.expectError(r, http.StatusConflict, "run_closed", "no longer open")
+
+	// A decision recorded but not delivered, then the deadline: the run
+	// records the step as expired; the decision needs resolution, and
+	// neither repeating nor changing it is answered as applied.
+	late := e.id("late")
+	r = a.do(http.MethodPost, "/v1/runs", "ops", map[string]any{"run_id": late, "plan": creditPlan(),
+		"limits": map[string]any{"approval_deadline": "3s"}})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	st := e.waitFor("acme", late, "step 2's approval", func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval })
+	lost, err := client.NewLazyClient(client.Options{HostPort: frontend, Namespace: "no-such-namespace"})
+	require.NoError(t, err)
+	t.Cleanup(lost.Close)
+	cut := e.serveApprovals(func(c *approvals.Config) {
+		c.Runs = &runs.Client{Temporal: lost, TaskQueue: e.queue, Pool: e.pool}
+		c.QueryTimeout = 2 * time.Second
+	})
+	r = cut.do(http.MethodPost, stepPath(late, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: st.Steps[1].ArgsHash})
+	cut.expectError(r, http.StatusServiceUnavailable, "unavailable", "recorded")
+	final := e.result("acme", late)
+	require.Equal(t, workflows.StepExpired, final.Steps[1].State)
+	require.Eventually(t, func() bool {
+		return e.count("approvals", "run_id = $1 AND state = 'expired'", late) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+
+	var list approvals.ApprovalList
+	a.do(http.MethodGet, "/v1/approvals?state=needs_resolution", "vic", nil).json(t, &list)
+	// The terminated run's step is still within the grace period.
+	require.Len(t, list.Approvals, 1)
+	require.Equal(t, late, list.Approvals[0].RunID)
+	problem := list.Approvals[0].Problem
+	assert.Contains(t, problem, "dana approved this step")
+	assert.Contains(t, problem, "recorded it as expired")
+	for _, verb := range []string{"approve", "reject"} {
+		r = a.do(http.MethodPost, stepPath(late, 2, verb), "dana", approvals.DecideRequest{ArgsHash: st.Steps[1].ArgsHash})
+		a.expectError(r, http.StatusConflict, "resolved_otherwise", "recorded it as expired")
+	}
+
+	// An expired step nobody decided: 404, audited as not pending.
+	quiet := e.id("quiet")
+	r = a.do(http.MethodPost, "/v1/runs", "ops", map[string]any{"run_id": quiet, "plan": creditPlan(),
+		"limits": map[string]any{"approval_deadline": "1s"}})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+	final = e.result("acme", quiet)
+	require.Equal(t, workflows.StepExpired, final.Steps[1].State)
+	require.Eventually(t, func() bool {
+		return e.count("approvals", "run_id = $1 AND state = 'expired'", quiet) == 1
+	}, 10*time.Second, 50*time.Millisecond)
+	r = a.do(http.MethodPost, stepPath(quiet, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: final.Steps[1].ArgsHash})
+	a.expectError(r, http.StatusNotFound, "not_found", "not pending", "expired")
+	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND outcome = 'not_pending'", quiet))
+}

@@ -112,7 +112,7 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	assert.Contains(t, dev.out.String(), "the development token is in "+filepath.Join(dataDir, "dev-token"))
 	rc = connect()
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)
-	hash, err := api.PendingHash(ctx, runID, 3)
+	hash, err := api.StepHash(ctx, runID, 3)
 	require.NoError(t, err, "the token made on the first start still works after the restart")
 	_, code, err = api.Decide(ctx, runID, 3, workflows.DecisionApprove, approvals.DecideRequest{ArgsHash: hash})
 	require.NoError(t, err)
