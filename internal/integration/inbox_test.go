@@ -252,9 +252,27 @@ func TestInboxInBrowser(t *testing.T) {
 	assert.Contains(t, pending, "lookup_order", "the run's earlier steps")
 	assert.Contains(t, pending, "by a run started by ops")
 
+	// Every form control has a label, and the page says its language.
+	unlabelled, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll(
+		'input:not([type=hidden]), textarea, select')).filter(el => el.labels.length === 0).map(el => el.outerHTML)`))
+	require.NoError(t, err)
+	assert.Empty(t, unlabelled, "form controls without a label")
+	lang, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.documentElement.lang`))
+	require.NoError(t, err)
+	assert.Equal(t, "en", lang)
+
+	// Decide with the keyboard alone: type the comment, Tab to Approve,
+	// press Enter.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(article+` textarea`, "photos confirm the damage"),
-		chromedp.Click(article+` button.approve`),
+		chromedp.Focus(article+` textarea`),
+		chromedp.KeyEvent("photos confirm the damage"),
+		chromedp.KeyEvent("\t"),
+	))
+	focused, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.textContent.trim()`))
+	require.NoError(t, err)
+	require.Equal(t, "Approve", focused, "Tab from the comment reaches the Approve button")
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.KeyEvent("\r"),
 		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
 	))
 	after, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`main`)))
