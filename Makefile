@@ -52,9 +52,9 @@ bench: ## Benchmark the dedup store against a bare transaction (8 goroutines, 5 
 bench-prune: ## Prune 1,000,000 expired keys; keys/s and claim p99 during pruning vs idle.
 	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime=1x -timeout 30m ./activities/
 
-.PHONY: bench-tokens
-bench-tokens: ## Token lookup at 10/100/1000 tokens: a known and an unknown token take the same time.
-	go test -run '^$$' -bench BenchmarkTokensLookup -count 5 ./approvals/
+.PHONY: bench-approvals
+bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token lookup, known vs unknown.
+	go test -run '^$$' -bench 'BenchmarkListApprovals|BenchmarkTokensLookup' -count 5 ./approvals/
 
 .PHONY: fuzz
 fuzz: ## Fuzz key escaping and argument canonicalization for FUZZTIME each.

@@ -114,10 +114,16 @@ ORDER BY step`, in.RunID, in.Tenant, horizon)
 
 // ResolveApproval records a pending step's decision or expiry. A retried
 // resolution finds the row decided and changes nothing; so does any other
-// resolution of a decided row, which is logged.
+// resolution of a decided row, which is logged. A resolution other than the
+// decision of record the approvals service holds (the deadline came first)
+// marks the row decision_mismatch, for the service's needs_resolution list.
 func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
 	tag, err := a.Pool.Exec(ctx, `
-UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, comment = $7
+UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, comment = $7,
+    decision_mismatch = EXISTS (
+        SELECT 1 FROM approval_decisions d
+        WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.outcome = 'accepted'
+          AND d.decision <> CASE $4 WHEN 'approved' THEN 'approve' WHEN 'rejected' THEN 'reject' ELSE '' END)
 WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`,
 		in.Tenant, in.RunID, in.Step, in.State, in.DecidedBy, in.DecidedAt, in.Comment)
 	if err != nil {

@@ -108,47 +108,65 @@ func pastTense(d workflows.Decision) string {
 	return "rejected"
 }
 
+// itemColumns are the columns of an Item, from approvals a and the decision
+// of record d.
+const itemColumns = `a.run_id, a.step, a.tool, a.args, a.args_hash, a.goal, a.reason, a.requested_by,
+    a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by, a.decided_at, a.comment,
+    d.decision AS d_decision, d.approver AS d_approver, d.role AS d_role, d.comment AS d_comment,
+    d.args_hash AS d_args_hash, d.decided_at AS d_decided_at, d.via AS d_via`
+
+// decisionJoin joins a step's decision of record, if any, by one probe of
+// the unique index per step: the lists read a page of steps, never every
+// decision of the tenant.
+const decisionJoin = `LEFT JOIN LATERAL (
+    SELECT * FROM approval_decisions d
+    WHERE d.tenant = a.tenant AND d.run_id = a.run_id AND d.step = a.step AND d.outcome = 'accepted'
+    LIMIT 1) d ON true`
+
 // list returns the tenant's approvals in one view: pending and needing
 // resolution oldest first, decided newest first.
 func (s *Server) list(ctx context.Context, tenant string, view View, limit int) ([]Item, error) {
 	if view != ViewPending && view != ViewDecided && view != ViewNeedsResolution {
 		return nil, errorf(http.StatusBadRequest, "invalid_request", "state %q is not pending, decided or needs_resolution", view)
 	}
-	order := "requested_at, run_id, step"
-	if view == ViewDecided {
-		order = "coalesce(decided_at, d_decided_at, deadline) DESC, run_id, step"
-	}
 	now := s.cfg.Now()
-	rows, err := s.cfg.Pool.Query(ctx, `
-WITH items AS (
-    SELECT a.run_id, a.step, a.tool, a.args, a.args_hash, a.goal, a.reason, a.requested_by,
-           a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by,
-           a.decided_at, a.comment,
-           d.decision AS d_decision, d.approver AS d_approver, d.role AS d_role, d.comment AS d_comment,
-           d.args_hash AS d_args_hash, d.decided_at AS d_decided_at, d.via AS d_via,
-           CASE
-               WHEN d.id IS NOT NULL AND a.state <> 'pending'
-                    AND a.state <> CASE d.decision WHEN 'approve' THEN 'approved' ELSE 'rejected' END
-                   THEN 'needs_resolution'
-               WHEN d.id IS NOT NULL AND a.state = 'pending' AND d.decided_at < $2::timestamptz - $3::interval
-                   THEN 'needs_resolution'
-               WHEN d.id IS NULL AND a.state = 'pending' AND a.deadline < $2::timestamptz - $3::interval
-                   THEN 'needs_resolution'
-               WHEN d.id IS NULL AND a.state = 'pending' AND a.deadline > $2::timestamptz
-                   THEN 'pending'
-               ELSE 'decided'
-           END AS view
-    FROM approvals a
-    LEFT JOIN approval_decisions d
-           ON d.tenant = a.tenant AND d.run_id = a.run_id AND d.step = a.step AND d.outcome = 'accepted'
-    WHERE a.tenant = $1 AND ($4 <> 'pending' OR a.state = 'pending')
-)
-SELECT run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline, state,
-       decided_by, decided_at, comment, d_decision, d_approver, d_role, d_comment, d_args_hash,
-       d_decided_at, d_via
-FROM items WHERE view = $4
-ORDER BY `+order+`
-LIMIT $5`, tenant, now, s.cfg.ResolveGrace, string(view), limit)
+	cutoff := now.Add(-s.cfg.ResolveGrace)
+	var query string
+	switch view {
+	case ViewPending:
+		query = `SELECT ` + itemColumns + ` FROM approvals a ` + decisionJoin + `
+WHERE a.tenant = @tenant AND a.state = 'pending' AND a.deadline > @now
+  AND NOT EXISTS (SELECT 1 FROM approval_decisions n
+                  WHERE n.tenant = a.tenant AND n.run_id = a.run_id AND n.step = a.step AND n.outcome = 'accepted')
+ORDER BY a.requested_at, a.run_id, a.step LIMIT @limit`
+	case ViewNeedsResolution:
+		query = `SELECT * FROM (
+    (SELECT ` + itemColumns + ` FROM approvals a ` + decisionJoin + `
+     WHERE a.tenant = @tenant AND a.decision_mismatch)
+    UNION ALL
+    (SELECT ` + itemColumns + ` FROM approvals a ` + decisionJoin + `
+     WHERE a.tenant = @tenant AND a.state = 'pending' AND d.decided_at < @cutoff)
+    UNION ALL
+    (SELECT ` + itemColumns + ` FROM approvals a ` + decisionJoin + `
+     WHERE a.tenant = @tenant AND a.state = 'pending' AND a.deadline < @cutoff AND d.id IS NULL)
+) x ORDER BY requested_at, run_id, step LIMIT @limit`
+	default:
+		query = `SELECT run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline, state,
+       decided_by, decided_at, comment, d_decision, d_approver, d_role, d_comment, d_args_hash, d_decided_at, d_via
+FROM (
+    (SELECT ` + itemColumns + `, a.decided_at AS sort_at FROM approvals a ` + decisionJoin + `
+     WHERE a.tenant = @tenant AND a.state <> 'pending' AND NOT a.decision_mismatch
+     ORDER BY a.decided_at DESC LIMIT @limit)
+    UNION ALL
+    (SELECT ` + itemColumns + `, d.decided_at FROM approval_decisions r
+     JOIN approvals a ON a.tenant = r.tenant AND a.run_id = r.run_id AND a.step = r.step ` + decisionJoin + `
+     WHERE r.tenant = @tenant AND r.outcome = 'accepted' AND r.decided_at >= @cutoff AND a.state = 'pending')
+    UNION ALL
+    (SELECT ` + itemColumns + `, a.deadline FROM approvals a ` + decisionJoin + `
+     WHERE a.tenant = @tenant AND a.state = 'pending' AND a.deadline <= @now AND a.deadline >= @cutoff AND d.id IS NULL)
+) x ORDER BY sort_at DESC, run_id, step LIMIT @limit`
+	}
+	rows, err := s.cfg.Pool.Query(ctx, query, pgx.NamedArgs{"tenant": tenant, "now": now, "cutoff": cutoff, "limit": limit})
 	if err != nil {
 		return nil, fmt.Errorf("list %s approvals of tenant %s: %w", view, tenant, err)
 	}

@@ -31,7 +31,26 @@ CREATE INDEX approval_decisions_step_idx ON approval_decisions (tenant, run_id, 
 -- run started through the approvals service, the user for the CLI.
 ALTER TABLE approvals ADD COLUMN requested_by text NOT NULL DEFAULT '';
 
+-- Set by the run when it resolves a step otherwise than its decision of
+-- record (the deadline came before the decision reached the run). A decision
+-- of record can only be accepted while the row is pending, under the row's
+-- lock, so the run's resolution always sees it.
+ALTER TABLE approvals ADD COLUMN decision_mismatch boolean NOT NULL DEFAULT false;
+
+-- The approvals service's lists: decided steps newest first, and the rare
+-- mismatches.
+CREATE INDEX approvals_decided_idx ON approvals (tenant, decided_at DESC)
+    WHERE state <> 'pending' AND NOT decision_mismatch;
+CREATE INDEX approvals_mismatch_idx ON approvals (tenant, requested_at) WHERE decision_mismatch;
+CREATE INDEX approvals_pending_deadline_idx ON approvals (tenant, deadline) WHERE state = 'pending';
+CREATE INDEX approval_decisions_recent_idx ON approval_decisions (tenant, decided_at) WHERE outcome = 'accepted';
+
 ---- create above / drop below ----
 
+DROP INDEX approval_decisions_recent_idx;
+DROP INDEX approvals_pending_deadline_idx;
+DROP INDEX approvals_mismatch_idx;
+DROP INDEX approvals_decided_idx;
+ALTER TABLE approvals DROP COLUMN decision_mismatch;
 ALTER TABLE approvals DROP COLUMN requested_by;
 DROP TABLE approval_decisions;
