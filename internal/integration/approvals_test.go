@@ -285,8 +285,24 @@ func TestApprovalsAPIDecisionErrors(t *testing.T) {
 	a.expectError(a.do(http.MethodGet, "/v1/approvals?tenant=globex", "dana", nil), http.StatusBadRequest, "invalid_request", `"tenant"`)
 	a.expectError(a.do(http.MethodGet, "/v1/runs/nope", "dana", nil), http.StatusNotFound, "not_found", `"nope"`)
 
+	// Past the deadline, before the run has recorded the expiry: not
+	// pending, off the pending list, and needing resolution.
+	future := e.serveApprovals(func(c *approvals.Config) {
+		c.Now = func() time.Time { return time.Now().Add(workflows.DefaultApprovalDeadline + 2*time.Minute) }
+	})
+	r := future.do(http.MethodPost, stepPath(run, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: step.ArgsHash})
+	future.expectError(r, http.StatusNotFound, "not_found", "deadline")
+	assert.Equal(t, 1, e.count("approval_decisions", "outcome = 'not_pending' AND run_id = $1", run))
+	assert.Equal(t, 0, e.count("approval_decisions", "outcome = 'accepted'"))
+	var later approvals.ApprovalList
+	future.do(http.MethodGet, "/v1/approvals?state=pending", "dana", nil).json(t, &later)
+	assert.Empty(t, later.Approvals, "a step past its deadline is not pending")
+	future.do(http.MethodGet, "/v1/approvals?state=needs_resolution", "dana", nil).json(t, &later)
+	require.Len(t, later.Approvals, 1)
+	assert.Contains(t, later.Approvals[0].Problem, "deadline")
+
 	// Rejected: the step is decided and the run goes on without the credit.
-	r := a.do(http.MethodPost, stepPath(run, 2, "reject"), "dana", approvals.DecideRequest{ArgsHash: step.ArgsHash, Comment: "no photos"})
+	r = a.do(http.MethodPost, stepPath(run, 2, "reject"), "dana", approvals.DecideRequest{ArgsHash: step.ArgsHash, Comment: "no photos"})
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
 	final := e.result("acme", run)
 	assert.Equal(t, workflows.StepRejected, final.Steps[1].State)
@@ -326,6 +342,21 @@ func TestApprovalsAPITenantIsolation(t *testing.T) {
 	r.json(t, &list)
 	require.Len(t, list.Approvals, 1)
 	assert.Equal(t, run, list.Approvals[0].RunID)
+
+	// globex's own run under the same run id, and acme's decided: each
+	// tenant sees its own step and decision only.
+	theirs := a.startPending("gops", run)
+	r = a.do(http.MethodPost, stepPath(run, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: step.ArgsHash})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+	a.do(http.MethodGet, "/v1/approvals", "gus", nil).json(t, &list)
+	require.Len(t, list.Approvals, 1)
+	assert.Nil(t, list.Approvals[0].Decision, "acme's decision is not globex's")
+	assert.Equal(t, theirs.ArgsHash, list.Approvals[0].ArgsHash)
+	a.do(http.MethodGet, "/v1/approvals?state=decided", "gus", nil).json(t, &list)
+	assert.Empty(t, list.Approvals)
+	gst, err := e.runs.Status(context.Background(), "globex", run)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.StepPendingApproval, gst.Steps[1].State, "globex's step still waits")
 }
 
 func TestApprovalsAPIUndeliveredDecisionIsSentAgain(t *testing.T) {
@@ -361,6 +392,11 @@ func TestApprovalsAPIUndeliveredDecisionIsSentAgain(t *testing.T) {
 	assert.Contains(t, page, "Needs resolution (1)")
 	assert.Contains(t, page, ">Send the decision again</button>", "the inbox offers to send the recorded decision again")
 	assert.Contains(t, page, `name="decision" value="approve"`)
+	vpage, _ := later.browser().signIn("vic")
+	assert.Contains(t, vpage, "Needs resolution (1)")
+	assert.NotContains(t, vpage, "Send the decision again", "a viewer gets no button")
+	later.do(http.MethodGet, "/v1/approvals?state=decided", "dana", nil).json(t, &list)
+	assert.Empty(t, list.Approvals, "past the grace period the step is no longer being decided")
 	a.do(http.MethodGet, "/v1/approvals?state=pending", "dana", nil).json(t, &list)
 	assert.Empty(t, list.Approvals, "a recorded decision takes the step off the pending list")
 	a.do(http.MethodGet, "/v1/approvals?state=decided", "dana", nil).json(t, &list)
@@ -466,6 +502,12 @@ func TestApprovalsAPIRunThatCannotApply(t *testing.T) {
 	problem := list.Approvals[0].Problem
 	assert.Contains(t, problem, "dana approved this step")
 	assert.Contains(t, problem, "recorded it as expired")
+	a.do(http.MethodGet, "/v1/approvals?state=decided", "vic", nil).json(t, &list)
+	for _, it := range list.Approvals {
+		assert.NotEqual(t, late, it.RunID, "a step that needs resolution is not listed as decided")
+	}
+	a.do(http.MethodGet, "/v1/approvals?state=needs_resolution", "gus", nil).json(t, &list)
+	assert.Empty(t, list.Approvals, "another tenant does not see the step")
 	for _, verb := range []string{"approve", "reject"} {
 		r = a.do(http.MethodPost, stepPath(late, 2, verb), "dana", approvals.DecideRequest{ArgsHash: st.Steps[1].ArgsHash})
 		a.expectError(r, http.StatusConflict, "resolved_otherwise", "recorded it as expired")

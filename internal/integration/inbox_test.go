@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"os/exec"
@@ -107,6 +108,18 @@ func TestInboxSignInAndCookies(t *testing.T) {
 	assert.True(t, tokenCookie.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, tokenCookie.SameSite)
 	assert.Equal(t, "/", tokenCookie.Path)
+
+	// Over TLS the cookies are Secure too.
+	req := httptest.NewRequest(http.MethodPost, "https://inbox.example/login", strings.NewReader(url.Values{"token": {a.tokens["dana"]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	rec := httptest.NewRecorder()
+	a.srv.Config.Handler.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusSeeOther, rec.Code)
+	require.Len(t, rec.Result().Cookies(), 2)
+	for _, c := range rec.Result().Cookies() {
+		assert.True(t, c.Secure, c.Name)
+	}
+	assert.False(t, tokenCookie.Secure, "not over plain HTTP, unless configured")
 
 	status, h, page = b.send(http.MethodGet, "/", nil)
 	require.Equal(t, http.StatusOK, status)
