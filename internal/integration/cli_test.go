@@ -19,10 +19,12 @@ import (
 
 // oncerun runs the CLI as a user would, against the test's world.
 func (e *env) oncerun(args ...string) (string, error) {
-	e.t.Helper()
-	cmd := cli.NewRoot(cli.Env{
-		Temporal: e.tc, TaskQueue: e.queue, DatabaseURL: e.pool.Config().ConnString(), User: "dana",
-	})
+	return runCLI(cli.Env{Temporal: e.tc, TaskQueue: e.queue, DatabaseURL: e.pool.Config().ConnString(), User: "dana"}, args...)
+}
+
+// runCLI runs the CLI with env and returns what it printed.
+func runCLI(env cli.Env, args ...string) (string, error) {
+	cmd := cli.NewRoot(env)
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(&out)
@@ -139,14 +141,7 @@ func TestCLIRefusesBadInput(t *testing.T) {
 // oncerunVia runs the CLI as an approver on another machine would: with
 // only ONCERUN_API and ONCERUN_TOKEN.
 func (a *approvalsEnv) oncerunVia(who string, args ...string) (string, error) {
-	a.t.Helper()
-	cmd := cli.NewRoot(cli.Env{APIURL: a.srv.URL, Token: a.tokens[who]})
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
-	return out.String(), err
+	return runCLI(cli.Env{APIURL: a.srv.URL, Token: a.tokens[who]}, args...)
 }
 
 func TestCLIThroughTheAPI(t *testing.T) {
@@ -210,10 +205,6 @@ func TestCLIThroughTheAPI(t *testing.T) {
 	assert.Regexp(t, `(?m)^`+run+`\s+3\s+issue_credit\s.*approved`, out)
 
 	// Without a token the CLI says what is missing.
-	cmd := cli.NewRoot(cli.Env{APIURL: a.srv.URL})
-	cmd.SetArgs([]string{"approvals"})
-	var buf bytes.Buffer
-	cmd.SetOut(&buf)
-	cmd.SetErr(&buf)
-	require.ErrorContains(t, cmd.ExecuteContext(context.Background()), "ONCERUN_TOKEN")
+	out, err = runCLI(cli.Env{APIURL: a.srv.URL}, "approvals")
+	require.ErrorContains(t, err, "ONCERUN_TOKEN", out)
 }
