@@ -3,7 +3,9 @@ package activities
 import (
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
@@ -27,6 +29,9 @@ const (
 	ErrTypeInFlight       = "InFlight"
 	ErrTypeOutcomeUnknown = "OutcomeUnknown"
 	ErrTypeToolFailed     = "ToolFailed"
+	// ErrTypeUnstorable: PostgreSQL refused a value as data (not UTF-8, a
+	// NUL character, a violated check): the same value fails every time.
+	ErrTypeUnstorable = "Unstorable"
 )
 
 // Activities carries what the activities need. Register a pointer to it on
@@ -86,11 +91,13 @@ func temporalError(err error) error {
 		// Temporal reads the type and retryability of the outermost error
 		// only: a wrapped application error (a tool's Permanent error under
 		// the store's context) would turn into a retryable one. Restate them
-		// on top, keeping the whole message.
+		// on top, keeping the whole message but for the inner error's own
+		// type and retryability, which would read twice.
+		msg := strings.Replace(err.Error(), app.Error(), app.Message(), 1)
 		if app.NonRetryable() {
-			return temporal.NewNonRetryableApplicationError(err.Error(), app.Type(), app)
+			return temporal.NewNonRetryableApplicationError(msg, app.Type(), app)
 		}
-		return temporal.NewApplicationErrorWithCause(err.Error(), app.Type(), app)
+		return temporal.NewApplicationErrorWithCause(msg, app.Type(), app)
 	case errors.Is(err, idempotency.ErrKeyReuse):
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, err)
 	case errors.Is(err, tools.ErrInvalidCall), errors.Is(err, keys.ErrInvalidArgs),
@@ -102,6 +109,20 @@ func temporalError(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutcomeUnknown, err)
 	case errors.Is(err, idempotency.ErrInFlight):
 		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeInFlight, err)
+	case unstorable(err):
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnstorable, err)
 	}
 	return fmt.Errorf("%w", err)
+}
+
+// unstorable reports an error of PostgreSQL's that refuses the data itself:
+// a data exception (class 22: an invalid byte sequence, a NUL character, a
+// value out of range), a NOT NULL or a CHECK violation. Retrying the same
+// values cannot succeed.
+func unstorable(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "23502" || pgErr.Code == "23514"
 }

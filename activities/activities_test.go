@@ -34,7 +34,7 @@ type fixture struct {
 
 // setup returns activities on a database of the test's own, serving the
 // built-in tools and extra.
-func setup(t *testing.T, extra ...tools.Tool) fixture {
+func setup(t testing.TB, extra ...tools.Tool) fixture {
 	t.Helper()
 	pool := pgtest.NewPool(t, 8)
 	store, err := idempotency.New(pool, idempotency.Config{Owner: "worker-a"})
@@ -53,7 +53,7 @@ func setup(t *testing.T, extra ...tools.Tool) fixture {
 
 // input is step step of run r1 of tenant acme calling tool with args, as
 // the workflow sends it: canonical arguments and their hash.
-func input(t *testing.T, step int64, tool, args string) activities.ToolInput {
+func input(t testing.TB, step int64, tool, args string) activities.ToolInput {
 	t.Helper()
 	canonical, err := keys.Canonicalize([]byte(args))
 	require.NoError(t, err)
@@ -64,7 +64,7 @@ func input(t *testing.T, step int64, tool, args string) activities.ToolInput {
 
 // run executes RunTool in Temporal's test activity environment, so that its
 // error is what a workflow would see after serialization.
-func (f fixture) run(t *testing.T, in activities.ToolInput) (activities.ToolOutput, error) {
+func (f fixture) run(t testing.TB, in activities.ToolInput) (activities.ToolOutput, error) {
 	t.Helper()
 	v, err := f.env().ExecuteActivity(f.acts.RunTool, in)
 	if err != nil {
@@ -99,7 +99,7 @@ func (f fixture) count(t *testing.T, query string, args ...any) int {
 
 // requireAppError asserts that err carries a Temporal application error of
 // type typ with the given retryability.
-func requireAppError(t *testing.T, err error, typ string, nonRetryable bool) *temporal.ApplicationError {
+func requireAppError(t testing.TB, err error, typ string, nonRetryable bool) *temporal.ApplicationError {
 	t.Helper()
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)

@@ -66,7 +66,7 @@ SELECT args_hash FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
 LIMIT 1`,
 		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline, in.RequestedBy).Scan(&stored)
 	if err != nil {
-		return fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err)
+		return temporalError(fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err))
 	}
 	if stored != in.ArgsHash {
 		msg := fmt.Sprintf("run %s step %d already has an approval for args hash %s, not %s: the run id was used before",
@@ -127,7 +127,7 @@ UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, c
 WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`,
 		in.Tenant, in.RunID, in.Step, in.State, in.DecidedBy, in.DecidedAt, in.Comment)
 	if err != nil {
-		return fmt.Errorf("record decision on run %s step %d: %w", in.RunID, in.Step, err)
+		return temporalError(fmt.Errorf("record decision on run %s step %d: %w", in.RunID, in.Step, err))
 	}
 	if tag.RowsAffected() == 0 {
 		a.log().Info("approval row not pending; resolution left it as it was",

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -19,13 +21,22 @@ type PlanInput struct {
 	RunID   string `json:"run_id"`
 	Goal    string `json:"goal"`
 	Planner string `json:"planner"`
-	// Plan is the run's scripted plan, if any.
+	// Plan is the part of a scripted run's plan the planner needs this
+	// turn: the next call alone, or nothing when every call was proposed.
+	// Runs of earlier releases sent the whole plan.
 	Plan []planner.Call `json:"plan,omitempty"`
-	// Proposed counts the calls proposed on earlier turns.
+	// PlanOffset is the position of Plan[0] in the run's whole plan.
+	PlanOffset int `json:"plan_offset,omitempty"`
+	// Proposed counts the calls proposed on earlier turns, less PlanOffset:
+	// for a scripted run it is the position in Plan of the next call, 0.
 	Proposed int `json:"proposed"`
-	// History is every earlier call and its outcome.
+	// History is every earlier call and its outcome; a scripted run sends
+	// none.
 	History []planner.Observation `json:"history,omitempty"`
 }
+
+// MaxMessageBytes bounds the planner's final message as a run records it.
+const MaxMessageBytes = 4096
 
 // PlanOutput is the planner's proposal, each call checked against its tool.
 type PlanOutput struct {
@@ -79,7 +90,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error)
 	if err != nil {
 		return PlanOutput{}, fmt.Errorf("planner %s: %w", in.Planner, err)
 	}
-	out := PlanOutput{Done: prop.Done, Message: prop.Message}
+	out := PlanOutput{Done: prop.Done, Message: edge.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes)}
 	if prop.Done {
 		return out, nil
 	}

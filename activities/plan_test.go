@@ -25,7 +25,7 @@ func (p planFunc) Next(ctx context.Context, req planner.Request) (planner.Propos
 }
 
 // plan executes Plan in Temporal's test activity environment.
-func (f fixture) plan(t *testing.T, in activities.PlanInput) (activities.PlanOutput, error) {
+func (f fixture) plan(t testing.TB, in activities.PlanInput) (activities.PlanOutput, error) {
 	t.Helper()
 	v, err := f.env().ExecuteActivity(f.acts.Plan, in)
 	if err != nil {

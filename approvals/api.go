@@ -10,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
@@ -54,8 +56,8 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, id Identity) {
 		return
 	}
 	var req StartRequest
-	if err := s.decodeBody(w, r, &req); err != nil {
-		s.fail(w, r, err)
+	if bad := s.decodeBody(w, r, &req); bad != nil {
+		s.fail(w, r, bad)
 		return
 	}
 	in, err := s.runInput(r, id, req)
@@ -145,6 +147,10 @@ func (s *Server) runStatus(w http.ResponseWriter, r *http.Request, id Identity) 
 
 // status asks the run of the identity's tenant for its status.
 func (s *Server) status(ctx context.Context, id Identity, runID string) (workflows.Status, error) {
+	if _, err := keys.New(id.Tenant, runID, 1, "x"); err != nil {
+		// No run of the tenant can have this id.
+		return workflows.Status{}, errorf(http.StatusNotFound, "not_found", "no run %q", edge.Cut(runID, keys.MaxRunIDLen))
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
 	st, err := s.cfg.Runs.Status(ctx, id.Tenant, runID)
@@ -211,20 +217,21 @@ type DecideResponse struct {
 
 func (s *Server) decideAPI(verb string) func(http.ResponseWriter, *http.Request, Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
-		var req DecideRequest
-		if err := s.decodeBody(w, r, &req); err != nil {
-			s.fail(w, r, err)
-			return
-		}
 		step, err := stepNumber(r.PathValue("step"))
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		res, err := s.decide(r.Context(), decideInput{
+		in := decideInput{
 			id: id, runID: r.PathValue("run_id"), step: step, decision: workflows.Decision(verb),
-			argsHash: req.ArgsHash, comment: req.Comment, remote: remoteAddr(r), agent: r.UserAgent(), via: viaAPI,
-		})
+			remote: remoteAddr(r), agent: r.UserAgent(), via: viaAPI,
+		}
+		var req DecideRequest
+		// A body that does not decode is refused once the request is
+		// audited, if it names a step.
+		in.invalid = s.decodeBody(w, r, &req)
+		in.argsHash, in.comment = req.ArgsHash, req.Comment
+		res, err := s.decide(r.Context(), in)
 		if err != nil {
 			s.fail(w, r, err)
 			return

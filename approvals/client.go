@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -102,7 +103,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
 	if err != nil {
-		return 0, fmt.Errorf("approvals API at %q (ONCERUN_API): %w", c.BaseURL, err)
+		// The error would repeat the URL, password included.
+		return 0, fmt.Errorf("approvals API at %s (ONCERUN_API) is not a usable URL", edge.Redact(c.BaseURL))
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "application/json")
@@ -115,7 +117,8 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, fmt.Errorf("approvals API: %w", err)
+		// net/http shows the URL with its password masked.
+		return 0, fmt.Errorf("approvals API (ONCERUN_API): %w", err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

@@ -159,6 +159,9 @@ func (s *Server) render(w http.ResponseWriter, name string, p page) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Referrer-Policy", "no-referrer")
+	if p.Status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", retryAfter)
+	}
 	w.WriteHeader(cmpStatus(p.Status))
 	_, _ = w.Write(buf.Bytes())
 }
@@ -325,9 +328,13 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 	})
 	if err != nil {
 		var ae *apiError
-		if errors.As(err, &ae) {
+		switch {
+		case errors.As(err, &ae):
 			p.Error, p.Status = ae.message, ae.status
-		} else {
+		case unavailable(err):
+			s.log.Warn("inbox decision: database unavailable", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
+			p.Error, p.Status = "The database did not answer in time; the decision may not be recorded. Try again shortly.", http.StatusServiceUnavailable
+		default:
 			s.log.Error("inbox decision failed", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
 			p.Error, p.Status = "The decision could not be recorded; try again.", http.StatusInternalServerError
 		}

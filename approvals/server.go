@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"embed"
@@ -15,11 +16,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
 )
 
 // Defaults of [Config].
@@ -28,8 +32,11 @@ const (
 	DefaultMaxBodyBytes = 64 << 10
 	DefaultResolveGrace = time.Minute
 	DefaultQueryTimeout = 10 * time.Second
+	DefaultDBTimeout    = 5 * time.Second
 	// MaxCommentBytes bounds a decision's comment.
-	MaxCommentBytes = 2000
+	MaxCommentBytes = workflows.MaxCommentBytes
+	// retryAfter is the Retry-After, in seconds, of a 503.
+	retryAfter = "2"
 )
 
 // Config configures a [Server].
@@ -60,6 +67,11 @@ type Config struct {
 	// QueryTimeout bounds each question to Temporal (a run's status, a
 	// signal). Default DefaultQueryTimeout.
 	QueryTimeout time.Duration
+	// DBTimeout bounds the database work of one request, waiting for a
+	// pooled connection included; a request whose database does not answer
+	// in time is answered 503 with a Retry-After header. Default
+	// DefaultDBTimeout (APPROVALS_DB_TIMEOUT).
+	DBTimeout time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -72,6 +84,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, DefaultMaxBodyBytes)
 	c.ResolveGrace = cmp.Or(c.ResolveGrace, DefaultResolveGrace)
 	c.QueryTimeout = cmp.Or(c.QueryTimeout, DefaultQueryTimeout)
+	c.DBTimeout = cmp.Or(c.DBTimeout, DefaultDBTimeout)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -88,6 +101,8 @@ func (c Config) validate() error {
 		return errors.New("approvals config: Tokens is required")
 	case c.MaxBodyBytes < 0:
 		return errors.New("approvals config: MaxBodyBytes must not be negative")
+	case c.QueryTimeout < 0 || c.DBTimeout < 0 || c.ResolveGrace < 0:
+		return errors.New("approvals config: QueryTimeout, DBTimeout and ResolveGrace must not be negative")
 	}
 	return nil
 }
@@ -237,20 +252,45 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
-// fail answers err: an *apiError as it says, anything else as a 500 that
-// is logged and not shown.
+// fail answers err: an *apiError as it says; a database that did not answer
+// in time, or could not be reached, as a 503 with a Retry-After header;
+// anything else as a 500 that is logged and not shown.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *apiError
-	if errors.As(err, &ae) {
+	if !errors.As(err, &ae) && unavailable(err) {
+		ae = errorf(http.StatusServiceUnavailable, "unavailable",
+			"the database could not be reached or did not answer within %s; try again", s.cfg.DBTimeout)
+		s.log.Warn("approvals request: database unavailable", zap.String("method", r.Method), zap.String("path", r.URL.Path),
+			zap.Error(err))
+	}
+	if ae != nil {
 		if ae.status >= 500 {
 			s.log.Error("approvals request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 				zap.Int("status", ae.status), zap.String("error", ae.message))
+		}
+		if ae.status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", retryAfter)
 		}
 		writeError(w, ae.status, ae.code, ae.message)
 		return
 	}
 	s.log.Error("approvals request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	writeError(w, http.StatusInternalServerError, "internal", "internal error; the server log has the details")
+}
+
+// unavailable reports an error of a database that did not answer within
+// the request's deadline or could not be reached: the request may succeed
+// when it is sent again.
+func unavailable(err error) bool {
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
+		errors.As(err, &connErr) || errors.As(err, &netErr)
+}
+
+// dbContext bounds a request's database work by Config.DBTimeout.
+func (s *Server) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.DBTimeout)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -262,9 +302,10 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// decodeBody reads a JSON request body into v: at most MaxBodyBytes, one
-// object, no unknown fields. An empty body is an empty object.
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error {
+// decodeBody reads a JSON request body into v: at most MaxBytes bytes, one
+// object, decoded strictly (see edge.Decode: field names exactly as
+// documented, none twice, none unknown). An empty body is an empty object.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiError {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
@@ -282,16 +323,11 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) error
 		}
 		return errorf(http.StatusBadRequest, "invalid_request", "read the request body: %s", err)
 	}
-	if len(strings.TrimSpace(string(raw))) == 0 {
+	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return errorf(http.StatusBadRequest, "invalid_request", "the request body is not valid: %s", strings.TrimPrefix(err.Error(), "json: "))
-	}
-	if dec.More() {
-		return errorf(http.StatusBadRequest, "invalid_request", "the request body has data after its JSON object")
+	if err := edge.Decode(raw, v); err != nil {
+		return errorf(http.StatusBadRequest, "invalid_request", "the request body is not valid: %s", err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
@@ -98,6 +99,7 @@ const (
 	outcomeArgsMismatch = "args_mismatch"
 	outcomeForbidden    = "forbidden"
 	outcomeNotPending   = "not_pending"
+	outcomeInvalid      = "invalid"
 )
 
 // pastTense is the approvals-table state a decision leads to.
@@ -129,6 +131,8 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 	if view != ViewPending && view != ViewDecided && view != ViewNeedsResolution {
 		return nil, errorf(http.StatusBadRequest, "invalid_request", "state %q is not pending, decided or needs_resolution", view)
 	}
+	ctx, cancel := s.dbContext(ctx)
+	defer cancel()
 	now := s.cfg.Now()
 	cutoff := now.Add(-s.cfg.ResolveGrace)
 	var query string
@@ -227,46 +231,53 @@ type decideInput struct {
 	remote   string
 	agent    string
 	via      string
-	retried  bool
+	// invalid, when set, is what the transport found wrong with the request
+	// (a body that does not decode, say); the request is refused with it
+	// once its audit row is written.
+	invalid *apiError
+	retried bool
+}
+
+// check finds what is wrong with the request's own values, if anything.
+func (in decideInput) check() *apiError {
+	if in.invalid != nil {
+		return in.invalid
+	}
+	if in.decision != workflows.DecisionApprove && in.decision != workflows.DecisionReject {
+		return errorf(http.StatusBadRequest, "invalid_request", "decision %q is not approve or reject", edge.Cut(string(in.decision), 64))
+	}
+	if !isHash(in.argsHash) {
+		return errorf(http.StatusBadRequest, "invalid_request",
+			"args_hash %q is not the 64 hex digits of the arguments hash you reviewed (GET /v1/approvals lists it)", edge.Cut(in.argsHash, 128))
+	}
+	if err := edge.Text("comment", in.comment, MaxCommentBytes); err != nil {
+		return errorf(http.StatusBadRequest, "invalid_request", "%s", err)
+	}
+	return nil
 }
 
 // decide records a decision and sends it to the run. See [DecideResponse]
-// for what it returns; every refusal is an *apiError.
+// for what it returns; every refusal is an *apiError. Every request on a
+// step of the caller's tenant leaves one audit row, whatever is wrong with
+// it: a viewer's is "forbidden", one whose values are wrong is "invalid".
+// A request naming no step of the tenant leaves none, so that nobody can
+// fill the table with made-up steps.
 func (s *Server) decide(ctx context.Context, in decideInput) (DecideResponse, error) {
-	if in.decision != workflows.DecisionApprove && in.decision != workflows.DecisionReject {
-		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request", "decision %q is not approve or reject", in.decision)
-	}
-	if !isHash(in.argsHash) {
-		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request",
-			"args_hash %q is not the 64 hex digits of the arguments hash you reviewed (GET /v1/approvals lists it)", in.argsHash)
-	}
-	if len(in.comment) > MaxCommentBytes {
-		return DecideResponse{}, errorf(http.StatusBadRequest, "invalid_request", "comment is %d bytes; at most %d", len(in.comment), MaxCommentBytes)
-	}
 	if _, err := keys.New(in.id.Tenant, in.runID, in.step, "tool"); err != nil {
-		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "run %q has no step %d waiting for approval", in.runID, in.step)
+		// No run of the tenant can have this id.
+		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "run %q has no step %d waiting for approval", edge.Cut(in.runID, keys.MaxRunIDLen), in.step)
 	}
-	if !in.id.Role.CanDecide() {
-		// Audited when the step is the tenant's: an attempt on nothing
-		// leaves no row.
-		var exists bool
-		if err := s.cfg.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3)`,
-			in.id.Tenant, in.runID, in.step).Scan(&exists); err != nil {
-			return DecideResponse{}, fmt.Errorf("decide: %w", err)
-		}
-		if exists {
-			if err := s.audit(ctx, s.cfg.Pool, in, outcomeForbidden); err != nil {
-				return DecideResponse{}, err
-			}
-		}
-		return DecideResponse{}, errorf(http.StatusForbidden, "forbidden", "%s is a %s; deciding takes an approver or operator token", in.id.Name, in.id.Role)
-	}
-
+	ctx, cancel := s.dbContext(ctx)
+	defer cancel()
 	tx, err := s.cfg.Pool.Begin(ctx)
 	if err != nil {
 		return DecideResponse{}, fmt.Errorf("decide: %w", err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 
 	var (
 		state, argsHash, decidedBy, comment string
@@ -282,6 +293,18 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 	}
 	if err != nil {
 		return DecideResponse{}, fmt.Errorf("decide: read step %d of run %s: %w", in.step, in.runID, err)
+	}
+	if !in.id.Role.CanDecide() {
+		if err := s.auditCommit(ctx, tx, in, outcomeForbidden, "the token's role may not decide"); err != nil {
+			return DecideResponse{}, err
+		}
+		return DecideResponse{}, errorf(http.StatusForbidden, "forbidden", "%s is a %s; deciding takes an approver or operator token", in.id.Name, in.id.Role)
+	}
+	if bad := in.check(); bad != nil {
+		if err := s.auditCommit(ctx, tx, in, outcomeInvalid, bad.message); err != nil {
+			return DecideResponse{}, err
+		}
+		return DecideResponse{}, bad
 	}
 
 	orig, err := s.decisionOfRecord(ctx, tx, in)
@@ -301,7 +324,7 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 		// The run recorded another outcome than the decision of record
 		// (its deadline came first): neither repeating nor changing the
 		// decision can be answered as if it had been applied.
-		if err := s.auditCommit(ctx, tx, in, outcomeNotPending); err != nil {
+		if err := s.auditCommit(ctx, tx, in, outcomeNotPending, "the run recorded the step as "+state); err != nil {
 			return DecideResponse{}, err
 		}
 		return DecideResponse{}, errorf(http.StatusConflict, "resolved_otherwise",
@@ -310,14 +333,19 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 	}
 	if orig != nil {
 		if orig.Decision != in.decision {
-			if err := s.auditCommit(ctx, tx, in, outcomeConflict); err != nil {
+			if err := s.auditCommit(ctx, tx, in, outcomeConflict, "the step was already "+pastTense(orig.Decision)); err != nil {
 				return DecideResponse{}, err
 			}
 			return DecideResponse{}, errorf(http.StatusConflict, "decision_conflict",
 				"step %d of run %s was already %s by %s at %s; a decision cannot be changed",
 				in.step, in.runID, pastTense(orig.Decision), orig.Approver, orig.DecidedAt.UTC().Format(time.RFC3339))
 		}
-		if err := s.auditCommit(ctx, tx, in, outcomeRepeated); err != nil {
+		if in.argsHash != argsHash {
+			// The same decision, for arguments other than the step's: not
+			// a repeat of the decision of record.
+			return DecideResponse{}, s.argsMismatch(ctx, tx, in, "the step's", argsHash)
+		}
+		if err := s.auditCommit(ctx, tx, in, outcomeRepeated, ""); err != nil {
 			return DecideResponse{}, err
 		}
 		if state == "pending" {
@@ -330,28 +358,24 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 		return DecideResponse{Decision: *orig, Repeated: true}, nil
 	}
 	if state != "pending" {
-		if err := s.auditCommit(ctx, tx, in, outcomeNotPending); err != nil {
+		if err := s.auditCommit(ctx, tx, in, outcomeNotPending, "the step is "+state); err != nil {
 			return DecideResponse{}, err
 		}
 		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "step %d of run %s is not pending: it is %s", in.step, in.runID, state)
 	}
 	if now := s.cfg.Now(); !now.Before(deadline) {
-		if err := s.auditCommit(ctx, tx, in, outcomeNotPending); err != nil {
+		if err := s.auditCommit(ctx, tx, in, outcomeNotPending, "the deadline has passed"); err != nil {
 			return DecideResponse{}, err
 		}
 		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "step %d of run %s is not pending: its deadline %s has passed",
 			in.step, in.runID, deadline.UTC().Format(time.RFC3339))
 	}
 	if in.argsHash != argsHash {
-		if err := s.auditCommit(ctx, tx, in, outcomeArgsMismatch); err != nil {
-			return DecideResponse{}, err
-		}
-		return DecideResponse{}, errorf(http.StatusConflict, "args_hash_mismatch",
-			"the args_hash you reviewed, %s, is not the pending step's %s: review the step's arguments again", in.argsHash, argsHash)
+		return DecideResponse{}, s.argsMismatch(ctx, tx, in, "the pending step's", argsHash)
 	}
 	rec := Decision{RunID: in.runID, Step: in.step, Decision: in.decision, Approver: in.id.Name, Role: in.id.Role,
 		Comment: in.comment, ArgsHash: in.argsHash, Via: in.via}
-	err = tx.QueryRow(ctx, auditInsert+" RETURNING decided_at", auditArgs(in, outcomeAccepted)...).Scan(&rec.DecidedAt)
+	err = tx.QueryRow(ctx, auditInsert+" RETURNING decided_at", auditArgs(in, outcomeAccepted, "")...).Scan(&rec.DecidedAt)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && !in.retried {
 		// Another decision of record won a race the row lock should have
@@ -373,6 +397,16 @@ FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy
 		return DecideResponse{}, undelivered(in, err)
 	}
 	return DecideResponse{Decision: rec}, nil
+}
+
+// argsMismatch audits and refuses a decision given for arguments other than
+// the step's.
+func (s *Server) argsMismatch(ctx context.Context, tx pgx.Tx, in decideInput, whose, stepHash string) error {
+	if err := s.auditCommit(ctx, tx, in, outcomeArgsMismatch, "the step's args_hash is "+stepHash); err != nil {
+		return err
+	}
+	return errorf(http.StatusConflict, "args_hash_mismatch",
+		"the args_hash you reviewed, %s, is not %s %s: review the step's arguments again", in.argsHash, whose, stepHash)
 }
 
 // undelivered answers a recorded decision whose signal failed: a run that
@@ -413,31 +447,36 @@ WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted'`, in.id
 }
 
 const auditInsert = `
-INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`
+INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
 
-func auditArgs(in decideInput, outcome string) []any {
-	agent := in.agent
-	if len(agent) > 512 {
-		agent = agent[:512]
+// Bounds of what an audit row records of a request.
+const (
+	maxAuditArgsHash  = 128
+	maxAuditUserAgent = 512
+	maxAuditDetail    = 1000
+)
+
+// auditArgs are the values of a request's audit row. What the client sent
+// is recorded as it was when it is valid text, and escaped and cut (see
+// edge.Clean) when it is not, so that no request can fail to leave its row.
+func auditArgs(in decideInput, outcome, detail string) []any {
+	decision := string(in.decision)
+	if in.decision != workflows.DecisionApprove && in.decision != workflows.DecisionReject {
+		decision = ""
 	}
-	return []any{in.id.Tenant, in.runID, in.step, string(in.decision), outcome, in.argsHash, in.id.Name,
-		string(in.id.Role), in.comment, in.remote, agent, in.via}
+	comment := in.comment
+	if edge.Text("comment", comment, MaxCommentBytes) != nil {
+		comment = edge.Clean(comment, MaxCommentBytes)
+	}
+	return []any{in.id.Tenant, in.runID, in.step, decision, outcome, edge.Clean(in.argsHash, maxAuditArgsHash), in.id.Name,
+		string(in.id.Role), comment, in.remote, edge.Clean(in.agent, maxAuditUserAgent), in.via, edge.Clean(detail, maxAuditDetail)}
 }
 
-// audit records a refused or repeated decision request.
-func (s *Server) audit(ctx context.Context, q interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, in decideInput, outcome string) error {
-	if _, err := q.Exec(ctx, auditInsert, auditArgs(in, outcome)...); err != nil {
+// auditCommit records a refused or repeated decision request and commits.
+func (s *Server) auditCommit(ctx context.Context, tx pgx.Tx, in decideInput, outcome, detail string) error {
+	if _, err := tx.Exec(ctx, auditInsert, auditArgs(in, outcome, detail)...); err != nil {
 		return fmt.Errorf("decide: audit the %s decision on step %d of run %s: %w", outcome, in.step, in.runID, err)
-	}
-	return nil
-}
-
-func (s *Server) auditCommit(ctx context.Context, tx pgx.Tx, in decideInput, outcome string) error {
-	if err := s.audit(ctx, tx, in, outcome); err != nil {
-		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("decide: audit the %s decision on step %d of run %s: %w", outcome, in.step, in.runID, err)

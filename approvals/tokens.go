@@ -18,7 +18,9 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/workflows"
 )
 
 // Role is what a token may do.
@@ -82,12 +84,14 @@ func TokenSHA256(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// validate checks an identity: its name and tenant are names people read
+// (edge.Name), as they are recorded with every decision.
 func (id Identity) validate() error {
-	if id.Name == "" || len(id.Name) > 128 {
-		return fmt.Errorf("name %q must be 1 to 128 bytes", id.Name)
+	if err := edge.Name("name", id.Name, workflows.MaxApproverBytes); err != nil {
+		return err
 	}
-	if _, err := keys.New(id.Tenant, "run", 1, "tool"); err != nil {
-		return fmt.Errorf("tenant %q: %w", id.Tenant, err)
+	if err := edge.Name("tenant", id.Tenant, keys.MaxTenantLen); err != nil {
+		return err
 	}
 	if !id.Role.valid() {
 		return fmt.Errorf("role %q is not viewer, approver or operator", id.Role)
@@ -150,22 +154,14 @@ func ParseTokens(data []byte) (*Tokens, error) {
 }
 
 // parseEntry decodes one entry: an object of the known fields, spelled
-// exactly; the fields' values are checked by the caller.
+// exactly, none twice; the fields' values are checked by the caller.
 func parseEntry(raw json.RawMessage) (TokenEntry, error) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
+	var e TokenEntry
+	if len(raw) == 0 || raw[0] != '{' {
 		return TokenEntry{}, errors.New(`not an object {"token_sha256", "name", "tenant", "role"}`)
 	}
-	for k := range fields {
-		switch k {
-		case "token_sha256", "name", "tenant", "role":
-		default:
-			return TokenEntry{}, fmt.Errorf("unknown field %q (known: token_sha256, name, tenant, role)", k)
-		}
-	}
-	var e TokenEntry
-	if err := json.Unmarshal(raw, &e); err != nil {
-		return TokenEntry{}, err
+	if err := edge.Decode(raw, &e); err != nil {
+		return TokenEntry{}, fmt.Errorf("%w (known fields: token_sha256, name, tenant, role)", err)
 	}
 	return e, nil
 }
@@ -202,6 +198,7 @@ type TokenSource interface {
 // the tokens read before stay in force.
 type TokenFile struct {
 	path  string
+	cfg   TokenFileConfig
 	log   *zap.Logger
 	every time.Duration
 
@@ -210,17 +207,36 @@ type TokenFile struct {
 	sum     [sha256.Size]byte
 	checked time.Time
 	// lastErr is the last read error logged, so that a file that stays
-	// unreadable is logged once.
+	// unreadable is logged once; mode is the file's mode as last checked,
+	// so that a warning about it is logged once per change.
 	lastErr string
+	mode    os.FileMode
+}
+
+// TokenFileConfig configures [OpenTokenFile].
+type TokenFileConfig struct {
+	// Log receives reloads, refusals and warnings. Default: none.
+	Log *zap.Logger
+	// AllowWritable loads a file that users other than its owner may write.
+	// By default such a file is refused: whoever can write it can grant
+	// themselves any role (APPROVALS_TOKENS_FILE_INSECURE=true sets it).
+	AllowWritable bool
 }
 
 // OpenTokenFile reads the tokens file at path. It is an error if the file
-// is missing or does not parse.
-func OpenTokenFile(path string, log *zap.Logger) (*TokenFile, error) {
+// is missing or does not parse, or if users other than its owner may write
+// it (unless cfg.AllowWritable). A file other users may read is loaded with
+// a warning: it holds the tokens' hashes, not the tokens, but it says who
+// may do what.
+func OpenTokenFile(path string, cfg TokenFileConfig) (*TokenFile, error) {
+	log := cfg.Log
 	if log == nil {
 		log = zap.NewNop()
 	}
-	f := &TokenFile{path: path, log: log, every: time.Second}
+	f := &TokenFile{path: path, cfg: cfg, log: log, every: time.Second}
+	if err := f.checkMode(); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokens file: %w", err)
@@ -231,6 +247,34 @@ func OpenTokenFile(path string, log *zap.Logger) (*TokenFile, error) {
 	}
 	f.tokens, f.sum = t, sha256.Sum256(data)
 	return f, nil
+}
+
+// checkMode refuses a file others may write and warns, once per change of
+// mode, about one others may read.
+func (f *TokenFile) checkMode() error {
+	info, err := os.Stat(f.path)
+	if err != nil {
+		return fmt.Errorf("tokens file: %w", err)
+	}
+	mode := info.Mode().Perm()
+	changed := mode != f.mode
+	f.mode = mode
+	if mode&0o022 != 0 {
+		msg := fmt.Sprintf("tokens file %s is writable by users other than its owner (mode %04o): whoever can write it can grant themselves any role; "+
+			"run chmod go-w on it, or set APPROVALS_TOKENS_FILE_INSECURE=true", f.path, mode)
+		if !f.cfg.AllowWritable {
+			return errors.New(msg)
+		}
+		if changed {
+			f.log.Warn(msg + " (it is set: loading the file anyway)")
+		}
+		return nil
+	}
+	if mode&0o044 != 0 && changed {
+		f.log.Warn("tokens file is readable by other users; it holds hashes, not tokens, but chmod 600 keeps who may do what private",
+			zap.String("path", f.path), zap.String("mode", fmt.Sprintf("%04o", mode)))
+	}
+	return nil
 }
 
 // Len is the number of tokens in force.
@@ -254,13 +298,21 @@ func (f *TokenFile) Lookup(tok string) (Identity, bool) {
 	return t.Lookup(tok)
 }
 
-// reload reads the file and takes its tokens if its content changed.
+// reload reads the file and takes its tokens if its content changed and
+// its mode allows.
 func (f *TokenFile) reload() {
 	data, err := os.ReadFile(f.path)
 	if err != nil {
 		if err.Error() != f.lastErr {
 			f.lastErr = err.Error()
 			f.log.Error("tokens file unreadable; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
+		}
+		return
+	}
+	if err := f.checkMode(); err != nil {
+		if err.Error() != f.lastErr {
+			f.lastErr = err.Error()
+			f.log.Error("tokens file refused; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
 		}
 		return
 	}

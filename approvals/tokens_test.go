@@ -91,11 +91,15 @@ func TestParseTokensRefuses(t *testing.T) {
 		{"hash not hex", second(entryJSON(strings.Repeat("z", 64), "bob", "acme", "viewer")), []string{`entry 2 ("bob")`, "token_sha256 must be 64 hex digits"}},
 		{"hash empty", second(entryJSON("", "bob", "acme", "viewer")), []string{`entry 2 ("bob")`, "token_sha256 must be 64 hex digits"}},
 		{"hash missing", second(`{"name":"bob","tenant":"acme","role":"viewer"}`), []string{`entry 2 ("bob")`, "token_sha256 must be 64 hex digits"}},
-		{"empty name", second(entryJSON(hashB, "", "acme", "viewer")), []string{"entry 2:", `name ""`, "1 to 128 bytes"}},
-		{"name too long", second(entryJSON(hashB, strings.Repeat("n", 129), "acme", "viewer")), []string{"entry 2:", "1 to 128 bytes"}},
-		{"empty tenant", second(entryJSON(hashB, "bob", "", "viewer")), []string{"entry 2:", `tenant ""`, "tenant is empty"}},
+		{"empty name", second(entryJSON(hashB, "", "acme", "viewer")), []string{"entry 2:", "name is empty"}},
+		{"name too long", second(entryJSON(hashB, strings.Repeat("n", 129), "acme", "viewer")), []string{"entry 2:", "name is 129 bytes; the limit is 128"}},
+		{"name with NUL", second(`{"token_sha256":"` + hashB + `","name":"bo\u0000b","tenant":"acme","role":"viewer"}`), []string{"entry 2:", "name", "NUL"}},
+		{"name with a right-to-left override", second(entryJSON(hashB, "bob\u202e", "acme", "viewer")), []string{"entry 2:", "format character U+202E"}},
+		{"tenant in fullwidth letters", second(entryJSON(hashB, "bob", "ａｃｍｅ", "viewer")), []string{"entry 2:", `NFKC form is "acme"`}},
+		{"a field twice", second(`{"token_sha256":"` + hashB + `","name":"bob","tenant":"acme","role":"viewer","role":"operator"}`), []string{"entry 2:", `field "role" appears twice`}},
+		{"empty tenant", second(entryJSON(hashB, "bob", "", "viewer")), []string{"entry 2:", "tenant is empty"}},
 		{"tenant with a control character", second(entryJSON(hashB, "bob", "ac\nme", "viewer")), []string{"entry 2:", `tenant "ac\nme"`, "control character"}},
-		{"tenant with NUL", second(`{"token_sha256":"` + hashB + `","name":"bob","tenant":"ac\u0000me","role":"viewer"}`), []string{"entry 2:", "control character"}},
+		{"tenant with NUL", second(`{"token_sha256":"` + hashB + `","name":"bob","tenant":"ac\u0000me","role":"viewer"}`), []string{"entry 2:", "NUL character"}},
 		{"unknown role", second(entryJSON(hashB, "bob", "acme", "admin")), []string{"entry 2:", `role "admin" is not viewer, approver or operator`}},
 		{"empty role", second(entryJSON(hashB, "bob", "acme", "")), []string{"entry 2:", `role "" is not viewer, approver or operator`}},
 		{"role in capitals", second(entryJSON(hashB, "bob", "acme", "Approver")), []string{"entry 2:", `role "Approver"`}},
@@ -215,8 +219,9 @@ func TestNewTokenRefusesInvalidIdentity(t *testing.T) {
 		id   approvals.Identity
 		want string
 	}{
-		{"empty name", approvals.Identity{Tenant: "acme", Role: approvals.RoleViewer}, `name ""`},
-		{"name too long", approvals.Identity{Name: strings.Repeat("n", 129), Tenant: "acme", Role: approvals.RoleViewer}, "1 to 128 bytes"},
+		{"empty name", approvals.Identity{Tenant: "acme", Role: approvals.RoleViewer}, "name is empty"},
+		{"name too long", approvals.Identity{Name: strings.Repeat("n", 129), Tenant: "acme", Role: approvals.RoleViewer}, "the limit is 128"},
+		{"name with an escape", approvals.Identity{Name: "dana\x1b[2J", Tenant: "acme", Role: approvals.RoleViewer}, "control character U+001B"},
 		{"empty tenant", approvals.Identity{Name: "dana", Role: approvals.RoleViewer}, "tenant is empty"},
 		{"tenant with a control character", approvals.Identity{Name: "dana", Tenant: "ac\tme", Role: approvals.RoleViewer}, "control character"},
 		{"unknown role", approvals.Identity{Name: "dana", Tenant: "acme", Role: "root"}, `role "root" is not viewer, approver or operator`},
@@ -403,14 +408,14 @@ func TestOpenTokenFileRefuses(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 
-	_, err := approvals.OpenTokenFile(filepath.Join(dir, "missing.json"), nil)
+	_, err := approvals.OpenTokenFile(filepath.Join(dir, "missing.json"), approvals.TokenFileConfig{})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, fs.ErrNotExist)
 	assert.Contains(t, err.Error(), "missing.json")
 
 	bad := filepath.Join(dir, "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`[{"token_sha256":"abc","name":"x","tenant":"acme","role":"viewer"}]`), 0o600))
-	_, err = approvals.OpenTokenFile(bad, nil)
+	_, err = approvals.OpenTokenFile(bad, approvals.TokenFileConfig{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), bad)
 	assert.Contains(t, err.Error(), "entry 1")
@@ -423,9 +428,80 @@ func openTokenFile(t *testing.T, entries ...approvals.TokenEntry) (*approvals.To
 	path := filepath.Join(t.TempDir(), "tokens.json")
 	require.NoError(t, os.WriteFile(path, tokensJSON(t, entries...), 0o600))
 	core, logs := observer.New(zapcore.DebugLevel)
-	f, err := approvals.OpenTokenFile(path, zap.New(core))
+	f, err := approvals.OpenTokenFile(path, approvals.TokenFileConfig{Log: zap.New(core)})
 	require.NoError(t, err)
 	return f, path, logs
+}
+
+// TestTokenFileOthersMayWriteIsRefused: whoever can write the tokens file
+// can grant themselves any role, so a file others may write is refused at
+// start and on reload, unless the deployment says otherwise.
+func TestTokenFileOthersMayWriteIsRefused(t *testing.T) {
+	t.Parallel()
+	alice, aliceEntry := newToken(t, "alice", approvals.RoleViewer)
+	for _, mode := range []os.FileMode{0o622, 0o602, 0o620} {
+		path := filepath.Join(t.TempDir(), "tokens.json")
+		require.NoError(t, os.WriteFile(path, tokensJSON(t, aliceEntry), 0o600))
+		require.NoError(t, os.Chmod(path, mode))
+		_, err := approvals.OpenTokenFile(path, approvals.TokenFileConfig{})
+		require.Error(t, err, "mode %04o", mode)
+		assert.Contains(t, err.Error(), "writable by users other than its owner")
+		assert.Contains(t, err.Error(), "APPROVALS_TOKENS_FILE_INSECURE")
+
+		core, logs := observer.New(zapcore.DebugLevel)
+		f, err := approvals.OpenTokenFile(path, approvals.TokenFileConfig{Log: zap.New(core), AllowWritable: true})
+		require.NoError(t, err, "allowed explicitly")
+		_, ok := f.Lookup(alice)
+		assert.True(t, ok)
+		assert.Equal(t, 1, logs.FilterMessageSnippet("writable by users other than its owner").Len(), "and warned about")
+	}
+
+	// A file that becomes writable by others is not read again.
+	f, path, logs := openTokenFile(t, aliceEntry)
+	bob, bobEntry := newToken(t, "bob", approvals.RoleOperator)
+	require.NoError(t, os.WriteFile(path, tokensJSON(t, aliceEntry, bobEntry), 0o600))
+	require.NoError(t, os.Chmod(path, 0o666))
+	waitForLog(t, f, logs, "tokens file refused")
+	_, ok := f.Lookup(bob)
+	assert.False(t, ok, "the tokens of a file others may write are not taken")
+	_, ok = f.Lookup(alice)
+	assert.True(t, ok, "the tokens read before stay in force")
+	require.NoError(t, os.Chmod(path, 0o600))
+	waitForLookup(t, f, bob, true, "once the mode is fixed, the file is read again")
+}
+
+// TestTokenFileOthersMayReadIsWarnedAbout: the file holds hashes, not
+// tokens, so a file others may read (as mounted secrets often are) is
+// loaded, with a warning.
+func TestTokenFileOthersMayReadIsWarnedAbout(t *testing.T) {
+	t.Parallel()
+	alice, aliceEntry := newToken(t, "alice", approvals.RoleViewer)
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	require.NoError(t, os.WriteFile(path, tokensJSON(t, aliceEntry), 0o600))
+	require.NoError(t, os.Chmod(path, 0o644))
+	core, logs := observer.New(zapcore.DebugLevel)
+	f, err := approvals.OpenTokenFile(path, approvals.TokenFileConfig{Log: zap.New(core)})
+	require.NoError(t, err)
+	_, ok := f.Lookup(alice)
+	assert.True(t, ok)
+	warned := logs.FilterMessageSnippet("readable by other users")
+	require.Equal(t, 1, warned.Len())
+	assert.Equal(t, "0644", warned.All()[0].ContextMap()["mode"])
+
+	quiet, _, quietLogs := openTokenFile(t, aliceEntry)
+	_, ok = quiet.Lookup(alice)
+	assert.True(t, ok)
+	assert.Zero(t, quietLogs.Len(), "a file of mode 0600 is loaded without a word")
+}
+
+// waitForLog looks tokens up in f until a log entry contains snippet: f
+// reads its file again on a lookup, no more than once a second.
+func waitForLog(t *testing.T, f *approvals.TokenFile, logs *observer.ObservedLogs, snippet string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		f.Lookup("")
+		return logs.FilterMessageSnippet(snippet).Len() > 0
+	}, 10*time.Second, 50*time.Millisecond, "no log entry says %q", snippet)
 }
 
 // replaceFile replaces the file at path with data in one rename, as an

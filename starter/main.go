@@ -58,7 +58,7 @@ func main() {
 	}
 	root := cli.NewRoot(env)
 	root.AddCommand(devstack.Commands(env, os.Getenv)...)
-	if err := root.ExecuteContext(ctx); err != nil {
+	if err := cli.Execute(ctx, root, os.Stdout, os.Stderr); err != nil {
 		// Cobra has printed the error and, for bad usage, the usage.
 		os.Exit(1)
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
 )
@@ -24,6 +25,9 @@ var ErrInvalidTool = errors.New("invalid tool")
 // ErrInvalidCall reports a call that cannot run: an unknown tool, or
 // arguments that are malformed or do not match the tool's schema.
 var ErrInvalidCall = errors.New("invalid tool call")
+
+// MaxNameLen bounds a tool's name.
+const MaxNameLen = 64
 
 var namePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,63}$`)
 
@@ -200,14 +204,17 @@ type Prepared struct {
 }
 
 // Prepare checks a call: the tool must be registered and the arguments must
-// be a JSON object that canonicalizes and matches the tool's schema. Every
+// be a JSON object that canonicalizes, whose strings hold no NUL or other
+// control character but tab, newline and carriage return (PostgreSQL cannot
+// store a NUL, and a terminal obeys the others), nests at most
+// edge.MaxJSONDepth deep, and matches the tool's schema. Every
 // refusal wraps [ErrInvalidCall] and says what is wrong in words a planner
 // can act on.
 func (r *Registry) Prepare(call planner.Call) (Prepared, error) {
 	e, ok := r.byName[call.Tool]
 	if !ok {
 		return Prepared{}, fmt.Errorf("unknown tool %q (known: %s): %w",
-			call.Tool, strings.Join(r.Names(), ", "), ErrInvalidCall)
+			edge.Cut(call.Tool, 2*MaxNameLen), strings.Join(r.Names(), ", "), ErrInvalidCall)
 	}
 	if call.Malformed != "" {
 		return Prepared{}, fmt.Errorf("arguments of %s are not valid JSON: %w", call.Tool, ErrInvalidCall)
@@ -219,6 +226,9 @@ func (r *Registry) Prepare(call planner.Call) (Prepared, error) {
 	canonical, err := keys.Canonicalize(raw)
 	if err != nil {
 		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
+	}
+	if err := edge.JSON("arguments of "+call.Tool, canonical); err != nil {
+		return Prepared{}, fmt.Errorf("%w: %w", err, ErrInvalidCall)
 	}
 	hash, err := keys.ArgsHash(canonical)
 	if err != nil {

@@ -16,6 +16,8 @@
 //	APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens (off when unset)
 //	APPROVALS_ADDR                   where the approvals service listens (127.0.0.1:8088)
 //	APPROVALS_SECURE_COOKIES         mark the inbox's cookies Secure behind a TLS proxy (false)
+//	APPROVALS_DB_TIMEOUT             deadline of each approvals request's database work (5s)
+//	APPROVALS_TOKENS_FILE_INSECURE   load a tokens file others may write (false)
 //
 // The README's configuration reference lists every variable.
 package main

@@ -29,7 +29,7 @@ const summaryLen = 160
 // history grows long.
 func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	in = in.WithDefaults()
-	if err := in.Validate(); err != nil {
+	if err := in.runnable(); err != nil {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", err)
 	}
 	r := newRun(ctx, in)
@@ -62,7 +62,8 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 		return Status{}, err
 	case err != nil:
 		r.status.State = RunFailed
-		r.status.Error = err.Error()
+		r.status.Error = failureMessage(err)
+		workflow.GetLogger(ctx).Error("run failed", "error", err)
 		r.touch(ctx)
 		return r.snapshot(), err
 	}
@@ -102,7 +103,8 @@ func (r *run) loop(ctx workflow.Context) error {
 			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
 			return nil
 		}
-		if r.proposed >= 2*lim.MaxSteps {
+		// proposed/2 >= MaxSteps is proposed >= 2*MaxSteps without overflow.
+		if r.proposed/2 >= lim.MaxSteps {
 			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
 			return nil
 		}
@@ -111,12 +113,9 @@ func (r *run) loop(ctx workflow.Context) error {
 			return r.continueAsNew(ctx)
 		}
 		var plan activities.PlanOutput
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, activities.PlanInput{
-			Tenant: r.in.Tenant, RunID: r.in.RunID, Goal: r.in.Goal, Planner: r.in.Planner,
-			Plan: r.in.Plan, Proposed: r.proposed, History: r.history,
-		}).Get(ctx, &plan)
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, r.planInput()).Get(ctx, &plan)
 		if err != nil {
-			return fmt.Errorf("plan turn %d: %w", r.proposed+1, err)
+			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
 		}
 		if plan.Done || len(plan.Calls) == 0 {
 			r.status.Message = plan.Message
@@ -147,7 +146,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	log := workflow.GetLogger(ctx)
 	if call.Invalid != "" {
 		log.Warn("planner proposed an invalid call", "tool", call.Proposed.Tool, "error", call.Invalid)
-		r.history = append(r.history, planner.Observation{Call: call.Proposed, Outcome: planner.OutcomeInvalid, Error: call.Invalid})
+		r.remember(planner.Observation{Call: call.Proposed, Outcome: planner.OutcomeInvalid, Error: call.Invalid})
 		return false, nil
 	}
 	n := int64(len(r.status.Steps)) + 1
@@ -187,7 +186,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	s.FinishedAt = workflow.Now(ctx)
 	if err != nil {
 		s.State = StepFailed
-		s.Error = err.Error()
+		s.Error = failure(err)
 		log.Warn("step failed", "step", n, "tool", s.Tool, "key", s.Key, "error", err)
 		r.observe(s, planner.OutcomeFailed)
 		return false, nil
@@ -198,12 +197,38 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	return true, nil
 }
 
+// planInput is what the planner is told this turn. A scripted run's planner
+// needs only the plan's next call: it gets that call alone, at position 0
+// (the position an earlier release's script planner reads), and no history.
+// Sending the whole plan and history every turn made a run's history grow
+// with the square of its length.
+func (r *run) planInput() activities.PlanInput {
+	in := activities.PlanInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Planner: r.in.Planner}
+	if r.in.Planner == planner.NameScript {
+		next := min(r.proposed, len(r.in.Plan))
+		in.Plan = r.in.Plan[next:min(next+1, len(r.in.Plan))]
+		in.PlanOffset = next
+		return in
+	}
+	in.Goal, in.Proposed, in.History = r.in.Goal, r.proposed, r.history
+	return in
+}
+
 // observe records a finished step for the planner.
 func (r *run) observe(s *Step, outcome planner.Outcome) {
-	r.history = append(r.history, planner.Observation{
+	r.remember(planner.Observation{
 		Step: int(s.Step), Call: planner.Call{Tool: s.Tool, Args: s.Args},
 		Outcome: outcome, Result: s.Result, Error: s.Error,
 	})
+}
+
+// remember keeps an observation for the planner's next turns. A script
+// never reads them, so a scripted run keeps none: they would only grow what
+// Continue-As-New carries.
+func (r *run) remember(o planner.Observation) {
+	if r.in.Planner != planner.NameScript {
+		r.history = append(r.history, o)
+	}
 }
 
 func (r *run) continueAsNew(ctx workflow.Context) error {
@@ -267,16 +292,22 @@ var toolOptions = workflow.ActivityOptions{
 		MaximumInterval:    time.Minute,
 		NonRetryableErrorTypes: []string{
 			activities.ErrTypeKeyReuse, activities.ErrTypeInvalidArgs,
-			activities.ErrTypeUnknownTool, activities.ErrTypeOutcomeUnknown,
+			activities.ErrTypeUnknownTool, activities.ErrTypeOutcomeUnknown, activities.ErrTypeUnstorable,
 		},
 	},
 }
 
+// bookkeepingOptions retry the approvals table's writes for at most the
+// retry horizon, and not at all when PostgreSQL refuses the data: a row that
+// cannot be written fails the run visibly instead of leaving a step that
+// reads as pending and is listed nowhere.
 var bookkeepingOptions = workflow.ActivityOptions{
-	StartToCloseTimeout: 30 * time.Second,
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: tools.DefaultRetryHorizon,
 	RetryPolicy: &temporal.RetryPolicy{
-		InitialInterval:    time.Second,
-		BackoffCoefficient: 2,
-		MaximumInterval:    time.Minute,
+		InitialInterval:        time.Second,
+		BackoffCoefficient:     2,
+		MaximumInterval:        time.Minute,
+		NonRetryableErrorTypes: []string{activities.ErrTypeUnstorable},
 	},
 }

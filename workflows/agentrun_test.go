@@ -221,7 +221,7 @@ func TestAgentRunFailsWhenPlannerFails(t *testing.T) {
 
 func TestAgentRunRefusesInvalidInput(t *testing.T) {
 	t.Parallel()
-	valid := input(lookup("o-1"))
+	valid := scripted(lookup("o-1"))
 	for _, tc := range []struct {
 		name   string
 		change func(in *RunInput)

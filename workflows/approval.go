@@ -22,7 +22,12 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 		Goal: r.in.Goal, Reason: reason, RequestedBy: r.in.StartedBy, RequestedAt: now, Deadline: deadline,
 	}).Get(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("record pending approval of step %d: %w", s.Step, err)
+		// The step never waited: no approvals row lists it, so it must not
+		// read as pending.
+		s.State = StepFailed
+		s.Error = "the approval request could not be recorded: " + failure(err)
+		s.FinishedAt = workflow.Now(ctx)
+		return &runFailure{msg: fmt.Sprintf("record pending approval of step %d", s.Step), err: err}
 	}
 	r.status.State = RunWaitingForApproval
 	r.touch(ctx)
@@ -60,7 +65,10 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 		DecidedBy: s.Approval.Approver, DecidedAt: s.Approval.DecidedAt, Comment: s.Approval.Comment,
 	}).Get(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("record decision on step %d: %w", s.Step, err)
+		s.State = StepFailed
+		s.Error = "the decision could not be recorded: " + failure(err)
+		s.FinishedAt = workflow.Now(ctx)
+		return &runFailure{msg: fmt.Sprintf("record decision on step %d", s.Step), err: err}
 	}
 	return nil
 }
@@ -72,12 +80,8 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 // that differs from the step's.
 func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 	log := workflow.GetLogger(ctx)
-	if sig.Decision != DecisionApprove && sig.Decision != DecisionReject {
-		log.Warn("approval signal ignored: decision is not approve or reject", "step", sig.Step, "decision", sig.Decision)
-		return
-	}
-	if sig.Approver == "" {
-		log.Warn("approval signal ignored: no approver named", "step", sig.Step, "decision", sig.Decision)
+	if err := sig.Validate(); err != nil {
+		log.Warn("approval signal ignored: it is malformed", "step", sig.Step, "decision", sig.Decision, "reason", err.Error())
 		return
 	}
 	if sig.Step < 1 || sig.Step > int64(len(r.status.Steps)) {

@@ -14,8 +14,15 @@ import (
 	"github.com/oncerun/oncerun/tools"
 )
 
-// input is a scripted run of calls.
-func input(calls ...activities.PlannedCall) RunInput {
+// input is a run of a model's planner, which the harness plays by
+// proposing calls: a model is told the goal and every earlier outcome each
+// turn, so the tests see all of what a planner is told.
+func input(...activities.PlannedCall) RunInput {
+	return RunInput{Tenant: testTenant, RunID: testRunID, Goal: "refund order 1", Planner: planner.NameOpenAI}
+}
+
+// scripted is a scripted run of calls.
+func scripted(calls ...activities.PlannedCall) RunInput {
 	in := RunInput{Tenant: testTenant, RunID: testRunID, Goal: "refund order 1", Planner: planner.NameScript}
 	for _, c := range calls {
 		in.Plan = append(in.Plan, c.Proposed)

@@ -36,7 +36,8 @@ const maxTurns = 100
 
 // harness is a test workflow environment whose activities are fakes that
 // record how they were called. Its planner proposes calls one per turn, the
-// call at PlanInput.Proposed, and is done when they run out.
+// call at PlanInput.PlanOffset + PlanInput.Proposed, and is done when they
+// run out.
 type harness struct {
 	env   *testsuite.TestWorkflowEnvironment
 	calls []activities.PlannedCall
@@ -51,6 +52,9 @@ type harness struct {
 	// onTool, when set before the run, is called at each RunTool attempt;
 	// a non-nil error is the attempt's result.
 	onTool func(env *testsuite.TestWorkflowEnvironment, in activities.ToolInput) error
+	// approvalErr, when set before the run, is what every RequestApproval
+	// attempt returns.
+	approvalErr error
 
 	mu          sync.Mutex
 	plans       []activities.PlanInput
@@ -92,18 +96,19 @@ func (h *harness) plan(_ context.Context, in activities.PlanInput) (activities.P
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.plans = append(h.plans, in)
+	next := in.PlanOffset + in.Proposed
 	switch {
 	case len(h.plans) > maxTurns:
 		return activities.PlanOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("the run asked for more than %d turns", maxTurns), activities.ErrTypePlanner, nil)
-	case in.Proposed >= len(h.calls) && h.silent:
+	case next >= len(h.calls) && h.silent:
 		return activities.PlanOutput{Message: "nothing more"}, nil
-	case in.Proposed >= len(h.calls):
+	case next >= len(h.calls):
 		return activities.PlanOutput{Done: true, Message: "all done"}, nil
 	case h.batch:
-		return activities.PlanOutput{Calls: h.calls[in.Proposed:]}, nil
+		return activities.PlanOutput{Calls: h.calls[next:]}, nil
 	}
-	return activities.PlanOutput{Calls: []activities.PlannedCall{h.calls[in.Proposed]}}, nil
+	return activities.PlanOutput{Calls: []activities.PlannedCall{h.calls[next]}}, nil
 }
 
 func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activities.ToolOutput, error) {
@@ -126,7 +131,7 @@ func (h *harness) requestApproval(_ context.Context, in activities.ApprovalReque
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.requests = append(h.requests, in)
-	return nil
+	return h.approvalErr
 }
 
 func (h *harness) resolveApproval(_ context.Context, in activities.ApprovalResolution) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
@@ -32,6 +33,30 @@ const (
 	// DefaultHistoryLimit is the number of history events after which a run
 	// continues as new, well below Temporal's own limits.
 	DefaultHistoryLimit = 2000
+)
+
+// Bounds of a run's input, checked by [RunInput.Validate] where runs start.
+const (
+	// MaxStepsLimit is the largest Limits.MaxSteps, and MaxPlanCalls the
+	// most calls a plan may list.
+	MaxStepsLimit = 10_000
+	MaxPlanCalls  = 10_000
+	// MinHistoryLimit and MaxHistoryLimit bound Limits.HistoryLimit when it
+	// is set.
+	MinHistoryLimit = 16
+	MaxHistoryLimit = 10_000
+	// MaxGoalBytes bounds the goal.
+	MaxGoalBytes = 16 << 10
+	// MaxStartedByBytes bounds who started the run.
+	MaxStartedByBytes = 128
+	// MaxApproverBytes bounds an approver's name and MaxCommentBytes a
+	// decision's comment.
+	MaxApproverBytes = 128
+	MaxCommentBytes  = 2000
+	// MaxRunInputBytes bounds the whole input as JSON, plan and goal
+	// included: it travels in the run's history, whose payloads Temporal
+	// limits to 2 MiB.
+	MaxRunInputBytes = 1 << 20
 )
 
 // ErrInvalidInput reports a run input that cannot start a run.
@@ -97,7 +122,63 @@ func (in RunInput) WithDefaults() RunInput {
 }
 
 // Validate reports, naming the field, what keeps in from starting a run.
+// It is the check where input enters oncerun (the approvals API, the CLI,
+// runs.Client.Start): on top of what a run needs to work, the run id and
+// the tenant are names people read and type (no control or invisible
+// characters, no lookalikes, not "." or ".."), the goal is text with no
+// control characters, each plan call's arguments are JSON whose strings are
+// such text, and the limits and the input's size are bounded.
 func (in RunInput) Validate() error {
+	if err := in.runnable(); err != nil {
+		return err
+	}
+	in = in.WithDefaults()
+	invalid := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalidInput, err) }
+	if err := edge.Name("tenant", in.Tenant, keys.MaxTenantLen); err != nil {
+		return invalid(err)
+	}
+	if err := edge.Name("run_id", in.RunID, keys.MaxRunIDLen); err != nil {
+		return invalid(err)
+	}
+	if err := edge.Text("goal", in.Goal, MaxGoalBytes); err != nil {
+		return invalid(err)
+	}
+	if err := edge.Text("started_by", in.StartedBy, MaxStartedByBytes); err != nil {
+		return invalid(err)
+	}
+	switch l := in.Limits; {
+	case l.MaxSteps > MaxStepsLimit:
+		return fmt.Errorf("%w: limits.max_steps %d is more than %d", ErrInvalidInput, l.MaxSteps, MaxStepsLimit)
+	case l.HistoryLimit < MinHistoryLimit || l.HistoryLimit > MaxHistoryLimit:
+		return fmt.Errorf("%w: limits.history_limit %d is not between %d and %d", ErrInvalidInput, l.HistoryLimit, MinHistoryLimit, MaxHistoryLimit)
+	case len(in.Plan) > MaxPlanCalls:
+		return fmt.Errorf("%w: the plan has %d calls; at most %d", ErrInvalidInput, len(in.Plan), MaxPlanCalls)
+	case in.Carry != nil:
+		return fmt.Errorf("%w: carry is set only by Continue-As-New", ErrInvalidInput)
+	}
+	for i, c := range in.Plan {
+		if c.Malformed != "" {
+			return fmt.Errorf("%w: plan step %d: malformed is for planners, not plans", ErrInvalidInput, i+1)
+		}
+		if err := edge.JSON(fmt.Sprintf("plan step %d arguments", i+1), c.Args); len(c.Args) > 0 && err != nil {
+			return invalid(err)
+		}
+	}
+	raw, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("%w: encode: %w", ErrInvalidInput, err)
+	}
+	if len(raw) > MaxRunInputBytes {
+		return fmt.Errorf("%w: the run input (goal and plan included) is %d bytes as JSON; the limit is %d",
+			ErrInvalidInput, len(raw), MaxRunInputBytes)
+	}
+	return nil
+}
+
+// runnable reports what keeps in from running at all. AgentRun checks it
+// on every start and replay, so it must never refuse what it accepted
+// before: new rules for input belong in Validate.
+func (in RunInput) runnable() error {
 	in = in.WithDefaults()
 	if _, err := keys.New(in.Tenant, in.RunID, 1, "x"); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidInput, err)
@@ -167,13 +248,32 @@ const (
 )
 
 // Approval is the payload of the approval signal: a decision on one step,
-// bound to the arguments hash the approver saw.
+// bound to the arguments hash the approver saw. The approver's name is text
+// of at most MaxApproverBytes bytes and the comment of at most
+// MaxCommentBytes (see [Approval.Validate]).
 type Approval struct {
 	Step     int64    `json:"step"`
 	Decision Decision `json:"decision"`
 	Approver string   `json:"approver"`
 	Comment  string   `json:"comment,omitempty"`
 	ArgsHash string   `json:"args_hash"`
+}
+
+// Validate reports what keeps a decision from being applied: a decision
+// that is not approve or reject, no approver, or an approver's name or a
+// comment that is too long or holds control characters, which the
+// approvals table could not record.
+func (ap Approval) Validate() error {
+	if ap.Decision != DecisionApprove && ap.Decision != DecisionReject {
+		return fmt.Errorf("decision %q is not approve or reject", ap.Decision)
+	}
+	if ap.Approver == "" {
+		return errors.New("no approver named")
+	}
+	if err := edge.Text("approver", ap.Approver, MaxApproverBytes); err != nil {
+		return err
+	}
+	return edge.Text("comment", ap.Comment, MaxCommentBytes)
 }
 
 // StepApproval is what a step records about its approval.

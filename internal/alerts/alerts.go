@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // KeyExpired is the body of an alert: a key whose retention ran out while
@@ -142,7 +144,7 @@ func (w *Webhook) post(body []byte) error {
 	}
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s", w.URL, resp.Status)
+		return fmt.Errorf("POST %s: %s", edge.Redact(w.URL), resp.Status)
 	}
 	return nil
 }

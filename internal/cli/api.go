@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -29,7 +32,23 @@ func (c *connections) api() (*approvals.Client, error) {
 	if c.env.Token == "" {
 		return nil, fmt.Errorf("%s is set but %s is not: the API needs your token", EnvAPI, EnvToken)
 	}
+	u, err := url.Parse(c.env.APIURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%s %s is not an http or https URL such as https://approvals.example.com", EnvAPI, edge.Redact(c.env.APIURL))
+	}
 	return &approvals.Client{BaseURL: c.env.APIURL, Token: c.env.Token}, nil
+}
+
+// checkTenant checks a --tenant that filters a list: empty (every tenant)
+// or a tenant a key can hold, so that nothing else reaches the database.
+func checkTenant(tenant string) error {
+	if tenant == "" {
+		return nil
+	}
+	if _, err := keys.New(tenant, "run", 1, "tool"); err != nil {
+		return fmt.Errorf("--tenant: %w", err)
+	}
+	return nil
 }
 
 // refuseInAPIMode names the flags that mean nothing through the API.

@@ -52,6 +52,9 @@ token's tenant, and --state picks pending, decided or needs_resolution;
 			if cmd.Flags().Changed("state") {
 				return fmt.Errorf("--state needs %s: without it the list shows pending steps", EnvAPI)
 			}
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
 			rc, err := conn.client(cmd.Context(), true)
 			if err != nil {
 				return err

@@ -52,6 +52,9 @@ state, expires_at and run_state.`,
 			if within <= 0 {
 				return fmt.Errorf("--within %s: want a positive duration", within)
 			}
+			if err := checkTenant(tenant); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
 			rc, err := conn.client(ctx, true)
 			if err != nil {

@@ -3,7 +3,9 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"sync"
 
@@ -12,6 +14,7 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/runs"
 )
@@ -66,6 +69,19 @@ func NewRoot(env Env) *cobra.Command {
 	return root
 }
 
+// Execute runs root with what it prints escaped for a terminal (see
+// edge.TerminalWriter), so that no text from a run, a planner or a server
+// (a goal, a tool's result, an error) can move the cursor, change colours or
+// hide what is shown; JSON output stays valid JSON. main runs the CLI
+// through it.
+func Execute(ctx context.Context, root *cobra.Command, stdout, stderr io.Writer) error {
+	out, errOut := edge.NewTerminalWriter(stdout), edge.NewTerminalWriter(stderr)
+	root.SetOut(out)
+	root.SetErr(errOut)
+	err := root.ExecuteContext(ctx)
+	return errors.Join(err, out.Flush(), errOut.Flush())
+}
+
 // connections dials Temporal and PostgreSQL on first use.
 type connections struct {
 	env  Env
@@ -94,9 +110,9 @@ func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, er
 		}
 	}
 	if withDB && c.pool == nil {
-		pool, err := pgxpool.New(ctx, c.env.databaseURL())
+		pool, err := host.NewPool(ctx, c.env.databaseURL())
 		if err != nil {
-			return nil, fmt.Errorf("DATABASE_URL: %w", err)
+			return nil, err
 		}
 		c.pool = pool
 	}

@@ -1,16 +1,17 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
@@ -23,33 +24,56 @@ type PlanFile struct {
 	Steps []planner.Call `json:"steps"`
 }
 
+// MaxPlanFileBytes bounds a plan file: its calls travel in the run's input,
+// which is at most workflows.MaxRunInputBytes.
+const MaxPlanFileBytes = workflows.MaxRunInputBytes
+
 // ReadPlan reads and checks a plan file against the built-in tools: the
-// file must be a JSON object with a non-empty "steps" array, and each step
-// must name a known tool with arguments that match its schema.
+// file must be a JSON object with a non-empty "steps" array, read strictly
+// (field names exactly as documented, none twice, none unknown), and each
+// step must name a known tool with arguments that match its schema.
 func ReadPlan(path string) ([]planner.Call, error) {
-	raw, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	var pf PlanFile
-	if err := dec.Decode(&pf); err != nil {
-		return nil, fmt.Errorf("plan %s is not a valid plan file: %w", path, err)
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, MaxPlanFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("plan: %w", err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("plan %s: unexpected data after the plan object", path)
+	if len(raw) > MaxPlanFileBytes {
+		return nil, fmt.Errorf("plan %s is larger than %d bytes, the limit of a plan file (a run's whole input is at most that)", path, MaxPlanFileBytes)
+	}
+	return parsePlan(path, raw)
+}
+
+// planRegistry is the registry plans are checked against: the built-in
+// tools.
+func planRegistry() (*tools.Registry, error) { return host.Registry(tools.ShopConfig{}) }
+
+// parsePlan checks the content raw of the plan file named name.
+func parsePlan(name string, raw []byte) ([]planner.Call, error) {
+	var pf PlanFile
+	if err := edge.Decode(raw, &pf); err != nil {
+		return nil, fmt.Errorf("plan %s is not a valid plan file: %w", name, err)
 	}
 	if len(pf.Steps) == 0 {
-		return nil, fmt.Errorf(`plan %s has no steps: want {"steps": [{"tool": "...", "args": {...}}, ...]}`, path)
+		return nil, fmt.Errorf(`plan %s has no steps: want {"steps": [{"tool": "...", "args": {...}}, ...]}`, name)
 	}
-	reg, err := host.Registry(tools.ShopConfig{})
+	if len(pf.Steps) > workflows.MaxPlanCalls {
+		return nil, fmt.Errorf("plan %s has %d steps; a plan has at most %d", name, len(pf.Steps), workflows.MaxPlanCalls)
+	}
+	reg, err := planRegistry()
 	if err != nil {
 		return nil, err
 	}
 	for i, c := range pf.Steps {
+		if c.Malformed != "" {
+			return nil, fmt.Errorf(`plan %s step %d: "malformed" is for planners; give "args"`, name, i+1)
+		}
 		if _, err := reg.Prepare(c); err != nil {
-			return nil, fmt.Errorf("plan %s step %d: %w", path, i+1, err)
+			return nil, fmt.Errorf("plan %s step %d: %w", name, i+1, err)
 		}
 	}
 	return pf.Steps, nil

@@ -37,13 +37,13 @@ its timestamps.`,
 			}
 			fmt.Fprintf(out, "run %s of tenant %s: %s\n", st.RunID, st.Tenant, st.State)
 			if st.Goal != "" {
-				fmt.Fprintf(out, "goal: %s\n", st.Goal)
+				fmt.Fprintf(out, "goal: %s\n", inline(st.Goal))
 			}
 			if st.Message != "" {
-				fmt.Fprintf(out, "message: %s\n", st.Message)
+				fmt.Fprintf(out, "message: %s\n", inline(st.Message))
 			}
 			if st.Error != "" {
-				fmt.Fprintf(out, "error: %s\n", st.Error)
+				fmt.Fprintf(out, "error: %s\n", inline(st.Error))
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "STEP\tTOOL\tSTATE\tARGS HASH\tRESULT")
@@ -90,6 +90,13 @@ func runStatus(cmd *cobra.Command, conn *connections, tenant, runID string) (wor
 		return workflows.Status{}, err
 	}
 	return rc.Status(cmd.Context(), tenant, runID)
+}
+
+// inline keeps s on one line: a newline or a tab in it is shown as \n or
+// \t, so that a run's text cannot pass for lines of the output. Other
+// control characters are escaped by the terminal writer (see Execute).
+func inline(s string) string {
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
 }
 
 // oneLine keeps the first 80 bytes of s on one line.

@@ -27,9 +27,7 @@ func runToken(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	root := cli.NewRoot(cli.Env{})
 	var out, errOut bytes.Buffer
 	root.SetArgs(args)
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	err = root.ExecuteContext(context.Background())
+	err = cli.Execute(context.Background(), root, &out, &errOut)
 	return out.String(), errOut.String(), err
 }
 
@@ -144,7 +142,7 @@ func TestTokenNewBadInput(t *testing.T) {
 	}{
 		{"bad role", []string{"--name", "dana", "--tenant", "acme", "--role", "admin"}, `role "admin" is not viewer, approver or operator`},
 		{"missing name", []string{"--tenant", "acme", "--role", "approver"}, `required flag(s) "name" not set`},
-		{"empty name", []string{"--name", "", "--tenant", "acme", "--role", "approver"}, `name ""`},
+		{"empty name", []string{"--name", "", "--tenant", "acme", "--role", "approver"}, "name is empty"},
 		{"missing tenant", []string{"--name", "dana", "--role", "approver"}, `required flag(s) "tenant" not set`},
 		{"tenant with a control character", []string{"--name", "dana", "--tenant", "ac\x1bme", "--role", "approver"}, "control character"},
 		{"missing role", []string{"--name", "dana", "--tenant", "acme"}, `required flag(s) "role" not set`},

@@ -31,6 +31,7 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -262,7 +263,7 @@ func (d *demo) setUp(ctx context.Context) error {
 		return err
 	}
 	d.dbURL = url
-	d.say("1. Recreated database %q on %s.", demoDatabase, redact(d.serverURL))
+	d.say("1. Recreated database %q on %s.", demoDatabase, edge.Redact(d.serverURL))
 	// A free port for the frontend may still have a service port taken at
 	// one of the fixed offsets: try a few.
 	for attempt := 0; ; attempt++ {
@@ -282,7 +283,7 @@ func (d *demo) setUp(ctx context.Context) error {
 	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err != nil {
 		return fmt.Errorf("connect to the embedded Temporal server: %w", err)
 	}
-	if d.pool, err = pgxpool.New(ctx, d.dbURL); err != nil {
+	if d.pool, err = host.NewPool(ctx, d.dbURL); err != nil {
 		return err
 	}
 	return d.serveApprovals(ctx)
@@ -325,7 +326,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	src, err := approvals.OpenTokenFile(tokensFile, nil)
+	src, err := approvals.OpenTokenFile(tokensFile, approvals.TokenFileConfig{})
 	if err != nil {
 		return err
 	}
@@ -566,11 +567,11 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 func recreateDatabase(ctx context.Context, serverURL, name string) (string, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-		return "", fmt.Errorf("DATABASE_URL %q: the demo needs a postgres:// URL", redact(serverURL))
+		return "", fmt.Errorf("DATABASE_URL %q: the demo needs a postgres:// URL", edge.Redact(serverURL))
 	}
 	conn, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
-		return "", fmt.Errorf("connect to PostgreSQL (DATABASE_URL %s): %w", redact(serverURL), err)
+		return "", fmt.Errorf("connect to PostgreSQL (DATABASE_URL %s): %w", edge.Redact(serverURL), err)
 	}
 	defer conn.Close(ctx)
 	ident := pgx.Identifier{name}.Sanitize()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -90,7 +90,7 @@ or through the approvals service, as an approver on another machine would:
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
-`, temporalLine, redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile, tokenLine,
+`, temporalLine, edge.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile, tokenLine,
 			exports(w), approvalsURL)
 	}
 	w.Ready = func(addr string) {
@@ -205,13 +205,4 @@ func exports(w host.Config) string {
 		return ""
 	}
 	return "\n  export " + strings.Join(vars, " ")
-}
-
-// redact hides a URL's password.
-func redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return raw
-	}
-	return u.Redacted()
 }

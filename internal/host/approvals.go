@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
@@ -27,6 +28,13 @@ type ApprovalsConfig struct {
 	// SecureCookies marks the inbox's cookies Secure behind a TLS proxy
 	// (APPROVALS_SECURE_COOKIES=true).
 	SecureCookies bool
+	// DBTimeout bounds each request's database work. Default
+	// approvals.DefaultDBTimeout (APPROVALS_DB_TIMEOUT).
+	DBTimeout time.Duration
+	// AllowWritableTokensFile loads a tokens file users other than its
+	// owner may write, which is refused otherwise
+	// (APPROVALS_TOKENS_FILE_INSECURE=true).
+	AllowWritableTokensFile bool
 	// Ready, if set, is called with the bound address once the service
 	// listens.
 	Ready func(addr string)
@@ -42,7 +50,7 @@ func ServeApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 		return fmt.Errorf("the approvals service needs a tokens file (%s); make one with `oncerun token new`", EnvApprovalsTokensFile)
 	}
 	log = log.Named("approvals")
-	tokens, err := approvals.OpenTokenFile(cfg.TokensFile, log)
+	tokens, err := approvals.OpenTokenFile(cfg.TokensFile, approvals.TokenFileConfig{Log: log, AllowWritable: cfg.AllowWritableTokensFile})
 	if err != nil {
 		return fmt.Errorf("%s: %w", EnvApprovalsTokensFile, err)
 	}
@@ -51,7 +59,7 @@ func ServeApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 	}
 	srv, err := approvals.New(approvals.Config{
 		Runs: &runs.Client{Temporal: tc, TaskQueue: taskQueue, Pool: pool},
-		Pool: pool, Tokens: tokens, Tools: reg, Log: log, SecureCookies: cfg.SecureCookies,
+		Pool: pool, Tokens: tokens, Tools: reg, Log: log, SecureCookies: cfg.SecureCookies, DBTimeout: cfg.DBTimeout,
 	})
 	if err != nil {
 		return err
@@ -77,9 +85,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := NewPool(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return err
 	}
 	defer pool.Close()
 	if err := migrate(ctx, pool, cfg.Logger); err != nil {

@@ -2,11 +2,15 @@ package host
 
 import (
 	"fmt"
+	"io"
+	"os"
 	"strconv"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -34,6 +38,10 @@ const (
 	EnvApprovalsTokensFile = "APPROVALS_TOKENS_FILE"
 	// EnvApprovalsSecureCookies marks the inbox's cookies Secure.
 	EnvApprovalsSecureCookies = "APPROVALS_SECURE_COOKIES"
+	// EnvApprovalsDBTimeout bounds each approvals request's database work.
+	EnvApprovalsDBTimeout = "APPROVALS_DB_TIMEOUT"
+	// EnvApprovalsTokensInsecure loads a tokens file others may write.
+	EnvApprovalsTokensInsecure = "APPROVALS_TOKENS_FILE_INSECURE"
 )
 
 // EnvNames lists every environment variable a worker reads.
@@ -41,7 +49,7 @@ var EnvNames = []string{
 	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
 	EnvWatchdogInterval, EnvWatchdogBatch, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
-	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies,
+	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -95,19 +103,35 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 // ApprovalsConfigFromEnv reads the approvals service's variables.
 func ApprovalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error) {
 	c := ApprovalsConfig{Addr: getenv(EnvApprovalsAddr), TokensFile: getenv(EnvApprovalsTokensFile)}
-	if s := getenv(EnvApprovalsSecureCookies); s != "" {
-		v, err := strconv.ParseBool(s)
-		if err != nil {
-			return ApprovalsConfig{}, fmt.Errorf("%s %q is not true or false", EnvApprovalsSecureCookies, s)
+	for name, dst := range map[string]*bool{EnvApprovalsSecureCookies: &c.SecureCookies, EnvApprovalsTokensInsecure: &c.AllowWritableTokensFile} {
+		if s := getenv(name); s != "" {
+			v, err := strconv.ParseBool(s)
+			if err != nil {
+				return ApprovalsConfig{}, fmt.Errorf("%s %q is not true or false", name, s)
+			}
+			*dst = v
 		}
-		c.SecureCookies = v
+	}
+	if s := getenv(EnvApprovalsDBTimeout); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return ApprovalsConfig{}, fmt.Errorf("%s %q is not a positive duration such as 5s", EnvApprovalsDBTimeout, s)
+		}
+		c.DBTimeout = d
 	}
 	return c, nil
 }
 
 // NewLogger builds the process logger at level ("" means info): JSON lines,
-// or a console format for people when console is set.
+// or a console format for people when console is set, on standard error.
+// What it writes is escaped as the CLI's output is (edge.TerminalWriter):
+// a run id, a path or a message from a planner cannot move the cursor of
+// the terminal that shows the log, and JSON lines stay JSON.
 func NewLogger(level string, console bool) (*zap.Logger, error) {
+	return newLogger(level, console, os.Stderr)
+}
+
+func newLogger(level string, console bool, w io.Writer) (*zap.Logger, error) {
 	if level == "" {
 		level = "info"
 	}
@@ -115,11 +139,14 @@ func NewLogger(level string, console bool) (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", EnvLogLevel, err)
 	}
-	zc := zap.NewProductionConfig()
+	out := zapcore.Lock(zapcore.AddSync(edge.NewTerminalWriter(w)))
 	if console {
-		zc = zap.NewDevelopmentConfig()
-		zc.DisableStacktrace = true
+		enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+		return zap.New(zapcore.NewCore(enc, out, lvl), zap.AddCaller(), zap.ErrorOutput(out)), nil
 	}
-	zc.Level = lvl
-	return zc.Build()
+	// As zap's production configuration: JSON, stack traces from errors on,
+	// and at most 100 lines a second of one message after its first 100.
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	core := zapcore.NewSamplerWithOptions(zapcore.NewCore(enc, out, lvl), time.Second, 100, 100)
+	return zap.New(core, zap.AddCaller(), zap.AddStacktrace(zapcore.ErrorLevel), zap.ErrorOutput(out)), nil
 }

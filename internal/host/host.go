@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -33,7 +34,10 @@ const (
 	DefaultNamespace       = "default"
 	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	DefaultHTTPAddr        = "127.0.0.1:9464"
-	shutdownTimeout        = 30 * time.Second
+	// DefaultConnectTimeout bounds the making of each PostgreSQL connection
+	// when DATABASE_URL sets no connect_timeout.
+	DefaultConnectTimeout = 10 * time.Second
+	shutdownTimeout       = 30 * time.Second
 )
 
 // Config configures a worker process. main fills it from the environment.
@@ -130,9 +134,9 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	pool, err := pgxpool.New(ctx, cfg.DatabaseURL)
+	pool, err := NewPool(ctx, cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("DATABASE_URL: %w", err)
+		return err
 	}
 	defer pool.Close()
 	if err := migrate(ctx, pool, log); err != nil {
@@ -226,6 +230,26 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("stop http server: %w", err)
 	}
 	return nil
+}
+
+// NewPool builds a process's PostgreSQL pool on url. Each new connection
+// gives up after the URL's connect_timeout (in seconds, as libpq reads it)
+// or DefaultConnectTimeout; waiting for a pooled connection and every query
+// are bounded by the caller's context: an activity's timeout, or an
+// approvals request's APPROVALS_DB_TIMEOUT.
+func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("DATABASE_URL %s: %w", edge.Redact(url), err)
+	}
+	return pool, nil
 }
 
 func migrate(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap/zaptest"
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/host"
@@ -64,7 +63,7 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	require.NoError(e.t, err)
 	cfg := approvals.Config{
 		Runs: &runs.Client{Temporal: e.tc, TaskQueue: e.queue, Pool: e.pool}, Pool: e.pool,
-		Tokens: tokens, Tools: reg, Log: zaptest.NewLogger(e.t).Named("approvals"),
+		Tokens: tokens, Tools: reg, Log: e.logger("approvals"),
 	}
 	if adjust != nil {
 		adjust(&cfg)
@@ -84,7 +83,7 @@ type response struct {
 }
 
 // json decodes the body into v.
-func (r response) json(t *testing.T, v any) {
+func (r response) json(t testing.TB, v any) {
 	t.Helper()
 	require.NoError(t, json.Unmarshal(r.body, v), "body: %s", r.body)
 }

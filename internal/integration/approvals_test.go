@@ -177,7 +177,7 @@ func TestApprovalsAPIStartRunRefusesBadRequests(t *testing.T) {
 		{"neither goal nor plan", "ops", map[string]any{"run_id": "r"}, nil, 400, "invalid_request", []string{"give a goal or a plan"}},
 		{"unknown field", "ops", map[string]any{"run_id": "r", "plan": plan, "tenant": "globex"}, nil, 400, "invalid_request", []string{`unknown field "tenant"`}},
 		{"malformed JSON", "ops", `{"run_id": `, nil, 400, "invalid_request", []string{"not valid"}},
-		{"two objects", "ops", `{"run_id": "r", "goal": "g"} {}`, nil, 400, "invalid_request", []string{"after its JSON object"}},
+		{"two objects", "ops", `{"run_id": "r", "goal": "g"} {}`, nil, 400, "invalid_request", []string{"data after the JSON value"}},
 		{"unknown tool", "ops", map[string]any{"run_id": "r", "plan": []map[string]any{{"tool": "wire_money", "args": map[string]any{}}}}, nil, 400, "invalid_request", []string{"plan[0]", "unknown tool \"wire_money\""}},
 		{"args against the schema", "ops", map[string]any{"run_id": "r", "plan": []map[string]any{{"tool": "lookup_order", "args": map[string]any{"order": 1}}}}, nil, 400, "invalid_request", []string{"plan[0]"}},
 		{"bad run id", "ops", map[string]any{"run_id": "bad\x01id", "goal": "g"}, nil, 400, "invalid_request", []string{"invalid run input"}},
@@ -411,7 +411,6 @@ func TestApprovalsAPIUndeliveredDecisionIsSentAgain(t *testing.T) {
 	assert.Equal(t, workflows.StepDone, st.Steps[1].State)
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"))
 }
-
 
 func TestApprovalsAPITwoApproversAtOnce(t *testing.T) {
 	t.Parallel()

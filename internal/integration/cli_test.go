@@ -11,9 +11,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/internal/cli"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -26,10 +29,8 @@ func (e *env) oncerun(args ...string) (string, error) {
 func runCLI(env cli.Env, args ...string) (string, error) {
 	cmd := cli.NewRoot(env)
 	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(context.Background())
+	err := cli.Execute(context.Background(), cmd, &out, &out)
 	return out.String(), err
 }
 
@@ -207,4 +208,79 @@ func TestCLIThroughTheAPI(t *testing.T) {
 	// Without a token the CLI says what is missing.
 	out, err = runCLI(cli.Env{APIURL: a.srv.URL}, "approvals")
 	require.ErrorContains(t, err, "ONCERUN_TOKEN", out)
+}
+
+// TestCLIEscapesWhatItPrints: text from a run (a goal an earlier release
+// accepted, a tool's result read from a business table, a planner's words)
+// reaches the terminal with its control and format characters escaped, in
+// the tables and in --json, which stays JSON with the same meaning.
+func TestCLIEscapesWhatItPrints(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	ctx := context.Background()
+	_, err := e.pool.Exec(ctx, `INSERT INTO orders (tenant, order_id, customer, status, total_cents, currency, placed_at)
+VALUES ('acme', 'evil', E'Mallory\x1b]2;pwned\x07\x1b[2J', 'delivered', 100, 'EUR', now())`)
+	require.NoError(t, err)
+	run := e.id("escapes")
+	// Started as an earlier release would have: today's edge refuses this
+	// goal.
+	goal := "refund\x1b[31m\u202egnp.exe\nstep 9 done"
+	_, err = e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WorkflowID("acme", run), TaskQueue: e.queue},
+		workflows.AgentRun, workflows.RunInput{Tenant: "acme", RunID: run, Goal: goal, Plan: []planner.Call{
+			call(tools.LookupOrder, `{"order_id":"evil"}`),
+			call(tools.IssueCredit, `{"order_id":"evil","reason":"r\u202e\u200b","amount_cents":25900,"currency":"EUR"}`),
+		}})
+	require.NoError(t, err)
+	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval })
+
+	for _, args := range [][]string{
+		{"status", "--tenant", "acme", "--run-id", run},
+		{"status", "--tenant", "acme", "--run-id", run, "--json"},
+		{"approvals"},
+		{"approvals", "--json"},
+	} {
+		out, err := e.oncerun(args...)
+		require.NoError(t, err, out)
+		for _, raw := range []string{"\x1b", "\x07", "\u202e", "\u200b", "\r"} {
+			assert.NotContains(t, out, raw, "%v prints %q raw", args, raw)
+		}
+		if args[len(args)-1] == "--json" {
+			var v any
+			require.NoError(t, json.Unmarshal([]byte(out), &v), "%v stays JSON: %s", args, out)
+			assert.Contains(t, out, `\u202e`)
+		}
+	}
+	out, err := e.oncerun("status", "--tenant", "acme", "--run-id", run)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `goal: refund\u001b[31m\u202egnp.exe\nstep 9 done`+"\n", "the goal stays on its line, escaped")
+	assert.Contains(t, out, `"customer":"Mallory\u001b]2;pwne`, "a business table's text in a tool's result")
+
+	var st workflows.Status
+	out, err = e.oncerun("status", "--tenant", "acme", "--run-id", run, "--json")
+	require.NoError(t, err, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	assert.Equal(t, goal, st.Goal, "--json keeps the goal's meaning")
+}
+
+// TestCLIStartRefusesWhatCouldWedgeARun: the CLI checks what it starts
+// with the same rules as the API.
+func TestCLIStartRefusesWhatCouldWedgeARun(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	plan := filepath.Join("..", "..", "examples", "refund.json")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--run-id", "..", "--plan", plan}, `run_id ".." cannot be used`},
+		{[]string{"--run-id", "r\u200b1", "--plan", plan}, "U+200B"},
+		{[]string{"--run-id", "r1", "--goal", "refund\x1b[2J"}, "goal holds the control character U+001B"},
+		{[]string{"--run-id", "r1", "--goal", "refund \xff"}, "goal is not valid UTF-8"},
+		{[]string{"--run-id", "r1", "--plan", plan, "--max-steps", "100000"}, "limits.max_steps 100000 is more than 10000"},
+	} {
+		out, err := e.oncerun(append([]string{"start", "--tenant", "acme"}, tc.args...)...)
+		require.Error(t, err, out)
+		assert.Contains(t, err.Error(), tc.want)
+	}
 }

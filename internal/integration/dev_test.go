@@ -1,9 +1,11 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -78,7 +80,16 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	port := portOf(t, freeAddr(t))
 	queue := fmt.Sprintf("oncerun-dev-%d", queues.Add(1))
 	apAddr := freeAddr(t)
-	env := []string{"DATABASE_URL=" + db.URL, "METRICS_ADDR=" + freeAddr(t), "TEMPORAL_TASK_QUEUE=" + queue,
+	// The database is named by a keyword/value string with a password on
+	// the first start and by a URL with one on the second: the banner shows
+	// neither password.
+	u, err := url.Parse(db.URL)
+	require.NoError(t, err)
+	keywords := fmt.Sprintf("host=%s port=%s user=%s password='kv s3cret' dbname=%s sslmode=disable",
+		u.Hostname(), cmp.Or(u.Port(), "5432"), u.User.Username(), db.Name)
+	u.User = url.UserPassword(u.User.Username(), "url-s3cret")
+	withPassword := u.String()
+	env := []string{"DATABASE_URL=" + keywords, "METRICS_ADDR=" + freeAddr(t), "TEMPORAL_TASK_QUEUE=" + queue,
 		"APPROVALS_ADDR=" + apAddr, "APPROVALS_TOKENS_FILE="}
 	runID := "r-" + queue
 	ctx := context.Background()
@@ -91,6 +102,8 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 
 	dev := startDev(t, bin, dataDir, port, env)
 	assert.Contains(t, dev.out.String(), fmt.Sprintf("127.0.0.1:%d, namespace default (embedded", port))
+	assert.NotContains(t, dev.out.String(), "s3cret")
+	assert.Contains(t, dev.out.String(), "password=xxxxx dbname="+db.Name)
 	assert.Contains(t, dev.out.String(), "approvals   http://"+apAddr+"/")
 	// The first start makes a development token and prints it, once.
 	m := regexp.MustCompile(`token +(oncerun_\S+)`).FindStringSubmatch(dev.out.String())
@@ -107,8 +120,11 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)
 	dev.interrupt(t)
 
+	env[0] = "DATABASE_URL=" + withPassword
 	dev = startDev(t, bin, dataDir, port, env)
 	assert.NotContains(t, dev.out.String(), token, "the token is printed on the first start only")
+	assert.NotContains(t, dev.out.String(), "s3cret")
+	assert.Contains(t, dev.out.String(), ":xxxxx@")
 	assert.Contains(t, dev.out.String(), "the development token is in "+filepath.Join(dataDir, "dev-token"))
 	rc = connect()
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)

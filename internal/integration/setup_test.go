@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/oncerun/oncerun/activities"
@@ -61,7 +62,7 @@ var queues atomic.Int64
 
 // env is one test's world: a database, a task queue and a client.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	pool  *pgxpool.Pool
 	tc    client.Client
 	queue string
@@ -72,9 +73,20 @@ type env struct {
 	// The approvals services' tokens, made by the first serveApprovals.
 	apTokens  *approvals.Tokens
 	apTokenOf map[string]string
+	// log, when set, is the workers' and services' logger instead of one
+	// that logs through t.
+	log *zap.Logger
 }
 
-func setup(t *testing.T) *env {
+// logger returns the logger of the world's part called name.
+func (e *env) logger(name string) *zap.Logger {
+	if e.log != nil {
+		return e.log.Named(name)
+	}
+	return zaptest.NewLogger(e.t).Named(name)
+}
+
+func setup(t testing.TB) *env {
 	t.Helper()
 	pool := pgtest.NewPool(t, 16)
 	tc := temporalClient
@@ -106,7 +118,7 @@ func (e *env) startWorker(name string, opts worker.Options) *testWorker {
 	require.NoError(e.t, err)
 	planners, err := host.Planners(planner.OpenAIConfig{})
 	require.NoError(e.t, err)
-	log := zaptest.NewLogger(e.t).Named(name)
+	log := e.logger(name)
 	store, err := idempotency.New(e.pool, idempotency.Config{Logger: log, Owner: name + "-" + e.queue})
 	require.NoError(e.t, err)
 	m := metrics.New(prometheus.NewRegistry())

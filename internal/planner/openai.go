@@ -14,6 +14,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // Defaults for [OpenAIConfig].
@@ -69,10 +71,10 @@ func (c OpenAIConfig) validate() error {
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil {
-		return fmt.Errorf("OpenAIConfig.BaseURL: %w", err)
+		return fmt.Errorf("OpenAIConfig.BaseURL %s is not a URL", edge.Redact(c.BaseURL))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("OpenAIConfig.BaseURL %q is not an absolute http or https URL", c.BaseURL)
+		return fmt.Errorf("OpenAIConfig.BaseURL %q is not an absolute http or https URL", edge.Redact(c.BaseURL))
 	}
 	return nil
 }

@@ -82,10 +82,12 @@ type Request struct {
 	Tenant string `json:"tenant"`
 	RunID  string `json:"run_id"`
 	Goal   string `json:"goal"`
-	// Plan is the run's scripted plan, if it has one.
+	// Plan is the part of the run's scripted plan this turn needs, if the
+	// run has one: the run sends its next call alone.
 	Plan []Call `json:"plan,omitempty"`
-	// Proposed counts the calls proposed on earlier turns, valid or not; the
-	// script planner's position in its plan.
+	// Proposed counts the calls proposed on earlier turns, valid or not, less
+	// the calls of the plan that were not sent: the script planner's position
+	// in Plan.
 	Proposed int `json:"proposed"`
 	// History holds the earlier calls and their outcomes, oldest first.
 	History []Observation `json:"history,omitempty"`

@@ -71,7 +71,11 @@ func InputHash(in workflows.RunInput) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encode run input: %w", err)
 	}
-	return keys.ArgsHash(b)
+	hash, err := keys.ArgsHash(b)
+	if err != nil {
+		return "", fmt.Errorf("hash the run input: %w", err)
+	}
+	return hash, nil
 }
 
 // Start starts the run, or finds it started. The same run with the same
@@ -166,6 +170,9 @@ func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (wo
 	}
 	if d.Approver == "" {
 		return workflows.Step{}, errors.New("a decision needs the approver's name")
+	}
+	if err := (workflows.Approval{Decision: d.Decision, Approver: d.Approver, Comment: d.Comment}).Validate(); err != nil {
+		return workflows.Step{}, err
 	}
 	st, err := c.Status(ctx, d.Tenant, d.RunID)
 	if err != nil {

@@ -1,0 +1,139 @@
+package activities_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// TestRequestApprovalOfValuesPostgreSQLRefusesFailsAtOnce: a value the
+// approvals table cannot hold (a NUL in the goal, here) fails the request
+// without retries, so that the run fails visibly instead of retrying for
+// ever with a step that reads pending and is listed nowhere.
+func TestRequestApprovalOfValuesPostgreSQLRefusesFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	req := request(t)
+	req.Goal = "refund\x00x"
+
+	_, err := f.env().ExecuteActivity(f.acts.RequestApproval, req)
+
+	app := requireAppError(t, err, activities.ErrTypeUnstorable, true)
+	assert.Contains(t, app.Error(), "record pending approval of run r1 step 2")
+	assert.Empty(t, f.approvals(t))
+}
+
+// TestRunToolOfValuesPostgreSQLRefusesFailsAtOnce: a tool whose effect
+// PostgreSQL refuses as data fails the step at once, whatever let the value
+// through.
+func TestRunToolOfValuesPostgreSQLRefusesFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	raw := tools.Tool{
+		Name:   "raw_note",
+		Schema: json.RawMessage(`{"type":"object"}`),
+		Class:  tools.ClassKeyed,
+		Run: func(ctx context.Context, call tools.Call) (any, error) {
+			_, err := call.Tx.Exec(ctx, `INSERT INTO order_notes (tenant, order_id, body, idempotency_key) VALUES ($1, $2, $3, $4)`,
+				call.Key.Tenant, "1001", "a\x00b", call.Key.String())
+			return nil, err
+		},
+	}
+	f := setup(t, raw)
+
+	_, err := f.run(t, input(t, 1, "raw_note", `{}`))
+
+	requireAppError(t, err, activities.ErrTypeUnstorable, true)
+	assert.Zero(t, f.count(t, "SELECT count(*) FROM order_notes"))
+	assert.Zero(t, f.count(t, "SELECT count(*) FROM idempotency_keys"), "the key rolled back with the effect")
+}
+
+// TestPlanRefusesArgumentsPostgreSQLCannotStore: a planner's call whose
+// arguments hold a NUL or another control character is refused, and the
+// refusal says where, for the planner to correct.
+func TestPlanRefusesArgumentsPostgreSQLCannotStore(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	calls := []planner.Call{
+		{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"a\u0000b"}`)},
+		{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"\u001b[2J"}`)},
+		{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"line one\nline two"}`)},
+	}
+	f.acts.Planners["fixed"] = planFunc(func(context.Context, planner.Request) (planner.Proposal, error) {
+		return planner.Proposal{Calls: calls, Message: strings.Repeat("é", activities.MaxMessageBytes)}, nil
+	})
+
+	out, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: "fixed"})
+
+	require.NoError(t, err)
+	require.Len(t, out.Calls, 3)
+	assert.Contains(t, out.Calls[0].Invalid, "arguments of add_order_note holds a NUL character (U+0000) at text")
+	assert.Contains(t, out.Calls[1].Invalid, "U+001B at text")
+	assert.Empty(t, out.Calls[2].Invalid, "newlines are text")
+	assert.LessOrEqual(t, len(out.Message), activities.MaxMessageBytes, "the planner's message is bounded")
+	assert.True(t, utf8.ValidString(out.Message))
+}
+
+// FuzzPlannerOutput drives the Plan activity with arbitrary planner output
+// against a real database and checks that no proposal can wedge a run:
+// every call is refused with a message the run can record and tell the
+// planner, or has arguments PostgreSQL stores, so that the pending approval
+// a run writes for it, and the effect of a tool that writes, never fail on
+// the values themselves.
+func FuzzPlannerOutput(f *testing.F) {
+	f.Add(tools.AddOrderNote, []byte(`{"order_id":"1001","text":"hello"}`), "done")
+	f.Add(tools.AddOrderNote, []byte(`{"order_id":"1001","text":"a\u0000b"}`), "")
+	f.Add(tools.AddOrderNote, []byte(`{"order_id":"\ud800","text":"x"}`), "")
+	f.Add(tools.IssueCredit, []byte(`{"order_id":"1001","reason":"r\u202e","amount_cents":25900,"currency":"EUR"}`), "")
+	f.Add(tools.LookupOrder, []byte(`{"order_id":"\u001b[2J"}`), "\x1b[31m")
+	f.Add("nope\x00", []byte(`not json`), "\xff")
+	fx := setup(f)
+	var current planner.Call
+	var message string
+	fx.acts.Planners["fuzz"] = planFunc(func(context.Context, planner.Request) (planner.Proposal, error) {
+		return planner.Proposal{Calls: []planner.Call{current}, Message: message}, nil
+	})
+	step := int64(0)
+	f.Fuzz(func(t *testing.T, tool string, args []byte, msg string) {
+		// As the openai planner does: arguments that are not JSON are kept
+		// as text, for the run to refuse.
+		current, message = planner.Call{Tool: tool, Args: args}, msg
+		if !json.Valid(args) {
+			current = planner.Call{Tool: tool, Malformed: string(args)}
+		}
+		out, err := fx.plan(t, activities.PlanInput{Tenant: "acme", RunID: "fuzz", Planner: "fuzz"})
+		require.NoError(t, err)
+		require.True(t, utf8.ValidString(out.Message))
+		require.LessOrEqual(t, len(out.Message), activities.MaxMessageBytes)
+		require.Len(t, out.Calls, 1)
+		pc := out.Calls[0]
+		if pc.Invalid != "" {
+			return
+		}
+		step++
+		now := time.Now()
+		err = fx.acts.RequestApproval(context.Background(), activities.ApprovalRequest{
+			Tenant: "acme", RunID: "fuzz", Step: step, Tool: pc.Proposed.Tool, Args: pc.Args, ArgsHash: pc.ArgsHash,
+			Goal: "fuzz", Reason: pc.ApprovalReason, RequestedAt: now, Deadline: now.Add(time.Hour),
+		})
+		require.NoError(t, err, "the pending approval of %s %s", pc.Proposed.Tool, pc.Args)
+		if pc.Class == tools.ClassRead {
+			return
+		}
+		_, err = fx.run(t, activities.ToolInput{Tenant: "acme", RunID: "fuzz", Step: step, Tool: pc.Proposed.Tool,
+			Args: pc.Args, ArgsHash: pc.ArgsHash})
+		if err != nil {
+			assert.NotContains(t, err.Error(), activities.ErrTypeUnstorable, "the effect of %s %s", pc.Proposed.Tool, pc.Args)
+			assert.NotContains(t, err.Error(), activities.ErrTypeInvalidArgs, "the effect of %s %s", pc.Proposed.Tool, pc.Args)
+		}
+	})
+}
