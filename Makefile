@@ -2,8 +2,10 @@
 DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 export DATABASE_URL
 
-# FUZZTIME is how long each fuzz target of `make fuzz` runs.
-FUZZTIME ?= 30s
+# FUZZTIME is how long each fuzz target of `make fuzz` runs; TEST_FUZZTIME
+# is the short pass every target gets in `make test`.
+FUZZTIME ?= 2m
+TEST_FUZZTIME ?= 10s
 
 .DEFAULT_GOAL := help
 
@@ -24,10 +26,11 @@ migrate: ## Apply the database migrations to DATABASE_URL.
 	go run ./starter migrate
 
 .PHONY: test
-test: ## Vet, check workflow determinism, then run every test with the race detector (needs PostgreSQL at DATABASE_URL).
+test: ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL).
 	go vet ./...
 	go tool workflowcheck ./workflows/...
 	go test -race -count=1 -timeout 20m ./...
+	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: lint
 lint: ## Run go vet, staticcheck and workflowcheck.
@@ -56,8 +59,16 @@ bench-prune: ## Prune 1,000,000 expired keys; keys/s and claim p99 during prunin
 bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token lookup, known vs unknown.
 	go test -run '^$$' -bench 'BenchmarkListApprovals|BenchmarkTokensLookup' -count 5 ./approvals/
 
+.PHONY: bench-history
+bench-history: ## A scripted run of 1,100 steps: its history's size, every Continue-As-New generation included.
+	go test -run '^$$' -bench BenchmarkScriptedRunHistory -benchtime 1x -timeout 30m ./internal/integration/
+
 .PHONY: fuzz
-fuzz: ## Fuzz key escaping and argument canonicalization for FUZZTIME each.
+fuzz: ## Fuzz keys, escaping, plan files, planner output and the approvals API for FUZZTIME each.
 	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzKeyCollision$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime $(FUZZTIME) ./internal/keys/
+	go test -run '^$$' -fuzz '^FuzzEscape$$' -fuzztime $(FUZZTIME) ./internal/edge/
+	go test -run '^$$' -fuzz '^FuzzPlanFile$$' -fuzztime $(FUZZTIME) ./internal/cli/
+	go test -run '^$$' -fuzz '^FuzzPlannerOutput$$' -fuzztime $(FUZZTIME) ./activities/
+	go test -run '^$$' -fuzz '^FuzzApprovalsAPI$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/

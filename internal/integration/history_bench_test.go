@@ -1,0 +1,73 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// BenchmarkScriptedRunHistory runs a scripted run of 1,100 lookups and
+// reports the size of its history, every Continue-As-New generation
+// included: what one run costs the Temporal database. Run it with
+// -benchtime 1x (make bench-history): each iteration is a whole run.
+func BenchmarkScriptedRunHistory(b *testing.B) {
+	const steps = 1100
+	e := setup(b)
+	e.log = zap.NewNop()
+	e.startWorker("w1", worker.Options{})
+	var plan []planner.Call
+	for i := range steps {
+		plan = append(plan, call("lookup_order", fmt.Sprintf(`{"order_id":"%d"}`, 1000+i)))
+	}
+	ctx := context.Background()
+	var total, planBytes, generations int
+	for i := 0; b.Loop(); i++ {
+		run := e.id(fmt.Sprintf("history-%d", i))
+		started, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan, Limits: workflows.Limits{MaxSteps: steps}})
+		require.NoError(b, err)
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+		var st workflows.Status
+		require.NoError(b, e.tc.GetWorkflow(wctx, started.WorkflowID, "").Get(wctx, &st))
+		cancel()
+		require.Len(b, st.Steps, steps)
+		total, planBytes, generations = historySize(b, e, started.WorkflowID, started.RunID)
+	}
+	b.ReportMetric(float64(total), "history-bytes/run")
+	b.ReportMetric(float64(planBytes), "plan-scheduled-bytes/run")
+	b.ReportMetric(float64(generations), "generations/run")
+}
+
+// historySize sums the encoded size of every event of a run's history,
+// following Continue-As-New from the first generation, and of the events
+// that scheduled its Plan activities.
+func historySize(b *testing.B, e *env, workflowID, runID string) (total, planBytes, generations int) {
+	ctx := context.Background()
+	for runID != "" {
+		generations++
+		it := e.tc.GetWorkflowHistory(ctx, workflowID, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		next := ""
+		for it.HasNext() {
+			ev, err := it.Next()
+			require.NoError(b, err)
+			total += proto.Size(ev)
+			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "Plan" {
+				planBytes += proto.Size(ev)
+			}
+			if c := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); c != nil {
+				next = c.GetNewExecutionRunId()
+			}
+		}
+		runID = next
+	}
+	return total, planBytes, generations
+}
