@@ -109,10 +109,21 @@ func temporalError(err error) error {
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutcomeUnknown, err)
 	case errors.Is(err, idempotency.ErrInFlight):
 		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeInFlight, err)
-	case unstorable(err):
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnstorable, err)
 	}
 	return fmt.Errorf("%w", err)
+}
+
+// dataError is temporalError for work whose writes all roll back when it
+// fails (a transaction of our own database): when PostgreSQL refused the
+// values themselves, the same values fail every time, so the failure is
+// non-retryable (ErrTypeUnstorable) rather than retried for the whole retry
+// horizon. An external call must not use it: there the effect may have
+// happened before our write failed, and the outcome is unknown, not failed.
+func dataError(err error) error {
+	if unstorable(err) {
+		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeUnstorable, err)
+	}
+	return temporalError(err)
 }
 
 // unstorable reports an error of PostgreSQL's that refuses the data itself:

@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -64,9 +65,10 @@ SELECT args_hash FROM ins
 UNION ALL
 SELECT args_hash FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
 LIMIT 1`,
-		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, in.Goal, in.Reason, in.RequestedAt, in.Deadline, in.RequestedBy).Scan(&stored)
+		in.Tenant, in.RunID, in.Step, in.Tool, in.Args, in.ArgsHash, storable(in.Goal), storable(in.Reason), in.RequestedAt, in.Deadline,
+		storable(in.RequestedBy)).Scan(&stored)
 	if err != nil {
-		return temporalError(fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err))
+		return dataError(fmt.Errorf("record pending approval of run %s step %d: %w", in.RunID, in.Step, err))
 	}
 	if stored != in.ArgsHash {
 		msg := fmt.Sprintf("run %s step %d already has an approval for args hash %s, not %s: the run id was used before",
@@ -112,6 +114,18 @@ ORDER BY step`, in.RunID, in.Tenant, horizon)
 	}
 }
 
+// storable is text of a run's (a goal, an approver's name, a comment) as
+// the approvals table can hold it: as it is when it is text, escaped
+// otherwise (a NUL becomes \u0000). Clients check such text where it
+// enters; a run started or decided around them, or by an earlier release,
+// must still be listed rather than fail.
+func storable(s string) string {
+	if edge.Text("text", s, len(s)) == nil {
+		return s
+	}
+	return edge.Escape(s)
+}
+
 // ResolveApproval records a pending step's decision or expiry. A retried
 // resolution finds the row decided and changes nothing; so does any other
 // resolution of a decided row, which is logged. A resolution other than the
@@ -125,9 +139,9 @@ UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, c
         WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.outcome = 'accepted'
           AND d.decision <> CASE $4 WHEN 'approved' THEN 'approve' WHEN 'rejected' THEN 'reject' ELSE '' END)
 WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`,
-		in.Tenant, in.RunID, in.Step, in.State, in.DecidedBy, in.DecidedAt, in.Comment)
+		in.Tenant, in.RunID, in.Step, in.State, storable(in.DecidedBy), in.DecidedAt, storable(in.Comment))
 	if err != nil {
-		return temporalError(fmt.Errorf("record decision on run %s step %d: %w", in.RunID, in.Step, err))
+		return dataError(fmt.Errorf("record decision on run %s step %d: %w", in.RunID, in.Step, err))
 	}
 	if tag.RowsAffected() == 0 {
 		a.log().Info("approval row not pending; resolution left it as it was",

@@ -16,21 +16,44 @@ import (
 	"github.com/oncerun/oncerun/tools"
 )
 
-// TestRequestApprovalOfValuesPostgreSQLRefusesFailsAtOnce: a value the
-// approvals table cannot hold (a NUL in the goal, here) fails the request
-// without retries, so that the run fails visibly instead of retrying for
-// ever with a step that reads pending and is listed nowhere.
+// TestRequestApprovalOfValuesPostgreSQLRefusesFailsAtOnce: arguments the
+// approvals table cannot hold (a NUL in jsonb) fail the request without
+// retries, so that the run fails visibly instead of retrying for ever with a
+// step that reads pending and is listed nowhere.
 func TestRequestApprovalOfValuesPostgreSQLRefusesFailsAtOnce(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	req := request(t)
-	req.Goal = "refund\x00x"
+	req.Args = json.RawMessage(`{"order_id":"1001\u0000"}`)
 
 	_, err := f.env().ExecuteActivity(f.acts.RequestApproval, req)
 
 	app := requireAppError(t, err, activities.ErrTypeUnstorable, true)
 	assert.Contains(t, app.Error(), "record pending approval of run r1 step 2")
 	assert.Empty(t, f.approvals(t))
+}
+
+// TestApprovalTextIsRecordedWhateverItHolds: a goal or a comment that is
+// not text (a run started, or a decision sent, around the checks of the API
+// and the CLI, or by an earlier release) is recorded escaped, so the step is
+// listed and decided rather than failing the run.
+func TestApprovalTextIsRecordedWhateverItHolds(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	req := request(t)
+	req.Goal = "refund\x00x\x1b[2J"
+	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, f.acts.ResolveApproval(ctx, activities.ApprovalResolution{
+		Tenant: req.Tenant, RunID: req.RunID, Step: req.Step, State: activities.ApprovalApproved,
+		DecidedBy: "dana\x00", DecidedAt: req.RequestedAt.Add(time.Hour), Comment: "ok\x00\nline two",
+	}))
+
+	got := f.approvals(t)
+	require.Len(t, got, 1)
+	assert.Equal(t, `refund\u0000x\u001b[2J`, got[0].Goal)
+	assert.Equal(t, `dana\u0000`, *got[0].DecidedBy)
+	assert.Equal(t, "ok\\u0000\nline two", got[0].Comment)
 }
 
 // TestRunToolOfValuesPostgreSQLRefusesFailsAtOnce: a tool whose effect
@@ -136,4 +159,28 @@ func FuzzPlannerOutput(f *testing.F) {
 			assert.NotContains(t, err.Error(), activities.ErrTypeInvalidArgs, "the effect of %s %s", pc.Proposed.Tool, pc.Args)
 		}
 	})
+}
+
+// TestExternalResultPostgreSQLRefusesLeavesTheOutcomeUnknown: when the
+// provider has applied the effect and its result cannot be recorded (a NUL
+// in it), the step is not failed for good: the key stays in flight, and the
+// next attempt resolves the outcome instead of the planner calling again
+// under a new key.
+func TestExternalResultPostgreSQLRefusesLeavesTheOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	sent := 0
+	send := tools.Tool{Name: "send_gift", Class: tools.ClassExternal, Schema: json.RawMessage(giftSchema),
+		Run: func(context.Context, tools.Call) (any, error) {
+			sent++
+			return map[string]string{"receipt": "r\x00"}, nil
+		}}
+	f := setup(t, send)
+
+	_, err := f.run(t, input(t, 1, "send_gift", `{"order_id":"1001"}`))
+
+	app := requireRetryable(t, err)
+	assert.NotEqual(t, activities.ErrTypeUnstorable, app.Type())
+	assert.Equal(t, 1, sent)
+	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight'"),
+		"the effect may have happened: the key is not freed")
 }

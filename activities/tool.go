@@ -106,7 +106,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		outcome = failureOutcome(err)
 		a.Metrics.ToolCall(in.Tool, outcome)
 		log.Warn("tool call did not complete", zap.String("outcome", outcome), zap.Error(err))
-		return ToolOutput{}, temporalError(err)
+		if tool.Class == tools.ClassExternal {
+			return ToolOutput{}, temporalError(err)
+		}
+		// A read has no effect, and a transactional tool's effect rolled
+		// back with its key: data PostgreSQL refuses fails for good.
+		return ToolOutput{}, dataError(err)
 	}
 	if out.Replayed {
 		outcome = metrics.OutcomeReplayed

@@ -206,23 +206,45 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) logout(w http.ResponseWriter, r *http.Request) {
-	if sess, ok := s.session(r); ok && !s.validCSRF(w, r, sess) {
-		s.render(w, "error", page{Title: "Refused", Error: "The form was not sent from this inbox; reload the page and try again.", Status: http.StatusForbidden})
-		return
+	if sess, ok := s.session(r); ok {
+		if bad := s.parseForm(w, r); bad != nil {
+			s.render(w, "error", page{Title: "Refused", Error: bad.message, Status: bad.status})
+			return
+		}
+		if !s.validCSRF(r, sess) {
+			s.render(w, "error", page{Title: "Refused", Error: "The form was not sent from this inbox; reload the page and try again.", Status: http.StatusForbidden})
+			return
+		}
 	}
 	http.SetCookie(w, s.cookie(r, tokenCookie, "", -time.Second))
 	http.SetCookie(w, s.cookie(r, csrfCookie, "", -time.Second))
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// validCSRF checks the form's csrf field against the session's.
-func (s *Server) validCSRF(w http.ResponseWriter, r *http.Request, sess session) bool {
+// parseForm reads a form of at most MaxBodyBytes: a larger one is 413, one
+// that does not parse 400.
+func (s *Server) parseForm(w http.ResponseWriter, r *http.Request) *apiError {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 	if err := r.ParseForm(); err != nil {
-		return false
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return errorf(http.StatusRequestEntityTooLarge, "body_too_large", "The form is larger than %d bytes.", tooBig.Limit)
+		}
+		return errorf(http.StatusBadRequest, "invalid_request", "The form could not be read.")
 	}
+	return nil
+}
+
+// validCSRF checks the parsed form's csrf field against the session's; a
+// refusal is logged, as the sign of a form sent from another site.
+func (s *Server) validCSRF(r *http.Request, sess session) bool {
 	got := r.PostForm.Get("csrf")
-	return got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) == 1
+	if got != "" && subtle.ConstantTimeCompare([]byte(got), []byte(sess.csrf)) == 1 {
+		return true
+	}
+	s.log.Warn("inbox form refused: its CSRF token is missing or wrong", zap.String("path", r.URL.Path),
+		zap.String("tenant", sess.id.Tenant), zap.String("name", sess.id.Name), zap.String("remote_addr", remoteAddr(r)))
+	return false
 }
 
 func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
@@ -308,7 +330,14 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
-	if !s.validCSRF(w, r, sess) {
+	if bad := s.parseForm(w, r); bad != nil {
+		// Unread, the form cannot show it came from this inbox: refused
+		// without an audit row, as a form of another site would be.
+		p.Error, p.Status = bad.message, bad.status
+		s.render(w, "error", p)
+		return
+	}
+	if !s.validCSRF(r, sess) {
 		p.Error, p.Status = "The form was not sent from this inbox; reload the page and try again.", http.StatusForbidden
 		s.render(w, "error", p)
 		return

@@ -101,8 +101,12 @@ func (c Config) validate() error {
 		return errors.New("approvals config: Tokens is required")
 	case c.MaxBodyBytes < 0:
 		return errors.New("approvals config: MaxBodyBytes must not be negative")
-	case c.QueryTimeout < 0 || c.DBTimeout < 0 || c.ResolveGrace < 0:
-		return errors.New("approvals config: QueryTimeout, DBTimeout and ResolveGrace must not be negative")
+	case c.QueryTimeout < 0:
+		return errors.New("approvals config: QueryTimeout must not be negative")
+	case c.DBTimeout < 0:
+		return errors.New("approvals config: DBTimeout must not be negative")
+	case c.ResolveGrace < 0:
+		return errors.New("approvals config: ResolveGrace must not be negative")
 	}
 	return nil
 }

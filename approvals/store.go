@@ -284,10 +284,16 @@ func (s *Server) decide(ctx context.Context, in decideInput) (DecideResponse, er
 		decidedAt                           *time.Time
 		deadline                            time.Time
 	)
+	// A decision locks the step, so that two approvers are serialised; a
+	// viewer's request, refused whatever the step's state, does not.
+	lock := ""
+	if in.id.Role.CanDecide() {
+		lock = " FOR UPDATE"
+	}
 	err = tx.QueryRow(ctx, `
 SELECT state, args_hash, coalesce(decided_by, ''), decided_at, comment, deadline
-FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
-FOR UPDATE`, in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy, &decidedAt, &comment, &deadline)
+FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`+lock,
+		in.id.Tenant, in.runID, in.step).Scan(&state, &argsHash, &decidedBy, &decidedAt, &comment, &deadline)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DecideResponse{}, errorf(http.StatusNotFound, "not_found", "run %q has no step %d waiting for approval", in.runID, in.step)
 	}

@@ -217,15 +217,16 @@ type TokenFile struct {
 type TokenFileConfig struct {
 	// Log receives reloads, refusals and warnings. Default: none.
 	Log *zap.Logger
-	// AllowWritable loads a file that users other than its owner may write.
-	// By default such a file is refused: whoever can write it can grant
-	// themselves any role (APPROVALS_TOKENS_FILE_INSECURE=true sets it).
+	// AllowWritable loads a file that users other than this process's user
+	// or root may write, by its mode or its owner. By default such a file
+	// is refused: whoever can write it can grant themselves any role
+	// (APPROVALS_TOKENS_FILE_INSECURE=true sets it).
 	AllowWritable bool
 }
 
 // OpenTokenFile reads the tokens file at path. It is an error if the file
-// is missing or does not parse, or if users other than its owner may write
-// it (unless cfg.AllowWritable). A file other users may read is loaded with
+// is missing or does not parse, or if users other than this process's user
+// or root may write it (unless cfg.AllowWritable). A file other users may read is loaded with
 // a warning: it holds the tokens' hashes, not the tokens, but it says who
 // may do what.
 func OpenTokenFile(path string, cfg TokenFileConfig) (*TokenFile, error) {
@@ -234,12 +235,12 @@ func OpenTokenFile(path string, cfg TokenFileConfig) (*TokenFile, error) {
 		log = zap.NewNop()
 	}
 	f := &TokenFile{path: path, cfg: cfg, log: log, every: time.Second}
-	if err := f.checkMode(); err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
+	data, refused, err := f.read()
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("tokens file: %w", err)
+	case refused != nil:
+		return nil, refused
 	}
 	t, err := ParseTokens(data)
 	if err != nil {
@@ -249,19 +250,42 @@ func OpenTokenFile(path string, cfg TokenFileConfig) (*TokenFile, error) {
 	return f, nil
 }
 
-// checkMode refuses a file others may write and warns, once per change of
-// mode, about one others may read.
-func (f *TokenFile) checkMode() error {
-	info, err := os.Stat(f.path)
+// read opens the tokens file, checks the file it opened and reads it, so
+// that what is checked is what is read. refused says why the file may not
+// be used; err is an error reading it.
+func (f *TokenFile) read() (data []byte, refused, err error) {
+	fh, err := os.Open(f.path)
 	if err != nil {
-		return fmt.Errorf("tokens file: %w", err)
+		return nil, nil, err
 	}
+	defer fh.Close()
+	info, err := fh.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if refused := f.check(info); refused != nil {
+		return nil, refused, nil
+	}
+	data, err = io.ReadAll(fh)
+	return data, nil, err
+}
+
+// check refuses a file that someone other than this process's user or
+// root may write (a group or others by its mode, or its owner) and warns,
+// once per change of mode, about one others may read.
+func (f *TokenFile) check(info os.FileInfo) error {
 	mode := info.Mode().Perm()
 	changed := mode != f.mode
 	f.mode = mode
+	var problem string
 	if mode&0o022 != 0 {
-		msg := fmt.Sprintf("tokens file %s is writable by users other than its owner (mode %04o): whoever can write it can grant themselves any role; "+
-			"run chmod go-w on it, or set APPROVALS_TOKENS_FILE_INSECURE=true", f.path, mode)
+		problem = fmt.Sprintf("is writable by users other than its owner (mode %04o)", mode)
+	} else if uid, ok := fileOwner(info); ok && uid != 0 && uid != os.Geteuid() {
+		problem = fmt.Sprintf("is owned by uid %d, neither this process's user (uid %d) nor root", uid, os.Geteuid())
+	}
+	if problem != "" {
+		msg := fmt.Sprintf("tokens file %s %s: whoever can write it can grant themselves any role; "+
+			"make it this user's or root's and run chmod go-w on it, or set APPROVALS_TOKENS_FILE_INSECURE=true", f.path, problem)
 		if !f.cfg.AllowWritable {
 			return errors.New(msg)
 		}
@@ -301,7 +325,7 @@ func (f *TokenFile) Lookup(tok string) (Identity, bool) {
 // reload reads the file and takes its tokens if its content changed and
 // its mode allows.
 func (f *TokenFile) reload() {
-	data, err := os.ReadFile(f.path)
+	data, refused, err := f.read()
 	if err != nil {
 		if err.Error() != f.lastErr {
 			f.lastErr = err.Error()
@@ -309,10 +333,10 @@ func (f *TokenFile) reload() {
 		}
 		return
 	}
-	if err := f.checkMode(); err != nil {
-		if err.Error() != f.lastErr {
-			f.lastErr = err.Error()
-			f.log.Error("tokens file refused; keeping the tokens read before", zap.String("path", f.path), zap.Error(err))
+	if refused != nil {
+		if refused.Error() != f.lastErr {
+			f.lastErr = refused.Error()
+			f.log.Error("tokens file refused; keeping the tokens read before", zap.String("path", f.path), zap.Error(refused))
 		}
 		return
 	}

@@ -470,6 +470,24 @@ func TestTokenFileOthersMayWriteIsRefused(t *testing.T) {
 	waitForLookup(t, f, bob, true, "once the mode is fixed, the file is read again")
 }
 
+// TestTokenFileOfAnotherUserIsRefused: a file whose owner is neither this
+// process's user nor root can be rewritten by that owner, whatever its mode.
+func TestTokenFileOfAnotherUserIsRefused(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Skip("giving a file to another user takes root")
+	}
+	_, aliceEntry := newToken(t, "alice", approvals.RoleViewer)
+	path := filepath.Join(t.TempDir(), "tokens.json")
+	require.NoError(t, os.WriteFile(path, tokensJSON(t, aliceEntry), 0o600))
+	require.NoError(t, os.Chown(path, 4242, 4242))
+	_, err := approvals.OpenTokenFile(path, approvals.TokenFileConfig{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "is owned by uid 4242, neither this process's user (uid 0) nor root")
+	_, err = approvals.OpenTokenFile(path, approvals.TokenFileConfig{AllowWritable: true})
+	assert.NoError(t, err)
+}
+
 // TestTokenFileOthersMayReadIsWarnedAbout: the file holds hashes, not
 // tokens, so a file others may read (as mounted secrets often are) is
 // loaded, with a warning.

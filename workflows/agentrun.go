@@ -103,8 +103,11 @@ func (r *run) loop(ctx workflow.Context) error {
 			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
 			return nil
 		}
-		// proposed/2 >= MaxSteps is proposed >= 2*MaxSteps without overflow.
-		if r.proposed/2 >= lim.MaxSteps {
+		// A MaxSteps near the int range overflows 2*MaxSteps and ends the
+		// run at once; RunInput.Validate bounds it where runs start. The
+		// expression stays as it was, so that runs of earlier releases
+		// replay the same.
+		if r.proposed >= 2*lim.MaxSteps {
 			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
 			return nil
 		}
@@ -297,13 +300,17 @@ var toolOptions = workflow.ActivityOptions{
 	},
 }
 
-// bookkeepingOptions retry the approvals table's writes for at most the
-// retry horizon, and not at all when PostgreSQL refuses the data: a row that
-// cannot be written fails the run visibly instead of leaving a step that
-// reads as pending and is listed nowhere.
+// bookkeepingHorizon bounds the retries of the approvals table's writes:
+// longer than a database outage a run should ride out, short enough that a
+// failure nobody foresaw ends in a failed run that says why, rather than a
+// step that reads as pending, is listed nowhere and waits for ever.
+const bookkeepingHorizon = 24 * time.Hour
+
+// bookkeepingOptions retry the approvals table's writes for at most
+// bookkeepingHorizon, and not at all when PostgreSQL refuses the data.
 var bookkeepingOptions = workflow.ActivityOptions{
 	StartToCloseTimeout:    30 * time.Second,
-	ScheduleToCloseTimeout: tools.DefaultRetryHorizon,
+	ScheduleToCloseTimeout: bookkeepingHorizon,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:        time.Second,
 		BackoffCoefficient:     2,

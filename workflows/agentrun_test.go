@@ -22,7 +22,7 @@ func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
 	bad, l := invalid("refund_everything"), lookup("o-1")
 	h := setup(t, bad, l)
 
-	st := h.run(t, input(bad, l))
+	st := h.run(t, modelRun())
 
 	require.Len(t, st.Steps, 1)
 	assert.Equal(t, int64(1), st.Steps[0].Step)
@@ -46,7 +46,7 @@ func TestAgentRunToolActivityIDIsStepKey(t *testing.T) {
 	h := setup(t, l1, bad, c, l2)
 	h.signalAt(time.Hour, approve(2, c, "alice"))
 
-	st := h.run(t, input(l1, bad, c, l2))
+	st := h.run(t, modelRun())
 
 	want := []string{key(t, 1, "lookup_order"), key(t, 2, "issue_credit"), key(t, 3, "lookup_order")}
 	assert.Equal(t, want, h.startedIDs("RunTool"))
@@ -69,7 +69,7 @@ func TestAgentRunRecordsToolResult(t *testing.T) {
 			h.toolTime = time.Minute
 			h.replayed = replayed
 
-			st := h.run(t, input(l))
+			st := h.run(t, modelRun())
 
 			require.Len(t, st.Steps, 1)
 			s := st.Steps[0]
@@ -103,7 +103,7 @@ func TestAgentRunToolTimeoutIsTheToolsTimeout(t *testing.T) {
 	l.Timeout = 45 * time.Second
 	h := setup(t, l)
 
-	h.run(t, input(l))
+	h.run(t, modelRun())
 
 	infos := h.startedInfos("RunTool")
 	require.Len(t, infos, 1)
@@ -132,7 +132,7 @@ func TestAgentRunStopsAtLimits(t *testing.T) {
 			}
 			h := setup(t, calls...)
 			h.batch = tc.batch
-			in := input(calls...)
+			in := modelRun()
 			in.Limits.MaxSteps = 3
 
 			st := h.run(t, in)
@@ -157,7 +157,7 @@ func TestAgentRunFailedToolDoesNotStopRun(t *testing.T) {
 		return nil
 	}
 
-	st := h.run(t, input(l1, l2))
+	st := h.run(t, modelRun())
 
 	assert.Equal(t, RunCompleted, st.State)
 	require.Equal(t, []StepState{StepFailed, StepDone}, states(st))
@@ -186,7 +186,7 @@ func TestAgentRunEndsWhenPlannerStops(t *testing.T) {
 			h := setup(t, l)
 			h.silent = tc.silent
 
-			st := h.run(t, input(l))
+			st := h.run(t, modelRun())
 
 			assert.Equal(t, RunCompleted, st.State)
 			assert.Equal(t, tc.want, st.Message)
@@ -204,7 +204,7 @@ func TestAgentRunFailsWhenPlannerFails(t *testing.T) {
 	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(activities.PlanOutput{},
 		temporal.NewNonRetryableApplicationError("bad api key", activities.ErrTypePlanner, nil))
 
-	env.ExecuteWorkflow(AgentRun, input(lookup("o-1")))
+	env.ExecuteWorkflow(AgentRun, modelRun())
 
 	require.True(t, env.IsWorkflowCompleted())
 	err := env.GetWorkflowError()

@@ -21,7 +21,7 @@ func TestApprovalAfterThreeDaysRunsToolOnce(t *testing.T) {
 	ap.Comment = "customer is right"
 	h.signalAt(3*day, ap)
 
-	st := h.run(t, input(c))
+	st := h.run(t, modelRun())
 
 	tc := h.toolCalls()
 	require.Len(t, tc, 1)
@@ -65,7 +65,7 @@ func TestApprovalThatNeverArrivesExpires(t *testing.T) {
 			t.Parallel()
 			c, next := credit("o-1"), lookup("o-2")
 			h := setup(t, c, next)
-			in := input(c, next)
+			in := modelRun()
 			in.Limits.ApprovalDeadline = tc.deadline
 
 			st := h.run(t, in)
@@ -119,7 +119,7 @@ func TestApprovalSecondDecisionChangesNothing(t *testing.T) {
 			}
 			h.signalAt(5*day, approve(2, c2, "alice"))
 
-			st := h.run(t, input(c1, c2))
+			st := h.run(t, modelRun())
 
 			require.Equal(t, []StepState{StepDone, StepDone}, states(st))
 			ap := approvalOf(t, st.Steps[0])
@@ -161,7 +161,7 @@ func TestApprovalForOtherArgumentsDoesNotApply(t *testing.T) {
 			}
 			after := h.queryAt(t, day+time.Hour)
 
-			st := h.run(t, input(c))
+			st := h.run(t, modelRun())
 
 			require.Len(t, after.Steps, 1)
 			assert.Equal(t, StepPendingApproval, after.Steps[0].State)
@@ -202,7 +202,7 @@ func TestApprovalForStepNotPendingChangesNothing(t *testing.T) {
 			h.signalAt(tc.at, tc.sig)
 			after := h.queryAt(t, tc.at+time.Hour)
 
-			st := h.run(t, input(tc.calls...))
+			st := h.run(t, modelRun())
 
 			require.Equal(t, RunWaitingForApproval, before.State)
 			assert.Equal(t, *before, *after)
@@ -221,7 +221,7 @@ func TestApprovalRejectedStepNeverRuns(t *testing.T) {
 	h := setup(t, c)
 	h.signalAt(3*day, reject(1, c, "bob"))
 
-	st := h.run(t, input(c))
+	st := h.run(t, modelRun())
 
 	assert.Empty(t, h.toolCalls())
 	require.Len(t, st.Steps, 1)
@@ -247,7 +247,7 @@ func TestStatusQueryWhileWaitingAndAfter(t *testing.T) {
 	waiting := h.queryAt(t, day)
 	running := h.queryAt(t, 3*day+30*time.Second) // step 2 runs for a minute
 
-	h.run(t, input(l, c))
+	h.run(t, modelRun())
 
 	assert.Equal(t, RunWaitingForApproval, waiting.State)
 	require.Equal(t, []StepState{StepDone, StepPendingApproval}, states(*waiting))
@@ -278,7 +278,7 @@ func TestRejectedStepStopsTheRestOfTheBatch(t *testing.T) {
 	h.batch = true
 	h.signalAt(time.Hour, reject(1, c, "bob"))
 
-	st := h.run(t, input(c, l))
+	st := h.run(t, modelRun())
 
 	require.Len(t, st.Steps, 2)
 	assert.Equal(t, []StepState{StepRejected, StepDone}, states(st))

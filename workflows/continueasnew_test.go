@@ -35,7 +35,7 @@ func TestContinueAsNewKeepsStepNumbers(t *testing.T) {
 			calls := []activities.PlannedCall{
 				lookup("o-1"), invalid("nope"), lookup("o-2"), lookup("o-3"), lookup("o-4"), lookup("o-5"),
 			}
-			in := input(calls...)
+			in := modelRun()
 			in.Limits.HistoryLimit = 20
 
 			// First generation: steps 1 to 3, then Continue-As-New.

@@ -14,10 +14,10 @@ import (
 	"github.com/oncerun/oncerun/tools"
 )
 
-// input is a run of a model's planner, which the harness plays by
-// proposing calls: a model is told the goal and every earlier outcome each
-// turn, so the tests see all of what a planner is told.
-func input(...activities.PlannedCall) RunInput {
+// modelRun is a run of a model's planner, which the harness plays by
+// proposing its calls: a model is told the goal and every earlier outcome
+// each turn, so the tests see all of what a planner is told.
+func modelRun() RunInput {
 	return RunInput{Tenant: testTenant, RunID: testRunID, Goal: "refund order 1", Planner: planner.NameOpenAI}
 }
 

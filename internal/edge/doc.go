@@ -16,8 +16,10 @@
 //   - [Name] is an identifier people read and type (a run id, a tenant, a
 //     token's name): also no invisible or format characters, no separators
 //     but the ASCII space inside it, no characters that Unicode compatibility
-//     normalization (NFKC) would change, such as fullwidth letters, and not
-//     "." or "..", which URL paths cannot carry.
+//     normalization (NFKC) would change, such as fullwidth letters, letters
+//     of one writing system (no Cyrillic а among Latin letters; Unicode's
+//     "highly restrictive" level), and not "." or "..", which URL paths
+//     cannot carry.
 //   - [JSON] checks every string of a JSON document, names included, as
 //     [Text], and bounds its nesting.
 //   - [Decode] reads a JSON request body or file strictly: member names match

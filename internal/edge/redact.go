@@ -14,8 +14,12 @@ var (
 	// password=secret or password = 'it''s \' secret'.
 	keywordPassword = regexp.MustCompile(`(?i)(\b(?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.|'')*'?|\S*)`)
 	// userinfoPassword is the password of a URL that does not parse, with
-	// or without its scheme: //user:secret@host or user:secret@host.
-	userinfoPassword = regexp.MustCompile(`((?:^|//)[^/?#@:\s]*:)[^/?#\s]*@`)
+	// or without its scheme: //user:secret@host or user:secret@host. The
+	// password runs to the last @ (a password that made the URL fail to
+	// parse may hold /, ? or #), so a URL with an @ further on loses more
+	// than its password, never less.
+	userinfoPassword = regexp.MustCompile(`(//[^/?#@:\s]*:)\S*@`)
+	bareUserinfo     = regexp.MustCompile(`^([^/?#@:\s]*:)\S*@`)
 )
 
 // Redact hides the passwords in a connection string or URL so that it can
@@ -42,5 +46,8 @@ func Redact(s string) string {
 		return u.String()
 	}
 	s = keywordPassword.ReplaceAllString(s, "${1}"+redacted)
-	return userinfoPassword.ReplaceAllString(s, "${1}"+redacted+"@")
+	if strings.Contains(s, "//") {
+		return userinfoPassword.ReplaceAllString(s, "${1}"+redacted+"@")
+	}
+	return bareUserinfo.ReplaceAllString(s, "${1}"+redacted+"@")
 }

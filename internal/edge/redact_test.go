@@ -19,6 +19,7 @@ func TestRedact(t *testing.T) {
 		{"https://ops:pa55@exa mple.com:x/", "https://ops:xxxxx@exa mple.com:x/"},
 		{"http://[::1:pw@host", "http://[:xxxxx@host"},
 		{"ops:pa55@example.com", "ops:xxxxx@example.com"},
+		{"postgres://app:s3cret/with?slash#@db:5432/oncerun", "postgres://app:xxxxx@db:5432/oncerun"},
 	} {
 		got := Redact(tc.in)
 		assert.Equal(t, tc.want, got, tc.in)

@@ -3,6 +3,7 @@ package edge
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -45,7 +46,8 @@ func Text(field, s string, maxBytes int) error {
 // Name checks an identifier people read and type, such as a run id: 1 to
 // maxBytes bytes of valid UTF-8, in Unicode normal form NFKC, with no
 // control, format, private-use or unassigned character, no space but the
-// ASCII space and none at either end, and not "." or "..".
+// ASCII space and none at either end, letters of one writing system, and
+// not "." or "..".
 func Name(field, s string, maxBytes int) error {
 	switch {
 	case s == "":
@@ -70,7 +72,69 @@ func Name(field, s string, maxBytes int) error {
 		return invalid("%s %q holds characters that look like others (its NFKC form is %q); use the plain form",
 			field, s, n)
 	}
+	if scripts := scriptsOf(s); !oneWritingSystem(scripts) {
+		return invalid("%s %q mixes the scripts %s, as a lookalike of another name would (Cyrillic а for Latin a); write it in one",
+			field, s, strings.Join(scripts, " and "))
+	}
 	return nil
+}
+
+// scriptsOf lists, sorted, the scripts of the letters and marks of s:
+// characters common to scripts (digits, punctuation) and inherited ones
+// (combining marks) belong to none.
+func scriptsOf(s string) []string {
+	var found []string
+	for _, r := range s {
+		if name := scriptOf(r); name != "" && !slices.Contains(found, name) {
+			found = append(found, name)
+		}
+	}
+	slices.Sort(found)
+	return found
+}
+
+func scriptOf(r rune) string {
+	if r < utf8.RuneSelf {
+		if (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') {
+			return "Latin"
+		}
+		return ""
+	}
+	for name, table := range unicode.Scripts {
+		if name != "Common" && name != "Inherited" && unicode.Is(table, r) {
+			return name
+		}
+	}
+	return ""
+}
+
+// oneWritingSystem reports whether scripts (sorted) are those of one
+// writing system: a single script, or Latin with the scripts written
+// beside it in Chinese, Japanese and Korean text (Unicode's "highly
+// restrictive" level, UTS #39).
+func oneWritingSystem(scripts []string) bool {
+	if len(scripts) <= 1 {
+		return true
+	}
+	for _, allowed := range [][]string{
+		{"Han", "Hiragana", "Katakana", "Latin"},
+		{"Bopomofo", "Han", "Latin"},
+		{"Han", "Hangul", "Latin"},
+	} {
+		if subset(scripts, allowed) {
+			return true
+		}
+	}
+	return false
+}
+
+func subset(a, of []string) bool {
+	for _, s := range a {
+		if !slices.Contains(of, s) {
+			return false
+		}
+	}
+	return true
 }
 
 // textControl reports the characters free text may not hold: the C0

@@ -41,7 +41,8 @@ func TestTextRefusals(t *testing.T) {
 
 func TestNameAcceptsPlainIdentifiers(t *testing.T) {
 	t.Parallel()
-	for _, s := range []string{"r1", "refund 1001", "acme/eu", "run-7_retry", "café", "東京-1", "a.b", "...", "%2F", "dana@acme"} {
+	for _, s := range []string{"r1", "refund 1001", "acme/eu", "run-7_retry", "café", "東京-1", "a.b", "...", "%2F", "dana@acme",
+		"Ольга", "注文-order-1001", "ひらがなカタカナ漢字abc", "한국어-abc", "Ελένη"} {
 		assert.NoError(t, Name("run_id", s, 64), "%q", s)
 	}
 }
@@ -68,6 +69,9 @@ func TestNameRefusals(t *testing.T) {
 		{"fullwidth letters", "ｒ１", `NFKC form is "r1"`},
 		{"decomposed accent", "cafe\u0301", "NFKC form"},
 		{"leading space", " r1", "starts or ends with a space"},
+		{"Cyrillic a among Latin letters", "\u0430cme-42", "mixes the scripts Cyrillic and Latin"},
+		{"Greek omicron among Latin letters", "d\u03bfg", "mixes the scripts Greek and Latin"},
+		{"Cyrillic and Greek", "\u0430\u03b2", "mixes the scripts Cyrillic and Greek"},
 		{"trailing space", "r1 ", "starts or ends with a space"},
 		{"not UTF-8", "r\xff", "not valid UTF-8"},
 	} {

@@ -193,17 +193,38 @@ WHERE tenant = 'acme' AND run_id = $1 AND step = 2 ORDER BY id DESC LIMIT 1`, ru
 	st, err := e.runs.Status(context.Background(), "acme", run)
 	require.NoError(t, err)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State)
+}
 
-	// Accepted; then the same decision for other arguments is not a repeat.
-	r := a.do(http.MethodPost, stepPath(run, 2, "approve"), "dana", body(hash, "ok"))
+// TestARepeatForOtherArgumentsIsAMismatch: the decision of record repeated
+// with another args hash is not a repeat: it is refused as a mismatch, and
+// audited with the hash it named.
+func TestARepeatForOtherArgumentsIsAMismatch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("repeat")
+	hash := a.startPending("ops", run).ArgsHash
+	other := strings.Repeat("0", 64)
+	lastRow := func() (outcome, argsHash, detail string) {
+		require.NoError(t, e.pool.QueryRow(context.Background(), `
+SELECT outcome, args_hash, detail FROM approval_decisions WHERE run_id = $1 ORDER BY id DESC LIMIT 1`, run).
+			Scan(&outcome, &argsHash, &detail))
+		return outcome, argsHash, detail
+	}
+
+	r := a.do(http.MethodPost, stepPath(run, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: hash, Comment: "ok"})
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
-	r = a.do(http.MethodPost, stepPath(run, 2, "approve"), "ops", body(other, ""))
+	r = a.do(http.MethodPost, stepPath(run, 2, "approve"), "ops", approvals.DecideRequest{ArgsHash: other})
 	a.expectError(r, http.StatusConflict, "args_hash_mismatch", other, hash)
-	assert.Equal(t, row{Outcome: "args_mismatch", Decision: "approve", ArgsHash: other, Detail: "the step's args_hash is " + hash},
-		row{Outcome: lastRow().Outcome, Decision: lastRow().Decision, ArgsHash: lastRow().ArgsHash, Detail: lastRow().Detail})
-	r = a.do(http.MethodPost, stepPath(run, 2, "approve"), "ops", body(hash, ""))
+	outcome, argsHash, detail := lastRow()
+	assert.Equal(t, []string{"args_mismatch", other, "the step's args_hash is " + hash}, []string{outcome, argsHash, detail})
+
+	r = a.do(http.MethodPost, stepPath(run, 2, "approve"), "ops", approvals.DecideRequest{ArgsHash: hash})
 	require.Equal(t, http.StatusOK, r.status, "the same decision for the same arguments is a repeat; body: %s", r.body)
-	assert.Equal(t, "repeated", lastRow().Outcome)
+	outcome, _, _ = lastRow()
+	assert.Equal(t, "repeated", outcome)
+	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND outcome = 'accepted'", run))
 }
 
 // stallProxy passes TCP connections on to PostgreSQL and can stop passing
@@ -446,4 +467,43 @@ func planInputSizes(t *testing.T, e *env, runID string) (count, largest int) {
 		largest = max(largest, size)
 	}
 	return count, largest
+}
+
+// TestInboxFormsWithBadValues: an inbox decision whose values are wrong (a
+// NUL in the comment, a decision tampered with) is refused and audited like
+// one through the API; a form too large to read is 413, not taken for a
+// forged one, and leaves no row.
+func TestInboxFormsWithBadValues(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(func(c *approvals.Config) { c.MaxBodyBytes = 4096 })
+	run := e.id("inbox-bad")
+	step := a.startPending("ops", run)
+	b := a.browser()
+	_, csrf := b.signIn("dana")
+	path := "/runs/" + run + "/steps/2/decide"
+	form := func(decision, comment string) url.Values {
+		return url.Values{"csrf": {csrf}, "args_hash": {step.ArgsHash}, "decision": {decision}, "comment": {comment}}
+	}
+	rows := func() int { return e.count("approval_decisions", "run_id = $1", run) }
+
+	status, _, page := b.send(http.MethodPost, path, form("approve", "fine\x00"))
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, page, "comment holds a NUL character")
+	assert.Equal(t, 1, e.count("approval_decisions", `run_id = $1 AND outcome = 'invalid' AND via = 'inbox' AND comment = 'fine\u0000'`, run))
+
+	status, _, page = b.send(http.MethodPost, path, form("delete", ""))
+	assert.Equal(t, http.StatusBadRequest, status)
+	assert.Contains(t, page, `decision &#34;delete&#34; is not approve or reject`)
+	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND outcome = 'invalid' AND decision = ''", run))
+
+	before := rows()
+	status, _, page = b.send(http.MethodPost, path, form("approve", strings.Repeat("x", 5000)))
+	assert.Equal(t, http.StatusRequestEntityTooLarge, status, "%s", page)
+	assert.Equal(t, before, rows(), "a form that cannot be read leaves no row")
+
+	st, err := e.runs.Status(context.Background(), "acme", run)
+	require.NoError(t, err)
+	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State)
 }

@@ -20,9 +20,14 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// fuzzAnswerWithin is how long a fuzzed request may take: the database
-// deadline and the Temporal deadline of the fuzz's service, and slack.
-const fuzzAnswerWithin = 30 * time.Second
+// The fuzz's service answers within its deadlines: a decision's database
+// work (fuzzDBTimeout) and then its signal (fuzzQueryTimeout); a start's
+// questions to Temporal. fuzzAnswerWithin adds slack for a loaded machine.
+const (
+	fuzzDBTimeout    = 5 * time.Second
+	fuzzQueryTimeout = 5 * time.Second
+	fuzzAnswerWithin = fuzzDBTimeout + fuzzQueryTimeout + 5*time.Second
+)
 
 // FuzzApprovalsAPI sends arbitrary start and decision requests to the
 // approvals service, served over HTTP with a worker on the test Temporal
@@ -96,7 +101,7 @@ func newFuzzWorld(f *testing.F) *fuzzWorld {
 	e.log = zap.NewNop()
 	e.startWorker("fuzz", worker.Options{})
 	a := e.serveApprovals(func(c *approvals.Config) {
-		c.DBTimeout, c.QueryTimeout = 5*time.Second, 5*time.Second
+		c.DBTimeout, c.QueryTimeout = fuzzDBTimeout, fuzzQueryTimeout
 	})
 	w := &fuzzWorld{e: e, a: a, http: &http.Client{Timeout: fuzzAnswerWithin}, pendingRun: e.id("fuzz-pending")}
 	w.pending = a.startPending("ops", w.pendingRun)
