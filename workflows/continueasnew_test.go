@@ -1,15 +1,12 @@
 package workflows
 
 import (
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -45,11 +42,7 @@ func TestContinueAsNewKeepsStepNumbers(t *testing.T) {
 				return nil
 			}
 			h.env.ExecuteWorkflow(AgentRun, in)
-			require.True(t, h.env.IsWorkflowCompleted())
-			var can *workflow.ContinueAsNewError
-			require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
-			var next RunInput
-			require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+			next := h.continuedAsNew(t)
 
 			require.NotNil(t, next.Carry)
 			var nums []int64

@@ -9,10 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -78,11 +76,7 @@ func TestScriptedRunCarriesNoHistory(t *testing.T) {
 		return nil
 	}
 	h.env.ExecuteWorkflow(AgentRun, scripted(calls...))
-	require.True(t, h.env.IsWorkflowCompleted())
-	var can *workflow.ContinueAsNewError
-	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
-	var next RunInput
-	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	next := h.continuedAsNew(t)
 	require.NotNil(t, next.Carry)
 	assert.Len(t, next.Carry.Steps, 2)
 	assert.Equal(t, 3, next.Carry.Proposed)

@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/keys"
@@ -177,6 +179,18 @@ func (h *harness) run(t *testing.T, in RunInput) Status {
 	var st Status
 	require.NoError(t, h.env.GetWorkflowResult(&st))
 	return st
+}
+
+// continuedAsNew returns the input with which the run, executed to its
+// end, continued as new; it fails t if the run did otherwise.
+func (h *harness) continuedAsNew(t *testing.T) RunInput {
+	t.Helper()
+	require.True(t, h.env.IsWorkflowCompleted())
+	var can *workflow.ContinueAsNewError
+	require.True(t, errors.As(h.env.GetWorkflowError(), &can), "got %v", h.env.GetWorkflowError())
+	var next RunInput
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	return next
 }
 
 // signalAt sends ap at d after the run started.

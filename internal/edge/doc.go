@@ -30,8 +30,8 @@
 // # Text on the way out
 //
 // [Escape] and [TerminalWriter] make text safe to print: control and format
-// characters become \uXXXX escapes (a form that is still valid inside a JSON
-// string) and bytes that are not UTF-8 become \xNN. [Cut] shortens text on a
-// character boundary, and [Redact] hides the password of a connection string
-// or URL.
+// characters become \u escapes such as \u001b (a form that is still valid
+// inside a JSON string) and bytes that are not UTF-8 become \x escapes such
+// as \xff. [Cut] shortens text on a character boundary, and [Redact] hides
+// the password of a connection string or URL.
 package edge

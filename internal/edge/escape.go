@@ -12,9 +12,10 @@ import (
 // Escape returns s with every character a terminal might obey or hide
 // replaced by an escape: control characters other than tab and newline,
 // line and paragraph separators and format characters (bidirectional
-// overrides, zero-width spaces) become \uXXXX (as a surrogate pair above
-// U+FFFF, so that the result is still valid inside a JSON string), and bytes
-// that are not UTF-8 become \xNN. Everything else is left as it is.
+// overrides, zero-width spaces) become \u escapes such as \u202e (a
+// surrogate pair above U+FFFF, so that the result is still valid inside a
+// JSON string), and bytes that are not UTF-8 become \x escapes such as
+// \xff. Everything else is left as it is.
 func Escape(s string) string {
 	i := firstUnsafe(s)
 	if i < 0 {
