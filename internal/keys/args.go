@@ -34,12 +34,23 @@ func Canonicalize(raw []byte) ([]byte, error) {
 	if len(raw) > MaxArgsSize {
 		return nil, fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidArgs, len(raw), MaxArgsSize)
 	}
-	if err := checkNumbers(raw); err != nil {
+	large, err := checkNumbers(raw)
+	if err != nil {
 		return nil, err
 	}
 	v := jsontext.Value(bytes.Clone(raw))
 	if err := v.Canonicalize(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidArgs, err)
+	}
+	if large {
+		// Beyond 2⁵³ the shortest form of a double may be an integer that is
+		// not its value: 100000000000000096 (exact) and 100000000000000100.0
+		// are both the double written 100000000000000100. That form would be
+		// refused when read back, and an integer would not keep its digits.
+		if _, err := checkNumbers(v); err != nil {
+			return nil, fmt.Errorf("%w: a number's canonical form is an integer other than its value (%s)",
+				ErrInvalidArgs, strings.TrimPrefix(err.Error(), ErrInvalidArgs.Error()+": "))
+		}
 	}
 	return v, nil
 }
@@ -59,17 +70,19 @@ func ArgsHash(raw []byte) (string, error) {
 // the integer 9007199254740993 to 9007199254740992, so two different argument
 // documents would share a hash. Integer literals must therefore be exact
 // doubles; numbers written with a fraction or an exponent follow RFC 8785's
-// double semantics, where decimals that round to the same double are equal. The decoder also reports the syntax errors, duplicate
-// names and invalid UTF-8 that Canonicalize refuses.
-func checkNumbers(raw []byte) error {
+// double semantics, where decimals that round to the same double are equal.
+// The decoder also reports the syntax errors, duplicate names and invalid
+// UTF-8 that Canonicalize refuses. large reports a number beyond 2⁵³, whose
+// canonical form Canonicalize checks again.
+func checkNumbers(raw []byte) (large bool, err error) {
 	dec := jsontext.NewDecoder(bytes.NewReader(raw))
 	for {
 		tok, err := dec.ReadToken()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return large, nil
 		}
 		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidArgs, err)
+			return large, fmt.Errorf("%w: %w", ErrInvalidArgs, err)
 		}
 		if tok.Kind() != '0' {
 			continue
@@ -77,10 +90,14 @@ func checkNumbers(raw []byte) error {
 		lit := tok.String()
 		f, err := strconv.ParseFloat(lit, 64)
 		if err != nil || math.IsInf(f, 0) {
-			return fmt.Errorf("%w: number %s is outside the range of a double", ErrInvalidArgs, lit)
+			return large, fmt.Errorf("%w: number %s is outside the range of a double", ErrInvalidArgs, lit)
 		}
-		if math.Abs(f) > maxSafeInt && isIntegerLiteral(lit) && !exactInteger(lit, f) {
-			return fmt.Errorf("%w: integer %s has no exact double and would hash like its neighbours; send it as a string", ErrInvalidArgs, lit)
+		if math.Abs(f) <= maxSafeInt {
+			continue
+		}
+		large = true
+		if isIntegerLiteral(lit) && !exactInteger(lit, f) {
+			return large, fmt.Errorf("%w: integer %s has no exact double and would hash like its neighbours; send it as a string", ErrInvalidArgs, lit)
 		}
 	}
 }

@@ -21,7 +21,9 @@
 // meaning hash equal whatever their member order, whitespace, number spelling
 // (1.0 and 1) or string escaping. Input that has no single meaning is refused:
 // duplicate member names, invalid UTF-8, unpaired surrogate escapes, numbers
-// outside the range of an IEEE 754 double and integers that no double holds
-// exactly (such as 2⁵³+1, which would hash like 2⁵³). Send such values as
-// strings.
+// outside the range of an IEEE 754 double, integers that no double holds
+// exactly (such as 2⁵³+1, which would hash like 2⁵³), and numbers beyond 2⁵³
+// whose canonical form would be an integer other than their value
+// (100000000000000100.0 is the double written 100000000000000100, whose
+// value is 100000000000000096). Send such values as strings.
 package keys
