@@ -135,6 +135,15 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 	}
 	t.Retention = cmp.Or(t.Retention, DefaultRetention)
 	t.Timeout = cmp.Or(t.Timeout, DefaultTimeout)
+	switch {
+	case t.KeyLifetime < 0:
+		return nil, invalid("negative key lifetime %s", t.KeyLifetime)
+	case t.KeyLifetime > 0 && t.Class != ClassExternal:
+		return nil, invalid("a key lifetime is the provider's, for external tools only; this tool is %s", t.Class)
+	case t.KeyLifetime > 0 && t.KeyLifetime <= t.Timeout:
+		return nil, invalid("key lifetime %s is not longer than one attempt's timeout %s: the provider would forget the key during a call",
+			t.KeyLifetime, t.Timeout)
+	}
 	if t.Class == ClassKeyed || t.Class == ClassExternal {
 		need := r.cfg.MaxApprovalPause + r.cfg.RetryHorizon + r.cfg.Margin
 		if t.Retention <= need {

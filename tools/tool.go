@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncerun/oncerun/internal/keys"
 )
@@ -73,16 +74,79 @@ type Tool struct {
 	// exists. Optional; without it an unknown outcome is escalated to a
 	// human.
 	PairedRead string
+	// KeyLifetime, for an external tool whose provider deduplicates
+	// requests by the idempotency key we send, is how long the provider
+	// keeps keys (24 h at Stripe, 30 minutes at some banks). Zero: the
+	// provider does not deduplicate by our key. A retry of a step whose
+	// first attempt is older than this never resends without resolving the
+	// outcome first (by the paired read, or a person).
+	KeyLifetime time.Duration
 	// Run performs the call. For natural and keyed tools every write must go
-	// through call.Tx.
+	// through call.Tx. An external tool classifies its errors (see
+	// ErrNotApplied and Permanent): an error that is neither leaves the
+	// outcome unknown.
 	Run func(ctx context.Context, call Call) (any, error)
 }
 
+// Guarantees a tool gives about its effect, as [Tool.Guarantee] reports
+// them.
+const (
+	// GuaranteeOnce: the effect happens at most once per step (and, once a
+	// step is done, exactly once).
+	GuaranteeOnce = "once"
+	// GuaranteeAtLeastOnce: the effect may be repeated, for a provider that
+	// neither deduplicates by our key nor can be asked whether the effect
+	// exists (e-mail): a person who answers not_applied about an unknown
+	// outcome may be wrong.
+	GuaranteeAtLeastOnce = "at-least-once"
+)
+
+// Guarantee says what the tool promises about its effect.
+func (t Tool) Guarantee() string {
+	if t.Class == ClassExternal && t.PairedRead == "" && t.KeyLifetime == 0 {
+		return GuaranteeAtLeastOnce
+	}
+	return GuaranteeOnce
+}
+
 // ErrNotApplied is what an external tool's error wraps when its effect
-// provably did not begin (the request was refused before it was sent). Such
+// provably did not happen: the request was never sent (a refused connection,
+// a DNS failure, a request refused on our side), or the provider answered
+// definitely that nothing happened (a 4xx such as "amount too large"). Such
 // a failure frees the key for a retry; any other error leaves the outcome
-// unknown until the paired read resolves it.
+// unknown until the paired read, or a person, resolves it.
 var ErrNotApplied = errors.New("effect not applied")
+
+// NotApplied wraps err as a failure before the effect ([ErrNotApplied]).
+func NotApplied(err error) error {
+	if err == nil || errors.Is(err, ErrNotApplied) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrNotApplied, err)
+}
+
+// ErrTypePermanent is the Temporal application error type of a [Permanent]
+// failure.
+const ErrTypePermanent = "ToolFailed"
+
+// Permanent marks a tool's error as one that retrying cannot fix (a
+// definite refusal): the step fails at once instead of being retried. It
+// keeps err's classification: Permanent(NotApplied(err)) is a definite
+// failure that left nothing behind.
+func Permanent(err error) error {
+	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypePermanent, err)
+}
+
+// Outbox receives the follow-on messages of a natural or keyed tool's
+// effect (an e-mail after a credit). A message is written in the effect's
+// transaction, so it commits or vanishes with the effect, and the run
+// delivers it after the step, through the named external tool, under a key
+// derived from the step's.
+type Outbox interface {
+	// Add queues a call of the external tool with args (any JSON object
+	// the tool's schema accepts).
+	Add(ctx context.Context, tool string, args any) error
+}
 
 // Call is what a tool's Run receives.
 type Call struct {
@@ -100,6 +164,9 @@ type Call struct {
 	// DB is the worker's pool, for read and external tools; nil for the
 	// others, whose reads go through Tx.
 	DB *pgxpool.Pool
+	// Outbox queues follow-on messages in Tx, for natural and keyed tools;
+	// nil for the others.
+	Outbox Outbox
 }
 
 // Decode unmarshals the call's arguments into v.

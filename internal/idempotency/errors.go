@@ -87,6 +87,10 @@ type OutcomeUnknownError struct {
 	// Previous is the failure the earlier attempt recorded, or nil if its lease
 	// expired without a word.
 	Previous *Failure
+	// FirstAttemptAt is when the key was first claimed, by the database's
+	// clock: a provider that keeps idempotency keys for less than the time
+	// since then has forgotten ours.
+	FirstAttemptAt time.Time
 }
 
 // Error names the key and what is known of the earlier attempt.

@@ -71,7 +71,7 @@ func (s *Store) beginOnce(ctx context.Context, a claimArgs) (b Begun, again bool
 		s.log.Info("tool call reclaimed after a failure before its effect", a.fields(zap.Int32("attempt", lease.Attempt))...)
 		return Begun{Lease: lease}, false, nil
 	}
-	err = &OutcomeUnknownError{Key: a.key, Lease: lease, Previous: row.Failure}
+	err = &OutcomeUnknownError{Key: a.key, Lease: lease, Previous: row.Failure, FirstAttemptAt: row.CreatedAt}
 	s.log.Warn("lease taken over; earlier outcome unknown", a.fields(zap.Int32("attempt", lease.Attempt), zap.Error(err))...)
 	return Begun{}, false, err
 }

@@ -29,7 +29,7 @@ RETURNING attempts, lease_expiry`
 	// loadRowSQL reads the row a conflicting claim met. Run as a new
 	// statement it sees the row the blocking transaction committed.
 	loadRowSQL = `
-SELECT state, args_hash, result, failure, lease_owner, lease_expiry, attempts,
+SELECT state, args_hash, result, failure, lease_owner, lease_expiry, attempts, created_at,
        coalesce(lease_expiry < statement_timestamp(), false) AS lease_expired
 FROM idempotency_keys
 WHERE tenant = $1 AND key = $2`
@@ -88,6 +88,7 @@ type keyRow struct {
 	LeaseOwner   *string         `db:"lease_owner"`
 	LeaseExpiry  *time.Time      `db:"lease_expiry"`
 	Attempts     int32           `db:"attempts"`
+	CreatedAt    time.Time       `db:"created_at"`
 	LeaseExpired bool            `db:"lease_expired"`
 }
 

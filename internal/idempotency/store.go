@@ -175,4 +175,8 @@ type Failure struct {
 	// Such a key may be claimed again; any other failure leaves the outcome
 	// unknown to the next caller.
 	BeforeEffect bool `json:"before_effect"`
+	// Unresolved marks the failure recorded when nothing could settle an
+	// earlier attempt's unknown outcome (see [Store.External]); Message is
+	// then that attempt's account.
+	Unresolved bool `json:"unresolved,omitempty"`
 }

@@ -146,3 +146,13 @@ func unescapePart(name, field string) (string, error) {
 func WorkflowID(tenant, runID string) string {
 	return "oncerun/" + url.PathEscape(tenant) + "/" + url.PathEscape(runID)
 }
+
+// FollowOn returns the key under which follow-on message seq of step k's
+// effect is delivered by tool: k's tenant, run and step, and the tool part
+// "<tool>.<seq>". Tool names hold no dot, so it never equals a step's key.
+func FollowOn(k Key, seq int, tool string) (Key, error) {
+	if seq < 1 {
+		return Key{}, fmt.Errorf("%w: follow-on message %d: messages are numbered from 1", ErrInvalidKey, seq)
+	}
+	return New(k.Tenant, k.RunID, k.Step, tool+"."+strconv.Itoa(seq))
+}

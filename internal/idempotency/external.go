@@ -1,0 +1,336 @@
+package idempotency
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// ErrUnresolved means an earlier attempt's outcome is unknown and could not
+// be resolved: the tool has no paired read and the provider cannot be
+// trusted to deduplicate a resend, or the paired read failed. Nothing was
+// sent. See [UnresolvedError].
+var ErrUnresolved = errors.New("outcome unknown and unresolved")
+
+// UnresolvedError reports a key whose outcome nobody could tell. The key
+// stays failed with an unknown outcome until [Store.Resolve] records what a
+// person found.
+type UnresolvedError struct {
+	// Key is the key's string form.
+	Key string
+	// FirstAttemptAt is when the key was first claimed.
+	FirstAttemptAt time.Time
+	// Known says what is known of the outcome: the earlier failure, and why
+	// the paired read did not settle it.
+	Known string
+}
+
+// Error names the key and what is known.
+func (e *UnresolvedError) Error() string {
+	return fmt.Sprintf("%s: key %s (first attempt %s): %s", ErrUnresolved, e.Key,
+		e.FirstAttemptAt.UTC().Format(time.RFC3339), e.Known)
+}
+
+// Is reports whether target is [ErrUnresolved].
+func (e *UnresolvedError) Is(target error) bool { return target == ErrUnresolved }
+
+// Default of [External.ReadTries].
+const DefaultReadTries = 3
+
+// External is an effect outside the database, for [Store.External].
+type External struct {
+	// Call makes the effect and returns its result as JSON. It must send the
+	// key as the provider's idempotency key where the provider takes one.
+	// Its context ends when the lease is lost.
+	Call func(ctx context.Context) (json.RawMessage, error)
+	// BeforeEffect reports that an error of Call provably happened before
+	// the effect could begin (nothing was sent, or the provider answered
+	// that nothing happened). Only such a failure frees the key for a blind
+	// retry; every other error leaves the outcome unknown. Required.
+	BeforeEffect func(error) bool
+	// Read, when set, asks the provider whether the effect exists: found and
+	// its result, or an error when the provider cannot tell now.
+	Read func(ctx context.Context) (found bool, result json.RawMessage, err error)
+	// ReadTries bounds the attempts of Read before the outcome is declared
+	// unresolved. Default DefaultReadTries.
+	ReadTries int
+	// ReadBackoff is the pause before the second attempt of Read, doubled
+	// after each. Default one second.
+	ReadBackoff time.Duration
+	// KeyLifetime is how long the provider keeps idempotency keys; zero
+	// means it does not deduplicate by our key at all. Within it, an
+	// unknown outcome of a tool with no paired read is resolved by sending
+	// again under the same key (the provider returns the first result);
+	// past it, and for a provider that does not deduplicate, the outcome
+	// stays unresolved.
+	KeyLifetime time.Duration
+	// Renew is how often the lease is extended while Call runs, each time
+	// by the claim's Lease. Default a third of the claim's Lease.
+	Renew time.Duration
+	// OnRenew is called after each renewal, and before each attempt of
+	// Read (an activity's heartbeat).
+	OnRenew func()
+}
+
+// ExternalOutcome is what [Store.External] returns.
+type ExternalOutcome struct {
+	Outcome
+	// Resolved is true when an earlier attempt's unknown outcome was found
+	// applied by the paired read, and Result is the read's.
+	Resolved bool
+}
+
+// External makes an effect outside the database under claim's key, owning
+// the whole protocol so that no caller can get its order wrong:
+//
+//  1. Begin: a new key (or one whose earlier attempt failed before its
+//     effect) is leased and committed in flight before anything is sent; a
+//     completed key returns its stored result, Replayed; a live lease
+//     elsewhere is [ErrInFlight].
+//  2. An earlier attempt with an unknown outcome is resolved first: by
+//     ext.Read (found: the key completes with the read's result; not found:
+//     the effect is made under the same key), or, for a tool with no read,
+//     by sending again while the provider still knows the key
+//     (ext.KeyLifetime). Otherwise the key stays unknown and External
+//     returns an [*UnresolvedError]: a person must find out.
+//  3. ext.Call runs while the lease is renewed every ext.Renew; a lost
+//     lease cancels it.
+//  4. Its result completes the key; its error fails it, before the effect
+//     only when ext.BeforeEffect says so. Both are recorded even if ctx has
+//     ended meanwhile.
+func (s *Store) External(ctx context.Context, claim Claim, ext External) (ExternalOutcome, error) {
+	if ext.Call == nil || ext.BeforeEffect == nil {
+		return ExternalOutcome{}, fmt.Errorf("external %s: Call and BeforeEffect are required: %w", claim.Key, ErrInvalidClaim)
+	}
+	begun, err := s.Begin(ctx, claim)
+	lease := begun.Lease
+	var unknown *OutcomeUnknownError
+	switch {
+	case errors.As(err, &unknown):
+		lease = unknown.Lease
+		out, done, err := s.resolveUnknown(ctx, lease, unknown, ext)
+		if done || err != nil {
+			return out, err
+		}
+		// The effect provably did not happen, or the provider will answer a
+		// resend with the first result: make it under the new lease.
+	case err != nil:
+		return ExternalOutcome{}, err
+	case lease == nil:
+		return ExternalOutcome{Outcome: begun.Outcome}, nil
+	}
+	return s.call(ctx, lease, ext)
+}
+
+// resolveUnknown decides what to do about an earlier attempt whose outcome
+// is unknown, holding its new lease: done with the outcome when the read
+// found the effect, an error when nothing can be decided, neither when the
+// effect may be made.
+func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, unknown *OutcomeUnknownError, ext External) (ExternalOutcome, bool, error) {
+	a, err := s.prepare(lease.Claim)
+	if err != nil {
+		return ExternalOutcome{}, false, err
+	}
+	// What is known is the first failure's account; a failure recorded by
+	// an earlier unresolved round carries it as it was, so that it does not
+	// grow with every round.
+	known := unknown.Error()
+	if unknown.Previous != nil && unknown.Previous.Unresolved {
+		known = unknown.Previous.Message
+	}
+	if ext.Read == nil {
+		age := time.Since(unknown.FirstAttemptAt)
+		if ext.KeyLifetime > 0 && age < ext.KeyLifetime {
+			s.log.Info("unknown outcome: resending under the same key, which the provider still knows",
+				a.fields(zap.Duration("key_age", age), zap.Duration("key_lifetime", ext.KeyLifetime))...)
+			return ExternalOutcome{}, false, nil
+		}
+		why := "the tool has no paired read and its provider does not deduplicate by our key"
+		if ext.KeyLifetime > 0 {
+			why = fmt.Sprintf("the tool has no paired read and the provider forgets keys after %s; the key was first used %s ago",
+				ext.KeyLifetime, age.Round(time.Second))
+		}
+		return ExternalOutcome{}, false, s.unresolved(ctx, lease, unknown, known, why)
+	}
+	// The read may take long (ReadTries, with backoff): renew the lease
+	// meanwhile, as during Call, or another caller could take the key over
+	// and send while this one is about to.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := s.keepLease(rctx, lease, ext, cancel)
+	found, result, err := s.read(rctx, ext)
+	stop()
+	if cause := context.Cause(rctx); errors.Is(cause, ErrLeaseLost) {
+		return ExternalOutcome{}, false, fmt.Errorf("resolve the unknown outcome of %s: %w", unknown.Key, cause)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The attempt's own deadline ended the read, not the provider:
+		// the next attempt reads again.
+		if ferr := s.Fail(detached(ctx), lease, Failure{Message: known, Unresolved: unknown.Previous != nil && unknown.Previous.Unresolved}); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("record the unknown outcome: %w", ferr))
+		}
+		return ExternalOutcome{}, false, fmt.Errorf("resolve the unknown outcome of %s: %w", unknown.Key, err)
+	case err != nil:
+		return ExternalOutcome{}, false, s.unresolved(ctx, lease, unknown, known, fmt.Sprintf("the paired read failed: %v", err))
+	case found:
+		out, err := s.Complete(detached(ctx), lease, result)
+		if err != nil {
+			return ExternalOutcome{}, false, err
+		}
+		s.log.Info("unknown outcome resolved by the paired read: applied", a.fields()...)
+		return ExternalOutcome{Outcome: out, Resolved: true}, true, nil
+	}
+	s.log.Info("unknown outcome resolved by the paired read: not applied", a.fields()...)
+	return ExternalOutcome{}, false, nil
+}
+
+// read runs ext.Read up to ext.ReadTries times.
+func (s *Store) read(ctx context.Context, ext External) (found bool, result json.RawMessage, err error) {
+	tries := ext.ReadTries
+	if tries <= 0 {
+		tries = DefaultReadTries
+	}
+	backoff := ext.ReadBackoff
+	if backoff <= 0 {
+		backoff = time.Second
+	}
+	for i := range tries {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return false, nil, errors.Join(err, ctx.Err())
+			case <-time.After(backoff):
+			}
+			backoff *= 2
+		}
+		if ext.OnRenew != nil {
+			ext.OnRenew()
+		}
+		if found, result, err = ext.Read(ctx); err == nil {
+			return found, result, nil
+		}
+	}
+	return false, nil, fmt.Errorf("%d attempts: %w", tries, err)
+}
+
+// unresolved fails lease with what is known, leaving the outcome unknown,
+// and returns the UnresolvedError for the caller, which says why nothing
+// settled it.
+func (s *Store) unresolved(ctx context.Context, lease *Lease, unknown *OutcomeUnknownError, known, why string) error {
+	uerr := &UnresolvedError{Key: unknown.Key, FirstAttemptAt: unknown.FirstAttemptAt, Known: known + "; " + why}
+	if ferr := s.Fail(detached(ctx), lease, Failure{Message: known, Unresolved: true}); ferr != nil {
+		return errors.Join(uerr, fmt.Errorf("record the unknown outcome: %w", ferr))
+	}
+	return uerr
+}
+
+// call runs ext.Call under lease, renewing it, and records the outcome.
+func (s *Store) call(ctx context.Context, lease *Lease, ext External) (ExternalOutcome, error) {
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := s.keepLease(cctx, lease, ext, cancel)
+	result, err := ext.Call(cctx)
+	stop()
+	if err != nil {
+		f := Failure{Message: err.Error(), BeforeEffect: ext.BeforeEffect(err)}
+		if cause := context.Cause(cctx); cause != nil && errors.Is(cause, ErrLeaseLost) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		if ferr := s.Fail(detached(ctx), lease, f); ferr != nil {
+			err = errors.Join(err, fmt.Errorf("record failure: %w", ferr))
+		}
+		return ExternalOutcome{}, err
+	}
+	// The effect happened: record it even if the attempt's deadline has just
+	// passed, or the next attempt would have to resolve it again.
+	out, err := s.Complete(detached(ctx), lease, result)
+	return ExternalOutcome{Outcome: out}, err
+}
+
+// keepLease extends lease every ext.Renew until stop is called. A renewal
+// that finds the lease lost cancels the call with ErrLeaseLost; one that
+// fails for another reason (the database is away) is retried at the next
+// tick, while the lease still has time.
+func (s *Store) keepLease(ctx context.Context, lease *Lease, ext External, cancel context.CancelCauseFunc) (stop func()) {
+	every := ext.Renew
+	if every <= 0 {
+		every = cmp.Or(lease.Claim.Lease, s.cfg.Lease) / 3
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.Renew(ctx, lease)
+			switch {
+			case errors.Is(err, ErrLeaseLost):
+				cancel(err)
+				return
+			case err != nil:
+				a, _ := s.prepare(lease.Claim)
+				s.log.Warn("lease renewal failed; trying again", a.fields(zap.Error(err))...)
+			case ext.OnRenew != nil:
+				ext.OnRenew()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// renewSQL extends a lease its owner still holds.
+const renewSQL = `
+UPDATE idempotency_keys
+SET lease_expiry = statement_timestamp() + $5::interval,
+    expires_at = greatest(expires_at, statement_timestamp() + $5::interval)
+WHERE tenant = $1 AND key = $2 AND state = 'in_flight' AND lease_owner = $3 AND attempts = $4
+RETURNING lease_expiry`
+
+// Renew extends l's lease by its claim's Lease from now, by the database's
+// clock, and updates l.Expiry. It returns [ErrLeaseLost] if l no longer
+// holds the key.
+func (s *Store) Renew(ctx context.Context, l *Lease) error {
+	a, err := s.prepare(l.Claim)
+	if err != nil {
+		return err
+	}
+	var expiry time.Time
+	err = s.pool.QueryRow(ctx, renewSQL, a.Key.Tenant, a.key, l.Owner, l.Attempt, a.lease).Scan(&expiry)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("renew %s as %s attempt %d: %w", a.key, l.Owner, l.Attempt, ErrLeaseLost)
+	}
+	if err != nil {
+		return fmt.Errorf("renew %s: %w", a.key, err)
+	}
+	l.Expiry = expiry
+	return nil
+}
+
+// recordTimeout bounds the writes that record an outcome after the
+// caller's own context may have ended.
+const recordTimeout = 10 * time.Second
+
+// detached is ctx without its cancellation, bounded by recordTimeout.
+func detached(ctx context.Context) context.Context {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	context.AfterFunc(c, cancel)
+	return c
+}
