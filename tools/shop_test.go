@@ -82,7 +82,7 @@ func TestLookupOrder(t *testing.T) {
 		want                map[string]any
 	}{
 		{"found", "acme", "1001", map[string]any{
-			"found": true, "tenant": "acme", "order_id": "1001", "customer": "Ada Byron",
+			"found": true, "tenant": "acme", "order_id": "1001", "customer": "Ada Byron", "customer_email": "ada@example.com", "payment_id": "pay_1001",
 			"status": "delivered_damaged", "total_cents": 25900.0, "currency": "EUR", "placed_at": "2026-11-20T10:00:00Z",
 		}},
 		{"unknown order", "acme", "9999", map[string]any{"found": false, "order_id": "9999"}},

@@ -16,9 +16,13 @@ type Querier interface {
 
 // Order is an order of the shop.
 type Order struct {
-	Tenant     string    `db:"tenant" json:"tenant"`
-	OrderID    string    `db:"order_id" json:"order_id"`
-	Customer   string    `db:"customer" json:"customer"`
+	Tenant   string `db:"tenant" json:"tenant"`
+	OrderID  string `db:"order_id" json:"order_id"`
+	Customer string `db:"customer" json:"customer"`
+	// CustomerEmail is where the customer is told of credits.
+	CustomerEmail string `db:"customer_email" json:"customer_email,omitempty"`
+	// PaymentID is the payment refunds go back to.
+	PaymentID  string    `db:"payment_id" json:"payment_id,omitempty"`
 	Status     string    `db:"status" json:"status"`
 	TotalCents int64     `db:"total_cents" json:"total_cents"`
 	Currency   string    `db:"currency" json:"currency"`
@@ -28,7 +32,7 @@ type Order struct {
 // LookupOrder returns the tenant's order, and false when there is none.
 func LookupOrder(ctx context.Context, q Querier, tenant, orderID string) (Order, bool, error) {
 	rows, err := q.Query(ctx, `
-SELECT tenant, order_id, customer, status, total_cents, currency, placed_at
+SELECT tenant, order_id, customer, customer_email, payment_id, status, total_cents, currency, placed_at
 FROM orders WHERE tenant = $1 AND order_id = $2`, tenant, orderID)
 	if err != nil {
 		return Order{}, false, fmt.Errorf("look up order %s: %w", orderID, err)

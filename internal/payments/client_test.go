@@ -1,0 +1,195 @@
+package payments_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/temporal"
+
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/payments"
+	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// setup starts a sandbox provider with payment pay_1 of 10.00 EUR and
+// returns it with a client.
+func setup(t *testing.T) (*sandbox.Running, *payments.Client) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	p, err := sandbox.Start(ctx, sandbox.Config{Addr: "127.0.0.1:0", DataDir: t.TempDir(),
+		Payments: []sandbox.Payment{{ID: "pay_1", Amount: 1000, Currency: "eur"}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = p.Close() })
+	c, err := payments.New(payments.Config{BaseURL: p.URL(), APIKey: sandbox.DefaultAPIKey, Timeout: 5 * time.Second})
+	require.NoError(t, err)
+	return p, c
+}
+
+var req = payments.RefundRequest{PaymentID: "pay_1", Amount: 300, Currency: "eur"}
+
+// permanent reports whether err is a non-retryable Temporal error.
+func permanent(err error) bool {
+	var app *temporal.ApplicationError
+	return errors.As(err, &app) && app.NonRetryable()
+}
+
+func TestRefundSucceedsAndIsFoundByItsKey(t *testing.T) {
+	t.Parallel()
+	p, c := setup(t)
+	r, err := c.Refund(context.Background(), "k1", req)
+	require.NoError(t, err)
+	assert.Equal(t, "k1", r.IdempotencyKey)
+	assert.EqualValues(t, 300, r.Amount)
+	again, err := c.Refund(context.Background(), "k1", req)
+	require.NoError(t, err)
+	assert.Equal(t, r.ID, again.ID, "the provider answers the same key with the first refund")
+	found, err := c.FindByKey(context.Background(), "k1")
+	require.NoError(t, err)
+	require.Len(t, found, 1)
+	assert.Equal(t, r.ID, found[0].ID)
+	since, err := c.Since(context.Background(), time.Now().Add(-time.Minute))
+	require.NoError(t, err)
+	assert.Len(t, since, 1)
+	assert.Len(t, p.Refunds(), 1)
+}
+
+func TestRefundErrorsAreClassified(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		fault      string
+		req        payments.RefundRequest
+		notApplied bool // before the effect
+		permanent  bool
+		applied    int // refunds in the provider's ledger afterwards
+	}{
+		{name: "amount too large", req: payments.RefundRequest{PaymentID: "pay_1", Amount: 5000, Currency: "eur"}, notApplied: true, permanent: true},
+		{name: "unknown payment", req: payments.RefundRequest{PaymentID: "pay_x", Amount: 1, Currency: "eur"}, notApplied: true, permanent: true},
+		{name: "error after apply", fault: sandbox.FaultErrorAfterApply, req: req, applied: 1},
+		{name: "error before apply", fault: sandbox.FaultErrorBeforeApply, req: req},
+		{name: "connection dropped after apply", fault: sandbox.FaultDropAfterApply, req: req, applied: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, c := setup(t)
+			if tc.fault != "" {
+				require.NoError(t, p.SetFault(tc.fault, 1))
+			}
+			_, err := c.Refund(context.Background(), "k1", tc.req)
+			require.Error(t, err)
+			assert.Equal(t, tc.notApplied, errors.Is(err, tools.ErrNotApplied), "before the effect: %v", err)
+			assert.Equal(t, tc.permanent, permanent(err), "permanent: %v", err)
+			assert.Len(t, p.Refunds(), tc.applied)
+		})
+	}
+}
+
+func TestRefundStillInProgressIsUnknown(t *testing.T) {
+	t.Parallel()
+	p, c := setup(t)
+	// The first request with the key is held at the provider for a while.
+	first := make(chan error, 1)
+	go func() {
+		body, _ := json.Marshal(req)
+		r, err := http.NewRequest(http.MethodPost, p.URL()+"/v1/refunds", bytes.NewReader(body))
+		if err != nil {
+			first <- err
+			return
+		}
+		r.Header.Set("Authorization", "Bearer "+sandbox.DefaultAPIKey)
+		r.Header.Set("Idempotency-Key", "k1")
+		r.Header.Set(sandbox.HeaderFault, "delay=2s")
+		resp, err := http.DefaultClient.Do(r)
+		if err == nil {
+			resp.Body.Close()
+		}
+		first <- err
+	}()
+	require.Eventually(t, func() bool {
+		_, err := c.Refund(context.Background(), "k1", req)
+		var api *payments.APIError
+		if errors.As(err, &api) && api.Status == http.StatusConflict {
+			assert.False(t, errors.Is(err, tools.ErrNotApplied), "a request in progress may yet apply")
+			assert.False(t, permanent(err))
+			return true
+		}
+		return false
+	}, 5*time.Second, 20*time.Millisecond)
+	require.NoError(t, <-first)
+}
+
+func TestRequestThatNeverLeftIsBeforeTheEffect(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	c, err := payments.New(payments.Config{BaseURL: "http://" + addr, APIKey: "k"})
+	require.NoError(t, err)
+	_, err = c.Refund(context.Background(), "k1", req)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, tools.ErrNotApplied), "a refused connection sent nothing: %v", err)
+	assert.False(t, permanent(err), "it may work later")
+}
+
+func TestReadUnavailableIsAnError(t *testing.T) {
+	t.Parallel()
+	p, c := setup(t)
+	require.NoError(t, p.SetFault(sandbox.FaultReadUnavailable, 1))
+	_, err := c.FindByKey(context.Background(), "k1")
+	require.Error(t, err)
+	found, err := c.FindByKey(context.Background(), "k1")
+	require.NoError(t, err)
+	assert.Empty(t, found)
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, cfg := range []payments.Config{{}, {BaseURL: "ftp://x", APIKey: "k"}, {BaseURL: "http://x"}} {
+		_, err := payments.New(cfg)
+		assert.Error(t, err, "%+v", cfg)
+	}
+}
+
+func TestToolsWithoutAProviderRefuseBeforeSending(t *testing.T) {
+	t.Parallel()
+	ts := payments.Tools(nil, payments.ToolsConfig{})
+	k, err := keys.New("acme", "r1", 1, payments.RefundPayment)
+	require.NoError(t, err)
+	_, err = ts[0].Run(context.Background(), tools.Call{Key: k, Args: json.RawMessage(`{}`)})
+	assert.True(t, errors.Is(err, tools.ErrNotApplied))
+	assert.True(t, permanent(err))
+}
+
+func TestRecordOfReadsBothShapes(t *testing.T) {
+	t.Parallel()
+	r, err := payments.RecordOf(json.RawMessage(`{"id":"re_1","amount":5,"currency":"eur"}`))
+	require.NoError(t, err)
+	assert.Equal(t, "re_1", r.ID)
+	r, err = payments.RecordOf(json.RawMessage(`{"found":true,"refund":{"id":"re_2","amount":7,"currency":"eur"}}`))
+	require.NoError(t, err)
+	assert.Equal(t, "re_2", r.ID)
+	_, err = payments.RecordOf(json.RawMessage(`{"found":false}`))
+	assert.Error(t, err)
+}
+
+func TestRefundApprovalAboveTheThreshold(t *testing.T) {
+	t.Parallel()
+	ts := payments.Tools(nil, payments.ToolsConfig{ApprovalThresholdCents: 1000})
+	need, _, err := ts[0].Approval.Needs(json.RawMessage(`{"amount_cents":1001}`))
+	require.NoError(t, err)
+	assert.True(t, need)
+	need, _, err = ts[0].Approval.Needs(json.RawMessage(`{"amount_cents":1000}`))
+	require.NoError(t, err)
+	assert.False(t, need)
+}
