@@ -15,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -53,6 +54,11 @@ type Activities struct {
 	Runs RunStates
 	// Alerts posts the watchdog's alerts to a webhook. Nil posts nothing.
 	Alerts *alerts.Webhook
+	// Reconcile configures the reconciliation pass (ReconcilePass). Nil:
+	// the pass does nothing and says so.
+	Reconcile *reconcile.Config
+	// ReconcileMetrics receives each reconciliation report. Nil: none.
+	ReconcileMetrics *reconcile.Metrics
 }
 
 func (a *Activities) log() *zap.Logger {
@@ -73,11 +79,9 @@ func callFields(k keys.Key, extra ...zap.Field) []zap.Field {
 	}, extra...)
 }
 
-// Permanent marks a tool's error as one that retrying cannot fix: the step
-// fails at once instead of being retried.
-func Permanent(err error) error {
-	return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeToolFailed, err)
-}
+// Permanent is tools.Permanent, kept for tools written against this
+// package.
+func Permanent(err error) error { return tools.Permanent(err) }
 
 // temporalError maps a dedup store or registry error to the Temporal error
 // that makes the right retry decision.

@@ -7,78 +7,70 @@ import (
 	"fmt"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/tools"
 )
 
-// runExternal makes an external call once: lease the key, call, complete. A
-// key whose earlier attempt has an unknown outcome is resolved by the tool's
-// paired read before anything is sent again; resolved reports that the read
-// found the effect applied.
-func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim idempotency.Claim, call tools.Call) (out idempotency.Outcome, resolved bool, err error) {
-	begun, err := a.Store.Begin(ctx, claim)
-	lease := begun.Lease
-	var unknown *idempotency.OutcomeUnknownError
-	switch {
-	case errors.As(err, &unknown):
-		lease = unknown.Lease
-		if tool.PairedRead == "" {
-			return idempotency.Outcome{}, false, a.escalate(ctx, lease, unknown, errors.New("the tool has no paired read"))
-		}
-		applied, result, rerr := a.pairedRead(ctx, tool, call)
-		if rerr != nil {
-			// The read may work on the next attempt; until then the outcome
-			// stays unknown.
-			f := idempotency.Failure{Message: fmt.Sprintf("paired read %s failed: %v", tool.PairedRead, rerr)}
-			if ferr := a.Store.Fail(detached(ctx), lease, f); ferr != nil {
-				rerr = errors.Join(rerr, fmt.Errorf("record failure: %w", ferr))
-			}
-			return idempotency.Outcome{}, false, fmt.Errorf("resolve unknown outcome of %s: %w", claim.Key, rerr)
-		}
-		if applied {
-			out, err = a.Store.Complete(detached(ctx), lease, result)
-			return out, err == nil, err
-		}
-		// The effect provably did not happen: make it under the new lease.
-	case err != nil:
-		return idempotency.Outcome{}, false, err
-	case lease == nil:
-		return begun.Outcome, false, nil
-	}
+// ErrTypeNeedsResolution is the type of the error a step of an external
+// tool ends with when its outcome is unknown and could not be resolved: the
+// run then waits for a person's resolve. Its details carry a
+// [NeedsResolution].
+const ErrTypeNeedsResolution = "NeedsResolution"
 
-	result, err := runTool(ctx, tool, call)
-	if err != nil {
-		f := idempotency.Failure{Message: err.Error(), BeforeEffect: errors.Is(err, tools.ErrNotApplied)}
-		if ferr := a.Store.Fail(detached(ctx), lease, f); ferr != nil {
-			err = errors.Join(err, fmt.Errorf("record failure: %w", ferr))
-		}
-		return idempotency.Outcome{}, false, err
-	}
-	// The effect happened: record it even if the attempt's deadline has just
-	// passed, or the next attempt would have to resolve it again.
-	out, err = a.Store.Complete(detached(ctx), lease, result)
-	return out, false, err
+// NeedsResolution is what a step whose outcome is unknown tells its run.
+type NeedsResolution struct {
+	// Key is the step's key.
+	Key string `json:"key"`
+	// FirstSentAt is when the key was first claimed.
+	FirstSentAt time.Time `json:"first_sent_at"`
+	// Known is what is known of the outcome.
+	Known string `json:"known"`
 }
 
-// recordTimeout bounds the writes that record an outcome after the
-// attempt's own context may have ended.
-const recordTimeout = 10 * time.Second
+// externalLease is the lease of an external call's key, renewed while the
+// call runs: a worker that dies holding it leaves the key to another within
+// this time, not after the call's whole timeout.
+const externalLease = 30 * time.Second
 
-// detached is ctx without its cancellation, bounded by recordTimeout.
-func detached(ctx context.Context) context.Context {
-	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	context.AfterFunc(c, cancel)
-	return c
+// runExternal makes an external call once through the store's external
+// protocol (see idempotency.Store.External): the tool's errors are
+// classified by tools.ErrNotApplied, an unknown outcome is resolved by the
+// tool's paired read or its provider's key lifetime, and one that cannot be
+// resolved is an ErrTypeNeedsResolution error. The lease is renewed, and
+// the activity heartbeats, while the call runs.
+func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim idempotency.Claim, call tools.Call) (idempotency.ExternalOutcome, error) {
+	claim.Lease = externalLease
+	ext := idempotency.External{
+		Call:         func(ctx context.Context) (json.RawMessage, error) { return runTool(ctx, tool, call) },
+		BeforeEffect: func(err error) bool { return errors.Is(err, tools.ErrNotApplied) },
+		KeyLifetime:  tool.KeyLifetime,
+		OnRenew:      func() { heartbeat(ctx) },
+	}
+	if tool.PairedRead != "" {
+		ext.Read = func(ctx context.Context) (bool, json.RawMessage, error) { return a.pairedRead(ctx, tool, call) }
+	}
+	out, err := a.Store.External(ctx, claim, ext)
+	var unresolved *idempotency.UnresolvedError
+	if errors.As(err, &unresolved) {
+		return out, temporal.NewNonRetryableApplicationError(unresolved.Error(), ErrTypeNeedsResolution, err,
+			NeedsResolution{Key: unresolved.Key, FirstSentAt: unresolved.FirstAttemptAt, Known: unresolved.Known})
+	}
+	return out, err
+}
+
+// heartbeat records an activity heartbeat when ctx belongs to one.
+func heartbeat(ctx context.Context) {
+	if activity.IsActivity(ctx) {
+		activity.RecordHeartbeat(ctx)
+	}
 }
 
 // pairedRead asks the tool's paired read, with the call's own arguments,
 // whether the effect exists.
 func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools.Call) (applied bool, result json.RawMessage, err error) {
-	if tool.PairedRead == "" {
-		return false, nil, fmt.Errorf("tool %s has no paired read", tool.Name)
-	}
 	read, ok := a.Tools.Lookup(tool.PairedRead)
 	if !ok {
 		return false, nil, fmt.Errorf("paired read %s of %s is not registered", tool.PairedRead, tool.Name)
@@ -94,15 +86,4 @@ func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools
 		return false, nil, fmt.Errorf("paired read %s returned no boolean \"found\" field", read.Name)
 	}
 	return *found.Found, result, nil
-}
-
-// escalate gives up on a key whose outcome nobody can tell: the lease is
-// failed (not before the effect, so the key stays unknown) and the step fails
-// without retries, for a human to resolve.
-func (a *Activities) escalate(ctx context.Context, lease *idempotency.Lease, unknown *idempotency.OutcomeUnknownError, cause error) error {
-	msg := fmt.Sprintf("%v; the paired read could not resolve it (%v): a human must check the provider before this step is retried", unknown, cause)
-	if ferr := a.Store.Fail(detached(ctx), lease, idempotency.Failure{Message: msg}); ferr != nil {
-		msg += fmt.Sprintf(" (recording the failure failed too: %v)", ferr)
-	}
-	return temporal.NewNonRetryableApplicationError(msg, ErrTypeOutcomeUnknown, unknown)
 }

@@ -192,24 +192,27 @@ func TestRunToolExternalUnknownWithoutPairedRead(t *testing.T) {
 	requireRetryable(t, err)
 
 	_, err = f.run(t, in)
-	app := requireAppError(t, err, activities.ErrTypeOutcomeUnknown, true)
-	assert.Contains(t, app.Error(), "a human must check the provider")
+	app := requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
 	assert.Contains(t, app.Error(), "has no paired read")
+	var nr activities.NeedsResolution
+	require.NoError(t, app.Details(&nr))
+	assert.Equal(t, "v1/acme/r1/1/send_gift", nr.Key)
+	assert.False(t, nr.FirstSentAt.IsZero())
 	gifts, sends, _ := p.counts()
 	assert.Equal(t, 1, gifts)
 	assert.Equal(t, 1, sends, "an unknown outcome is never sent again blindly")
 	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM idempotency_keys WHERE state = 'failed' AND NOT (failure->>'before_effect')::boolean"))
 
-	// Temporal would not retry; if it were asked again, it still refuses.
+	// Asked again, it still sends nothing: the step waits for a person.
 	_, err = f.run(t, in)
-	requireAppError(t, err, activities.ErrTypeOutcomeUnknown, true)
+	requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
 	_, sends, _ = p.counts()
 	assert.Equal(t, 1, sends)
 }
 
-// A paired read that fails is retried, not escalated: the outcome stays
-// unknown until a read answers, and nothing is sent meanwhile.
-func TestRunToolExternalPairedReadFailureIsRetried(t *testing.T) {
+// A paired read that fails is tried again within the attempt; one that
+// answers settles the outcome.
+func TestRunToolExternalPairedReadIsTriedAgain(t *testing.T) {
 	t.Parallel()
 	p := newProvider(attempt{apply: true, err: errTimeout})
 	p.readErrs = []error{errors.New("provider answered 503")}
@@ -218,13 +221,29 @@ func TestRunToolExternalPairedReadFailureIsRetried(t *testing.T) {
 
 	_, err := f.run(t, in)
 	requireRetryable(t, err)
-	_, err = f.run(t, in)
-	app := requireRetryable(t, err)
-	assert.Contains(t, app.Error(), "provider answered 503")
-
 	out, err := f.run(t, in)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"found":true,"order_id":"1001"}`, string(out.Result))
 	gifts, sends, reads := p.counts()
 	assert.Equal(t, []int{1, 1, 2}, []int{gifts, sends, reads}, "gifts, sends, reads")
+}
+
+// A paired read that keeps failing leaves the outcome unknown: the step
+// needs resolution, and nothing is sent.
+func TestRunToolExternalPairedReadUnavailableNeedsResolution(t *testing.T) {
+	t.Parallel()
+	p := newProvider(attempt{apply: true, err: errTimeout})
+	unavailable := errors.New("provider answered 503")
+	p.readErrs = []error{unavailable, unavailable, unavailable}
+	f := setupExternal(t, p, true)
+	in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
+
+	_, err := f.run(t, in)
+	requireRetryable(t, err)
+	_, err = f.run(t, in)
+	app := requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
+	assert.Contains(t, app.Error(), "the paired read failed")
+	assert.Contains(t, app.Error(), "provider answered 503")
+	gifts, sends, reads := p.counts()
+	assert.Equal(t, []int{1, 1, 3}, []int{gifts, sends, reads}, "gifts, sends, reads")
 }

@@ -62,6 +62,9 @@ type PlannedCall struct {
 	ApprovalReason string `json:"approval_reason,omitempty"`
 	// Timeout is one attempt's StartToClose timeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Guarantee is what the tool promises about its effect (see
+	// tools.Tool.Guarantee).
+	Guarantee string `json:"guarantee,omitempty"`
 }
 
 // Plan asks the run's planner for the next calls and checks each one. A
@@ -113,5 +116,6 @@ func (a *Activities) check(c planner.Call) PlannedCall {
 		NeedsApproval:  p.NeedsApproval,
 		ApprovalReason: p.ApprovalReason,
 		Timeout:        p.Tool.Timeout,
+		Guarantee:      p.Tool.Guarantee(),
 	}
 }

@@ -56,11 +56,11 @@ func TestPlanScriptChecksCalls(t *testing.T) {
 	}{
 		{0, activities.PlannedCall{
 			Proposed: script[0], Args: json.RawMessage(`{"order_id":"1001"}`),
-			ArgsHash: mustHash(t, `{"order_id":"1001"}`), Class: tools.ClassRead, Timeout: tools.DefaultTimeout,
+			ArgsHash: mustHash(t, `{"order_id":"1001"}`), Class: tools.ClassRead, Timeout: tools.DefaultTimeout, Guarantee: tools.GuaranteeOnce,
 		}, ""},
 		{1, activities.PlannedCall{
 			Proposed: script[1], Args: json.RawMessage(canonical), ArgsHash: hash, Class: tools.ClassNatural,
-			NeedsApproval: true, ApprovalReason: "amount_cents above 10000", Timeout: tools.DefaultTimeout,
+			NeedsApproval: true, ApprovalReason: "amount_cents above 10000", Timeout: tools.DefaultTimeout, Guarantee: tools.GuaranteeOnce,
 		}, ""},
 		{2, activities.PlannedCall{Proposed: script[2]}, "arguments of issue_credit do not match its schema"},
 		{3, activities.PlannedCall{Proposed: script[3]}, `unknown tool "refund_payment"`},

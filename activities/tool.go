@@ -44,6 +44,12 @@ type ToolOutput struct {
 	// Replayed is true when the effect had been applied by an earlier attempt
 	// and Result was returned from the dedup store.
 	Replayed bool `json:"replayed,omitempty"`
+	// Resolved is true when an earlier attempt's unknown outcome was found
+	// applied by the tool's paired read.
+	Resolved bool `json:"resolved,omitempty"`
+	// FollowUps are the follow-on messages the effect committed, for the
+	// run to deliver.
+	FollowUps []FollowUpMessage `json:"follow_ups,omitempty"`
 }
 
 // RunTool executes one step under its key, by the tool's effect class:
@@ -81,21 +87,35 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	call := tools.Call{Key: key, Args: p.Args, ArgsHash: p.ArgsHash}
 	claim := idempotency.Claim{Key: key, ArgsHash: p.ArgsHash, Retention: tool.Retention, Lease: tool.Timeout + leaseMargin}
 
-	var out idempotency.Outcome
+	var (
+		out       idempotency.Outcome
+		resolved  bool
+		followUps []FollowUpMessage
+	)
 	outcome := metrics.OutcomeExecuted
 	switch tool.Class {
 	case tools.ClassRead:
 		call.DB = a.Pool
 		out.Result, err = runTool(ctx, tool, call)
 	case tools.ClassNatural, tools.ClassKeyed:
+		var outbox *outboxWriter
 		out, err = a.Store.Do(ctx, claim, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
-			call.Tx = tx
+			outbox = &outboxWriter{tx: tx, step: key, tools: a.Tools}
+			call.Tx, call.Outbox = tx, outbox
 			return runTool(ctx, tool, call)
 		})
+		switch {
+		case err != nil:
+		case out.Replayed:
+			followUps, err = a.committedFollowUps(ctx, key)
+		default:
+			followUps = outbox.added
+		}
 	case tools.ClassExternal:
 		call.DB = a.Pool
-		var resolved bool
-		out, resolved, err = a.runExternal(ctx, tool, claim, call)
+		var ext idempotency.ExternalOutcome
+		ext, err = a.runExternal(ctx, tool, claim, call)
+		out, resolved = ext.Outcome, ext.Resolved
 		if resolved {
 			outcome = metrics.OutcomeResolved
 		}
@@ -118,11 +138,14 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	}
 	a.Metrics.ToolCall(in.Tool, outcome)
 	log.Info("tool call completed", zap.String("outcome", outcome), zap.String("args_hash", p.ArgsHash))
-	return ToolOutput{Key: key.String(), Result: out.Result, Replayed: out.Replayed}, nil
+	return ToolOutput{Key: key.String(), Result: out.Result, Replayed: out.Replayed, Resolved: resolved, FollowUps: followUps}, nil
 }
 
 func failureOutcome(err error) string {
+	var app *temporal.ApplicationError
 	switch {
+	case errors.As(err, &app) && app.Type() == ErrTypeNeedsResolution:
+		return metrics.OutcomeNeedsResolution
 	case errors.Is(err, idempotency.ErrInFlight):
 		return metrics.OutcomeInFlight
 	case errors.Is(err, idempotency.ErrKeyReuse):

@@ -92,6 +92,16 @@ func (c *Client) Decide(ctx context.Context, runID string, step int64, d workflo
 	return out, status, err
 }
 
+// Resolve answers whether the effect of a step whose outcome is unknown
+// happened. The response's Repeated is true when the same answer had been
+// given before; its Resolution is then the original.
+func (c *Client) Resolve(ctx context.Context, runID string, step int64, req ResolveRequest) (ResolveResponse, error) {
+	var out ResolveResponse
+	path := "/v1/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/resolve"
+	_, err := c.do(ctx, http.MethodPost, path, req, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {

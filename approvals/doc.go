@@ -11,6 +11,7 @@
 //	GET  /v1/approvals?state=pending|decided|needs_resolution
 //	POST /v1/runs/{run_id}/steps/{step}/approve     decide (approver, operator)
 //	POST /v1/runs/{run_id}/steps/{step}/reject
+//	POST /v1/runs/{run_id}/steps/{step}/resolve     answer an unknown outcome (approver, operator)
 //
 // Errors are {"error": {"code": "...", "message": "..."}}.
 //
@@ -21,6 +22,15 @@
 // before it is signalled to the run; the first accepted decision of a step is
 // its decision of record, a repeat of it is answered with the original, and a
 // different one is refused. Refused attempts are recorded too.
+//
+// # Resolutions
+//
+// A step of an external tool whose outcome nobody could tell waits in
+// needs_resolution until a person says whether the effect happened:
+// applied (with the provider's result, if known) or not_applied. Such steps
+// are listed under needs_resolution with kind outcome_unknown, and answers
+// are recorded in resolution_decisions, one answer of record per round,
+// with the guarantees of decisions.
 //
 // # Inbox
 //

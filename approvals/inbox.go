@@ -59,6 +59,9 @@ var pageFuncs = template.FuncMap{
 	"decideURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/decide"
 	},
+	"resolveURL": func(runID string, step int64) string {
+		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/resolve"
+	},
 }
 
 // argRow is one argument as the inbox shows it.
@@ -256,6 +259,8 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
 	if q := r.URL.Query(); q.Get("decided") == string(workflows.DecisionApprove) || q.Get("decided") == string(workflows.DecisionReject) {
 		p.Flash = "You " + pastTense(workflows.Decision(q.Get("decided"))) + " step " + q.Get("step") + " of run " + q.Get("run") + "."
+	} else if f := resolvedFlash(q); f != "" {
+		p.Flash = f
 	}
 	s.renderInbox(w, r, p)
 }
@@ -323,51 +328,68 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "run", p)
 }
 
-func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.session(r)
+// inboxForm checks what every form of the inbox needs: a signed-in
+// session, a form that parses (of at most MaxBodyBytes) and carries the
+// session's CSRF token, and a step number. A form that fails is refused,
+// without an audit row as a form of another site would be, and rendered
+// here; ok is false then.
+func (s *Server) inboxForm(w http.ResponseWriter, r *http.Request) (sess session, p page, step int64, ok bool) {
+	sess, ok = s.session(r)
 	if !ok {
 		s.render(w, "login", page{Title: "Sign in", Error: "Your session has ended; sign in again.", Status: http.StatusUnauthorized})
-		return
+		return sess, p, 0, false
 	}
-	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
+	p = page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
 	if bad := s.parseForm(w, r); bad != nil {
-		// Unread, the form cannot show it came from this inbox: refused
-		// without an audit row, as a form of another site would be.
 		p.Error, p.Status = bad.message, bad.status
 		s.render(w, "error", p)
-		return
+		return sess, p, 0, false
 	}
 	if !s.validCSRF(r, sess) {
 		p.Error, p.Status = "The form was not sent from this inbox; reload the page and try again.", http.StatusForbidden
 		s.render(w, "error", p)
-		return
+		return sess, p, 0, false
 	}
 	step, err := stepNumber(r.PathValue("step"))
 	if err != nil {
 		p.Error, p.Status = err.Error(), http.StatusBadRequest
 		s.render(w, "error", p)
+		return sess, p, 0, false
+	}
+	return sess, p, step, true
+}
+
+// formFailed renders the inbox with what went wrong recording a form's
+// decision or answer (what, in words).
+func (s *Server) formFailed(w http.ResponseWriter, r *http.Request, p page, what, runID string, step int64, err error) {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		p.Error, p.Status = ae.message, ae.status
+	case unavailable(err):
+		s.log.Warn("inbox "+what+": database unavailable", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
+		p.Error, p.Status = "The database did not answer in time; the "+what+" may not be recorded. Try again shortly.", http.StatusServiceUnavailable
+	default:
+		s.log.Error("inbox "+what+" failed", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
+		p.Error, p.Status = "The "+what+" could not be recorded; try again.", http.StatusInternalServerError
+	}
+	s.renderInbox(w, r, p)
+}
+
+func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
+	sess, p, step, ok := s.inboxForm(w, r)
+	if !ok {
 		return
 	}
 	runID := r.PathValue("run_id")
 	decision := workflows.Decision(r.PostForm.Get("decision"))
-	_, err = s.decide(r.Context(), decideInput{
+	_, err := s.decide(r.Context(), decideInput{
 		id: sess.id, runID: runID, step: step, decision: decision,
 		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
 		remote: remoteAddr(r), agent: r.UserAgent(), via: viaInbox,
 	})
 	if err != nil {
-		var ae *apiError
-		switch {
-		case errors.As(err, &ae):
-			p.Error, p.Status = ae.message, ae.status
-		case unavailable(err):
-			s.log.Warn("inbox decision: database unavailable", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
-			p.Error, p.Status = "The database did not answer in time; the decision may not be recorded. Try again shortly.", http.StatusServiceUnavailable
-		default:
-			s.log.Error("inbox decision failed", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
-			p.Error, p.Status = "The decision could not be recorded; try again.", http.StatusInternalServerError
-		}
-		s.renderInbox(w, r, p)
+		s.formFailed(w, r, p, "decision", runID, step, err)
 		return
 	}
 	q := url.Values{"decided": {string(decision)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}

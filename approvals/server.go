@@ -152,6 +152,7 @@ func (s *Server) Handler() http.Handler {
 	api("/v1/approvals", http.MethodGet, s.listApprovals)
 	api("/v1/runs/{run_id}/steps/{step}/approve", http.MethodPost, s.decideAPI("approve"))
 	api("/v1/runs/{run_id}/steps/{step}/reject", http.MethodPost, s.decideAPI("reject"))
+	api("/v1/runs/{run_id}/steps/{step}/resolve", http.MethodPost, s.resolveAPI)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
 	})
@@ -162,6 +163,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /logout", s.logout)
 	mux.HandleFunc("GET /runs/{run_id}", s.runPage)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
+	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/resolve", s.resolveForm)
 
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -43,8 +43,12 @@ const (
 	MaxListLimit     = 500
 )
 
-// Item is a step that asked for approval, as the approvals list shows it.
+// Item is a step that asked for approval, or whose outcome waits to be
+// resolved, as the approvals list shows it.
 type Item struct {
+	// Kind is KindApproval, or KindOutcomeUnknown for a step whose outcome
+	// waits to be resolved (listed under needs_resolution).
+	Kind     string          `json:"kind"`
 	RunID    string          `json:"run_id"`
 	Step     int64           `json:"step"`
 	Tool     string          `json:"tool"`
@@ -67,6 +71,9 @@ type Item struct {
 	Decision *Decision `json:"decision,omitempty"`
 	// Problem says why a step needs resolution.
 	Problem string `json:"problem,omitempty"`
+	// Resolution says what was sent, when, and what is known, for an item
+	// of KindOutcomeUnknown.
+	Resolution *ResolutionInfo `json:"resolution,omitempty"`
 }
 
 // Decision is a decision of record.
@@ -177,7 +184,7 @@ FROM (
 	items := []Item{}
 	for rows.Next() {
 		var (
-			it                                    Item
+			it                                    = Item{Kind: KindApproval}
 			dDecision, dApprover, dRole, dComment *string
 			dArgsHash, dVia                       *string
 			dDecidedAt                            *time.Time
@@ -200,6 +207,15 @@ FROM (
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list %s approvals of tenant %s: %w", view, tenant, err)
+	}
+	if view == ViewNeedsResolution {
+		// Steps whose outcome is unknown: their own query, on their own
+		// index.
+		unknown, err := s.pendingResolutions(ctx, tenant, limit)
+		if err != nil {
+			return nil, err
+		}
+		items = mergeItems(items, unknown, limit)
 	}
 	return items, nil
 }

@@ -11,6 +11,9 @@
 //	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT]
 //	oncerun serve
 //	oncerun token new --name N --tenant T --role R [--add-to FILE]
+//	oncerun resolve [--tenant T] --run-id R --step N --outcome applied|not_applied [--result JSON] [--note TEXT]
+//	oncerun reconcile [--json] | --ack ID --note TEXT
+//	oncerun sandbox-payments --addr 127.0.0.1:8099 --data-dir DIR [--key-retention 24h] [--payments FILE]
 //
 // Environment: DATABASE_URL, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
 // TEMPORAL_TASK_QUEUE, USER (the default approver name), ONCERUN_API and
@@ -29,6 +32,8 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devstack"
 	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/reconcile"
+	sandboxpayments "github.com/oncerun/oncerun/internal/sandbox/payments"
 )
 
 func main() {
@@ -55,9 +60,17 @@ func main() {
 		APIURL:          os.Getenv(cli.EnvAPI),
 		Token:           os.Getenv(cli.EnvToken),
 		Getenv:          os.Getenv,
+		Reconcile: func() ([]reconcile.Source, error) {
+			ext, err := host.ExternalFromEnv(os.Getenv)
+			if err != nil {
+				return nil, err
+			}
+			return host.ReconcileSources(ext)
+		},
 	}
 	root := cli.NewRoot(env)
 	root.AddCommand(devstack.Commands(env, os.Getenv)...)
+	root.AddCommand(sandboxpayments.Command())
 	if err := cli.Execute(ctx, root, os.Stdout, os.Stderr); err != nil {
 		// Cobra has printed the error and, for bad usage, the usage.
 		os.Exit(1)

@@ -27,6 +27,10 @@ type ShopConfig struct {
 	// above it wait for approval. Default DefaultCreditApprovalThreshold;
 	// negative means every credit needs approval.
 	CreditApprovalThresholdCents int64
+	// NotifyTool, when set, names the external tool (send_email) through
+	// which issue_credit tells the customer of a new credit: the message is
+	// a follow-on of the credit, in the outbox, committed with it.
+	NotifyTool string
 }
 
 // Shop returns the built-in tools of the demo domain, a support agent for
@@ -56,7 +60,7 @@ func Shop(cfg ShopConfig) []Tool {
 			Class:      ClassNatural,
 			Approval:   creditApproval(threshold),
 			PairedRead: GetCredit,
-			Run:        issueCredit,
+			Run:        issueCredit(cfg.NotifyTool),
 		},
 		{
 			Name:        AddOrderNote,
@@ -135,19 +139,46 @@ func getCredit(ctx context.Context, call Call) (any, error) {
 	}{true, c}, nil
 }
 
-func issueCredit(ctx context.Context, call Call) (any, error) {
-	var a creditArgs
-	if err := call.Decode(&a); err != nil {
-		return nil, err
+// issueCredit grants the credit and, when notify names a tool and the
+// credit is new, queues an e-mail to the customer in the same transaction.
+func issueCredit(notify string) func(ctx context.Context, call Call) (any, error) {
+	return func(ctx context.Context, call Call) (any, error) {
+		var a creditArgs
+		if err := call.Decode(&a); err != nil {
+			return nil, err
+		}
+		issued, err := shop.IssueCredit(ctx, call.Tx, shop.Credit{
+			Tenant:         call.Key.Tenant,
+			OrderID:        a.OrderID,
+			Reason:         a.Reason,
+			AmountCents:    a.AmountCents,
+			Currency:       a.Currency,
+			IdempotencyKey: call.Key.String(),
+		})
+		if err != nil || !issued.Created || notify == "" || call.Outbox == nil {
+			return issued, err
+		}
+		o, found, err := shop.LookupOrder(ctx, call.Tx, call.Key.Tenant, a.OrderID)
+		if err != nil || !found || o.CustomerEmail == "" {
+			return issued, err
+		}
+		err = call.Outbox.Add(ctx, notify, map[string]string{
+			"to":      o.CustomerEmail,
+			"subject": fmt.Sprintf("Store credit for order %s", a.OrderID),
+			"body": fmt.Sprintf("Dear %s,\n\nwe have granted you a store credit of %s %s on order %s (%s).\n",
+				o.Customer, formatCents(a.AmountCents), a.Currency, a.OrderID, a.Reason),
+		})
+		return issued, err
 	}
-	return shop.IssueCredit(ctx, call.Tx, shop.Credit{
-		Tenant:         call.Key.Tenant,
-		OrderID:        a.OrderID,
-		Reason:         a.Reason,
-		AmountCents:    a.AmountCents,
-		Currency:       a.Currency,
-		IdempotencyKey: call.Key.String(),
-	})
+}
+
+// formatCents writes an amount in cents with two decimals.
+func formatCents(c int64) string {
+	sign := ""
+	if c < 0 {
+		sign, c = "-", -c
+	}
+	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
 }
 
 func addOrderNote(ctx context.Context, call Call) (any, error) {

@@ -44,6 +44,14 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 			r.onApproval(ctx, sig)
 		}
 	})
+	resolves := workflow.GetSignalChannel(ctx, SignalResolve)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var sig Resolution
+			resolves.Receive(ctx, &sig)
+			r.onResolve(ctx, sig)
+		}
+	})
 
 	err := r.loop(ctx)
 	var can *workflow.ContinueAsNewError
@@ -58,6 +66,13 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 				break
 			}
 			r.onApproval(ctx, sig)
+		}
+		for {
+			var sig Resolution
+			if !resolves.ReceiveAsync(&sig) {
+				break
+			}
+			r.onResolve(ctx, sig)
 		}
 		return Status{}, err
 	case err != nil:
@@ -160,7 +175,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	now := workflow.Now(ctx)
 	r.status.Steps = append(r.status.Steps, Step{
 		Step: n, Tool: call.Proposed.Tool, Class: call.Class, Key: key.String(),
-		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: now,
+		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: now, Guarantee: call.Guarantee,
 	})
 	s := &r.status.Steps[n-1]
 	if call.NeedsApproval {
@@ -179,13 +194,29 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	s.State = StepRunning
 	s.StartedAt = workflow.Now(ctx)
 	r.touch(ctx)
-	opts := toolOptions
-	opts.ActivityID = s.Key
-	opts.StartToCloseTimeout = call.Timeout
-	var out activities.ToolOutput
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, activities.ToolInput{
-		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: n, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
-	}).Get(ctx, &out)
+	out, err := r.execute(ctx, s, call, 0)
+	for err != nil {
+		nr, ok := needsResolution(err)
+		if !ok {
+			break
+		}
+		res, applied, stepErr, runErr := r.awaitResolution(ctx, s, nr)
+		if runErr != nil {
+			return false, runErr
+		}
+		if stepErr != nil {
+			err = stepErr
+			break
+		}
+		if applied {
+			out, err = activities.ToolOutput{Key: s.Key, Result: res.Result, Replayed: res.Replayed}, nil
+			break
+		}
+		// Nothing happened, a person says: run the step again, under its key.
+		s.State = StepRunning
+		r.touch(ctx)
+		out, err = r.execute(ctx, s, call, s.Resolution.Round)
+	}
 	s.FinishedAt = workflow.Now(ctx)
 	if err != nil {
 		s.State = StepFailed
@@ -196,8 +227,29 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	}
 	s.State, s.Result, s.Replayed = StepDone, out.Result, out.Replayed
 	s.Summary = summarize(string(out.Result))
+	r.deliverFollowUps(ctx, s, out.FollowUps)
 	r.observe(s, planner.OutcomeDone)
 	return true, nil
+}
+
+// execute runs step s's tool as an activity whose ID is the step's key
+// (with the round after a person answered not_applied, for a new
+// activity).
+func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (activities.ToolOutput, error) {
+	opts := toolOptions
+	opts.ActivityID = s.Key
+	if round > 0 {
+		opts.ActivityID = fmt.Sprintf("%s#%d", s.Key, round+1)
+	}
+	opts.StartToCloseTimeout = call.Timeout
+	if call.Class == tools.ClassExternal {
+		opts.HeartbeatTimeout = externalHeartbeat
+	}
+	var out activities.ToolOutput
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, activities.ToolInput{
+		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
+	}).Get(ctx, &out)
+	return out, err
 }
 
 // planInput is what the planner is told this turn. A scripted run's planner
@@ -258,6 +310,11 @@ func (r *run) snapshot() Status {
 			cp := *ap
 			s.Steps[i].Approval = &cp
 		}
+		if res := s.Steps[i].Resolution; res != nil {
+			cp := *res
+			s.Steps[i].Resolution = &cp
+		}
+		s.Steps[i].FollowUps = append([]FollowUp(nil), s.Steps[i].FollowUps...)
 	}
 	return s
 }

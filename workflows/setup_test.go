@@ -57,6 +57,9 @@ type harness struct {
 	// approvalErr, when set before the run, is what every RequestApproval
 	// attempt returns.
 	approvalErr error
+	// followUps, when set before the run, are the follow-on messages every
+	// RunTool attempt reports.
+	followUps []activities.FollowUpMessage
 
 	mu          sync.Mutex
 	plans       []activities.PlanInput
@@ -126,7 +129,7 @@ func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activitie
 	if err != nil {
 		return activities.ToolOutput{}, err
 	}
-	return activities.ToolOutput{Key: key.String(), Result: result(in.Step), Replayed: h.replayed}, nil
+	return activities.ToolOutput{Key: key.String(), Result: result(in.Step), Replayed: h.replayed, FollowUps: h.followUps}, nil
 }
 
 func (h *harness) requestApproval(_ context.Context, in activities.ApprovalRequest) error {

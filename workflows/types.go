@@ -302,11 +302,21 @@ type Step struct {
 	Error   string          `json:"error,omitempty"`
 	// Replayed says the result came from the dedup store: an earlier
 	// attempt had applied the effect.
-	Replayed   bool          `json:"replayed,omitempty"`
-	Approval   *StepApproval `json:"approval,omitempty"`
-	PlannedAt  time.Time     `json:"planned_at"`
-	StartedAt  time.Time     `json:"started_at,omitzero"`
-	FinishedAt time.Time     `json:"finished_at,omitzero"`
+	Replayed bool          `json:"replayed,omitempty"`
+	Approval *StepApproval `json:"approval,omitempty"`
+	// Resolution is set once the step's outcome was unknown and waited for
+	// a person.
+	Resolution *StepResolution `json:"resolution,omitempty"`
+	// Guarantee is what the tool promises about its effect: "once", or
+	// "at-least-once" for an external tool whose provider neither honours
+	// our key nor can be asked (e-mail).
+	Guarantee string `json:"guarantee,omitempty"`
+	// FollowUps are the step's follow-on messages (see the outbox) and
+	// where their delivery stands.
+	FollowUps  []FollowUp `json:"follow_ups,omitempty"`
+	PlannedAt  time.Time  `json:"planned_at"`
+	StartedAt  time.Time  `json:"started_at,omitzero"`
+	FinishedAt time.Time  `json:"finished_at,omitzero"`
 }
 
 // Status is a run's state, as the status query returns it and as the

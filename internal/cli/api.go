@@ -18,7 +18,7 @@ import (
 // Environment variables of the CLI's API mode.
 const (
 	// EnvAPI is the approvals service's URL; when set, start, status,
-	// approvals, approve and reject go through it.
+	// approvals, approve, reject and resolve go through it.
 	EnvAPI = "ONCERUN_API"
 	// EnvToken is the bearer token for EnvAPI.
 	EnvToken = "ONCERUN_TOKEN"
@@ -74,13 +74,18 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tARGS\tSTATE\tREQUESTED\tDEADLINE")
+	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tARGS\tSTATE\tREQUESTED\tDEADLINE")
 	for _, it := range items {
 		state := it.State
 		if it.Problem != "" {
-			state += ": " + it.Problem
+			state += ": " + inline(it.Problem)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, oneLine(string(it.Args)),
+		kind := it.Kind
+		if kind == "" {
+			// A service of an earlier release lists approvals only.
+			kind = approvals.KindApproval
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, oneLine(string(it.Args)),
 			state, when(it.RequestedAt), when(it.Deadline))
 	}
 	return tw.Flush()

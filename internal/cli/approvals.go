@@ -22,14 +22,17 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals [--tenant T]",
 		Short: "List the steps waiting for approval",
-		Long: `List the steps waiting for a decision, oldest first.
+		Long: `List the steps waiting for a decision, oldest first, and then the steps
+whose external effect's outcome is unknown, waiting for oncerun resolve.
 
 --json prints an array of objects with tenant, run_id, step, tool, args,
-args_hash, goal, reason, requested_by, requested_at and deadline.
+args_hash, goal, reason, requested_by, requested_at and deadline (the steps
+waiting for a decision only).
 
 With ONCERUN_API set, the list comes from the approvals service for your
-token's tenant, and --state picks pending, decided or needs_resolution;
---json then prints the API's items.`,
+token's tenant, and --state picks pending, decided or needs_resolution
+(decisions the runs did not apply, and steps whose outcome is unknown, each
+item with its kind); --json then prints the API's items.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			api, err := conn.api()
@@ -67,15 +70,32 @@ token's tenant, and --state picks pending, decided or needs_resolution;
 			if asJSON {
 				return writeJSON(out, list)
 			}
+			unresolved, err := rc.Unresolved(cmd.Context(), tenant)
+			if err != nil {
+				return err
+			}
 			if len(list) == 0 {
 				fmt.Fprintln(out, "no step is waiting for approval")
+			} else {
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tARGS\tREQUESTED\tDEADLINE")
+				for _, p := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool,
+						oneLine(string(p.Args)), when(p.RequestedAt), when(p.Deadline))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			if len(unresolved) == 0 {
 				return nil
 			}
+			fmt.Fprintln(out, "\nsteps whose outcome is unknown (oncerun resolve):")
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tARGS\tREQUESTED\tDEADLINE")
-			for _, p := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool,
-					oneLine(string(p.Args)), when(p.RequestedAt), when(p.Deadline))
+			fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tFIRST SENT\tDEADLINE\tKNOWN")
+			for _, u := range unresolved {
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", u.Tenant, u.RunID, u.Step, u.Tool,
+					when(u.FirstSentAt), when(u.Deadline), oneLine(u.Known))
 			}
 			return tw.Flush()
 		},

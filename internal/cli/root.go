@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
 )
 
@@ -41,6 +42,9 @@ type Env struct {
 	// Getenv reads the environment for commands that take a worker's
 	// variables (serve). Default: every variable is empty.
 	Getenv func(string) string
+	// Reconcile returns the ledgers `oncerun reconcile` compares, as main
+	// configures them. Nil: no ledger; the command checks the outbox only.
+	Reconcile func() ([]reconcile.Source, error)
 }
 
 func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, host.DefaultDatabaseURL) }
@@ -62,7 +66,9 @@ func NewRoot(env Env) *cobra.Command {
 		newApprovalsCmd(conn),
 		newDecideCmd(conn, "approve"),
 		newDecideCmd(conn, "reject"),
+		newResolveCmd(conn),
 		newKeysCmd(conn),
+		newReconcileCmd(conn),
 		newServeCmd(env),
 		newTokenCmd(),
 	)

@@ -50,7 +50,9 @@ func ReadPlan(path string) ([]planner.Call, error) {
 
 // planRegistry is the registry plans are checked against: the built-in
 // tools.
-func planRegistry() (*tools.Registry, error) { return host.Registry(tools.ShopConfig{}) }
+func planRegistry() (*tools.Registry, error) {
+	return host.Registry(tools.ShopConfig{}, host.ExternalConfig{})
+}
 
 // parsePlan checks the content raw of the plan file named name.
 func parsePlan(name string, raw []byte) ([]planner.Call, error) {

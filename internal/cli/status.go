@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -56,9 +58,27 @@ its timestamps.`,
 				if s.Replayed {
 					state += " (replayed)"
 				}
+				if s.Guarantee == tools.GuaranteeAtLeastOnce {
+					state += " (at-least-once)"
+				}
+				if r := s.Resolution; r != nil && s.State == workflows.StepNeedsResolution {
+					result = fmt.Sprintf("outcome unknown since %s: %s", r.FirstSentAt.UTC().Format(time.RFC3339), r.Known)
+				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Step, s.Tool, state, s.ArgsHash[:12], oneLine(result))
+				for _, fu := range s.FollowUps {
+					fmt.Fprintf(tw, "\t  follow-up %d\t%s\t%s\t%s\n", fu.Seq, fu.Tool, fu.State, oneLine(fu.Error))
+				}
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			for _, s := range st.Steps {
+				if s.State == workflows.StepNeedsResolution {
+					fmt.Fprintf(out, "step %d needs resolution: find out whether its effect happened, then\n  oncerun resolve --tenant %s --run-id %s --step %d --outcome applied|not_applied\n",
+						s.Step, st.Tenant, st.RunID, s.Step)
+				}
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()

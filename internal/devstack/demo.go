@@ -33,6 +33,8 @@ import (
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/internal/mail/mailtest"
+	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/migrations"
@@ -54,18 +56,26 @@ var demoPlan = []planner.Call{
 	{Tool: tools.LookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
 	{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"Parcel arrived damaged; customer asks for a refund."}`)},
 	{Tool: tools.IssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":25900,"currency":"EUR"}`)},
+	{Tool: payments.RefundPayment, Args: json.RawMessage(`{"order_id":"1001","payment_id":"` + demoPayment + `","amount_cents":` +
+		strconv.Itoa(demoRefundAmount) + `,"currency":"EUR","reason":"delivery charge of a damaged parcel"}`)},
 }
 
-func newDemoCmd(env cli.Env) *cobra.Command {
+func newDemoCmd(env cli.Env, getenv func(string) string) *cobra.Command {
 	var wait bool
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Tell oncerun's story end to end and check that nothing was applied twice",
 		Long: `Run a support agent for order 1001 on an embedded Temporal server and a worker
-child process: the run looks the order up, adds a note and proposes a credit
-that needs approval; the worker is killed with SIGKILL while the run waits; a
-new worker takes over; the credit is approved and the run completes. The demo
-then reads the tables and the metrics and exits 0 only if every check holds.
+child process: the run looks the order up, adds a note, proposes a credit
+that needs approval and refunds the delivery charge at the payment provider;
+the worker is killed with SIGKILL while the run waits; a new worker takes
+over; the credit is approved, committed and e-mailed to the customer; the
+provider applies the refund and drops its answer, and the paired read finds
+it. The demo then reads the tables, the metrics, the provider's ledger and
+the mailbox, runs "oncerun reconcile", and exits 0 only if every check holds.
+
+Unless PAYMENTS_BASE_URL and SMTP_ADDR are set, it starts a sandbox payment
+provider and an SMTP server in-process.
 
 The run is started and the credit approved through the approvals service's
 API, as an operator and an approver would. With --wait-for-approval the demo
@@ -79,7 +89,11 @@ It recreates the database "oncerun_demo" on the DATABASE_URL server.`,
 			if err != nil {
 				return fmt.Errorf("find this program to run its worker: %w", err)
 			}
-			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, host.DefaultDatabaseURL), wait: wait}
+			ext, err := host.ExternalFromEnv(getenv)
+			if err != nil {
+				return err
+			}
+			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, host.DefaultDatabaseURL), wait: wait, ext: ext}
 			return d.run(cmd.Context())
 		},
 	}
@@ -109,6 +123,11 @@ type demo struct {
 	apDone   chan error
 	// temporalRunID is the Temporal run ID of the demo's run.
 	temporalRunID string
+	// ext names the payment provider and the SMTP server: the environment's,
+	// or the sandbox and the in-process server the demo starts.
+	ext       host.ExternalConfig
+	providers *providers
+	mailbox   *mailtest.Server
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
@@ -149,7 +168,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.temporalRunID = res.TemporalRunID
-	d.say("\n4. ops@acme started run %q of tenant %q through the API (POST /v1/runs → %d): look order 1001 up, note it, credit 259.00 EUR.",
+	d.say("\n4. ops@acme started run %q of tenant %q through the API (POST /v1/runs → %d): look order 1001 up, note it, credit 259.00 EUR, refund the 15.00 EUR delivery charge.",
 		res.RunID, res.Tenant, code)
 	seen := map[int64]workflows.StepState{}
 	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, seen)
@@ -174,6 +193,10 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if _, err := d.follow(ctx, rc, func(workflows.Status) bool { return true }, seen); err != nil {
 		return err
 	}
+	if err := d.providerFault(ctx); err != nil {
+		return err
+	}
+	d.say("   The payment provider will apply the next refund and drop the connection without answering.")
 	if err := d.approve(ctx); err != nil {
 		return err
 	}
@@ -187,7 +210,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	d.say("   Temporal retries step 3 once the attempt's 30 s timeout passes…")
+	d.say("   Temporal retries step 3 once the attempt's 30 s timeout passes; then step 4 refunds, its answer is lost, and the paired read asks the provider…")
 	if st, err = d.follow(ctx, rc, func(s workflows.Status) bool {
 		return s.State == workflows.RunCompleted || s.State == workflows.RunFailed
 	}, seen); err != nil {
@@ -264,6 +287,13 @@ func (d *demo) setUp(ctx context.Context) error {
 	}
 	d.dbURL = url
 	d.say("1. Recreated database %q on %s.", demoDatabase, edge.Redact(d.serverURL))
+	if d.providers, err = startProviders(ctx, d.dir, &d.ext); err != nil {
+		return err
+	}
+	d.mailbox = d.providers.mail
+	for _, line := range d.providers.lines {
+		d.say("   %s", line)
+	}
 	// A free port for the frontend may still have a service port taken at
 	// one of the fixed offsets: try a few.
 	for attempt := 0; ; attempt++ {
@@ -322,7 +352,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg, err := host.Registry(tools.ShopConfig{})
+	reg, err := host.Registry(tools.ShopConfig{}, host.ExternalConfig{})
 	if err != nil {
 		return err
 	}
@@ -354,6 +384,9 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 }
 
 func (d *demo) tearDown() {
+	if d.providers != nil {
+		defer d.providers.close()
+	}
 	if d.apStop != nil {
 		d.apStop()
 		<-d.apDone
@@ -410,15 +443,16 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 	for i, s := range st.Steps {
 		states[i] = string(s.State)
 	}
-	d.check(st.State == workflows.RunCompleted && strings.Join(states, ",") == "done,done,done",
+	d.check(st.State == workflows.RunCompleted && strings.Join(states, ",") == "done,done,done,done",
 		"the run completed with every step done (%s: %s)", st.State, strings.Join(states, ", "))
-	d.check(len(st.Steps) == 3 && st.Steps[2].Replayed,
+	d.check(len(st.Steps) == 4 && st.Steps[2].Replayed,
 		"step 3's result came from the dedup store: the retry replayed the committed credit")
 	d.check(d.count(ctx, `SELECT count(*) FROM credits WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
 		"exactly one credit exists for order 1001")
 	d.check(d.count(ctx, `SELECT count(*) FROM order_notes WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
 		"exactly one note exists on order 1001")
-	d.check(d.count(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND state = 'completed' AND attempts = 1`, demoRun) == 2,
+	d.check(d.count(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND step IN (2, 3) AND tool <> 'send_email.1'
+		AND state = 'completed' AND attempts = 1`, demoRun) == 2,
 		"the note's and the credit's keys are completed, each claimed once")
 	m, err := last.metrics()
 	d.check(err == nil, "read the third worker's /metrics")
@@ -430,6 +464,7 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 	d.check(d.count(ctx, `SELECT count(*) FROM approval_decisions WHERE tenant = $1 AND run_id = $2 AND step = 3
 		AND outcome = 'accepted' AND decision = 'approve' AND approver = 'dana@acme'`, demoTenant, demoRun) == 1,
 		"the approval is in the audit table once, as dana@acme's")
+	d.verifyRefund(ctx, st, m)
 	again, code, err := d.operator.Start(ctx, demoStart())
 	d.check(err == nil && code == http.StatusOK && again.Existing && again.TemporalRunID == d.temporalRunID,
 		"starting run %q again through the API returns the same run (HTTP %d)", demoRun, code)
@@ -530,6 +565,12 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 		host.EnvCreditThreshold+"="+strconv.Itoa(tools.DefaultCreditApprovalThreshold),
 		host.EnvCrashAfterCommit+"="+crashAfter,
 		host.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
+		host.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
+		host.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
+		host.EnvSMTPAddr+"="+d.ext.SMTP.Addr,
+		host.EnvSMTPUsername+"="+d.ext.SMTP.Username,
+		host.EnvSMTPPassword+"="+d.ext.SMTP.Password,
+		host.EnvSMTPFrom+"="+d.ext.SMTP.From,
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

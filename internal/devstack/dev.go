@@ -25,7 +25,7 @@ import (
 // worker's variables are read when dev or worker runs, so a bad one does not
 // break the other commands.
 func Commands(env cli.Env, getenv func(string) string) []*cobra.Command {
-	return []*cobra.Command{newDevCmd(getenv), newDemoCmd(env), newWorkerCmd(getenv)}
+	return []*cobra.Command{newDevCmd(getenv), newDemoCmd(env, getenv), newWorkerCmd(getenv)}
 }
 
 // DevConfig configures [Dev].
@@ -57,6 +57,11 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 			srv.Address(), srv.Namespace(), srv.DBPath(), filepath.Join(filepath.Dir(srv.DBPath()), "temporal.log"))
 	}
 	w = w.WithDefaults()
+	prov, err := startProviders(ctx, cmp.Or(cfg.DataDir, devserver.DefaultDataDir), &w.External)
+	if err != nil {
+		return err
+	}
+	defer prov.close()
 	tokenLine, err := devToken(cfg.DataDir, &w.Approvals)
 	if err != nil {
 		return err
@@ -77,6 +82,7 @@ oncerun dev is running
   worker      task queue %s; http://%s/healthz and /metrics
   approvals   %s (inbox; API under /v1; tokens in %s)
   %s
+  %s
 
 Start a run in another terminal:%s
   go run ./starter start --tenant acme --run-id r1 --plan examples/refund.json
@@ -90,7 +96,8 @@ or through the approvals service, as an approver on another machine would:
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
-`, temporalLine, edge.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile, tokenLine,
+`, temporalLine, edge.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile,
+			strings.Join(prov.lines, "\n  "), tokenLine,
 			exports(w), approvalsURL)
 	}
 	w.Ready = func(addr string) {

@@ -50,6 +50,8 @@ var EnvNames = []string{
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
 	EnvWatchdogInterval, EnvWatchdogBatch, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
+	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
+	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -81,17 +83,28 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	if err != nil {
 		return Config{}, "", err
 	}
+	ext, err := ExternalFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
+	}
+	rc, err := ReconcileConfigFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
+	}
 	return Config{
-		Approvals:        ap,
-		Watchdog:         wd,
-		CrashAfterCommit: getenv(EnvCrashAfterCommit),
-		AlertWebhookURL:  getenv(EnvAlertWebhookURL),
-		TemporalAddress:  getenv(EnvTemporalAddress),
-		Namespace:        getenv(EnvTemporalNamespace),
-		TaskQueue:        getenv(EnvTaskQueue),
-		DatabaseURL:      getenv(EnvDatabaseURL),
-		HTTPAddr:         getenv(EnvMetricsAddr),
-		Shop:             tools.ShopConfig{CreditApprovalThresholdCents: threshold},
+		Approvals:         ap,
+		External:          ext,
+		Reconcile:         rc,
+		Watchdog:          wd,
+		CrashAfterCommit:  getenv(EnvCrashAfterCommit),
+		CrashAroundEffect: getenv(EnvCrashAroundEffect),
+		AlertWebhookURL:   getenv(EnvAlertWebhookURL),
+		TemporalAddress:   getenv(EnvTemporalAddress),
+		Namespace:         getenv(EnvTemporalNamespace),
+		TaskQueue:         getenv(EnvTaskQueue),
+		DatabaseURL:       getenv(EnvDatabaseURL),
+		HTTPAddr:          getenv(EnvMetricsAddr),
+		Shop:              tools.ShopConfig{CreditApprovalThresholdCents: threshold},
 		OpenAI: planner.OpenAIConfig{
 			BaseURL: getenv(EnvOpenAIBaseURL),
 			APIKey:  getenv(EnvOpenAIAPIKey),

@@ -21,6 +21,7 @@ import (
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/migrations"
@@ -59,6 +60,8 @@ type Config struct {
 	HTTPAddr string
 	// Shop configures the built-in tools (CREDIT_APPROVAL_THRESHOLD_CENTS).
 	Shop tools.ShopConfig
+	// External configures refund_payment, get_refund and send_email.
+	External ExternalConfig
 	// ExtraTools are registered beside the built-in ones.
 	ExtraTools []tools.Tool
 	// OpenAI configures the openai planner; with no Model the planner is
@@ -67,6 +70,8 @@ type Config struct {
 	OpenAI planner.OpenAIConfig
 	// Watchdog configures the expiry watchdog's schedule.
 	Watchdog WatchdogConfig
+	// Reconcile configures the reconciliation schedule.
+	Reconcile ReconcileConfig
 	// Approvals configures the approvals service, served beside the worker
 	// when its tokens file is set.
 	Approvals ApprovalsConfig
@@ -76,6 +81,9 @@ type Config struct {
 	// CrashAfterCommit is fault injection for demos and drills: see
 	// EnvCrashAfterCommit. Empty in production.
 	CrashAfterCommit string
+	// CrashAroundEffect is fault injection for drills: see
+	// EnvCrashAroundEffect. Empty in production.
+	CrashAroundEffect string
 	// Logger is the process's logger. Default: a production zap logger.
 	Logger *zap.Logger
 	// Ready, if set, is called with the HTTP server's address once the
@@ -96,9 +104,44 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Registry builds the worker's tool registry: the built-in tools and extra.
-func Registry(shop tools.ShopConfig, extra ...tools.Tool) (*tools.Registry, error) {
-	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(tools.Shop(shop), extra...)...)
+// Registry builds the worker's tool registry: the built-in tools (the shop
+// and the external tools of ext) and extra. issue_credit tells customers of
+// new credits by e-mail when ext names an SMTP server.
+func Registry(shop tools.ShopConfig, ext ExternalConfig, extra ...tools.Tool) (*tools.Registry, error) {
+	all, err := allTools(shop, ext, extra)
+	if err != nil {
+		return nil, err
+	}
+	return newRegistry(all)
+}
+
+// allTools lists the built-in tools and extra.
+func allTools(shop tools.ShopConfig, ext ExternalConfig, extra []tools.Tool) ([]tools.Tool, error) {
+	if ext.SMTP.Addr != "" && shop.NotifyTool == "" {
+		shop.NotifyTool = mail.SendEmail
+	}
+	externals, err := externalTools(shop, ext)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(tools.Shop(shop), externals...), extra...), nil
+}
+
+// workerRegistry is the registry of a worker of cfg, with its fault
+// injection, if any.
+func workerRegistry(cfg Config) (*tools.Registry, error) {
+	all, err := allTools(cfg.Shop, cfg.External, cfg.ExtraTools)
+	if err != nil {
+		return nil, err
+	}
+	if all, err = crashAroundEffect(cfg.CrashAroundEffect, all, cfg.Logger); err != nil {
+		return nil, err
+	}
+	return newRegistry(all)
+}
+
+func newRegistry(all []tools.Tool) (*tools.Registry, error) {
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, all...)
 	if err != nil {
 		return nil, fmt.Errorf("tool registry: %w", err)
 	}
@@ -126,7 +169,7 @@ func Planners(openai planner.OpenAIConfig) (map[string]planner.Planner, error) {
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	log := cfg.Logger
-	reg, err := Registry(cfg.Shop, cfg.ExtraTools...)
+	reg, err := workerRegistry(cfg)
 	if err != nil {
 		return err
 	}
@@ -162,9 +205,14 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Warn("stopping with alert webhook deliveries still in progress; the alerts stay in key_expiry_alerts")
 		}
 	}()
+	sources, err := ReconcileSources(cfg.External)
+	if err != nil {
+		return err
+	}
+	rcfg, rmet := NewReconcile(cfg.Reconcile, pool, sources, activities.TemporalRuns{Client: tc}, log, promReg)
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
-		Runs: activities.TemporalRuns{Client: tc}, Alerts: webhook,
+		Runs: activities.TemporalRuns{Client: tc}, Alerts: webhook, Reconcile: rcfg, ReconcileMetrics: rmet,
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
@@ -187,6 +235,10 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer w.Stop()
 	if err := EnsureWatchdogSchedule(ctx, tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
+		ln.Close()
+		return err
+	}
+	if err := EnsureReconcileSchedule(ctx, tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
 		ln.Close()
 		return err
 	}

@@ -17,6 +17,7 @@ func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, o
 	w := worker.New(c, taskQueue, opts)
 	w.RegisterWorkflow(workflows.AgentRun)
 	w.RegisterWorkflow(workflows.Watchdog)
+	RegisterReconcile(w)
 	w.RegisterActivity(acts)
 	return w
 }

@@ -59,7 +59,7 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	}
 	a := &approvalsEnv{env: e, tokens: e.apTokenOf}
 	tokens := e.apTokens
-	reg, err := host.Registry(tools.ShopConfig{})
+	reg, err := host.Registry(tools.ShopConfig{}, host.ExternalConfig{})
 	require.NoError(e.t, err)
 	cfg := approvals.Config{
 		Runs: &runs.Client{Temporal: e.tc, TaskQueue: e.queue, Pool: e.pool}, Pool: e.pool,

@@ -212,5 +212,5 @@ func (e *env) saveHistoryOf(id, name string) {
 	b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
 	require.NoError(e.t, err)
 	require.NoError(e.t, os.MkdirAll(dir, 0o755))
-	require.NoError(e.t, os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644))
+	require.NoError(e.t, os.WriteFile(filepath.Join(dir, strings.ReplaceAll(name, "/", "-")+".json"), b, 0o644))
 }

@@ -24,6 +24,9 @@ const (
 	// OutcomeResolved: an earlier attempt's unknown outcome was resolved by
 	// the tool's paired read as applied.
 	OutcomeResolved = "resolved"
+	// OutcomeNeedsResolution: the outcome is unknown and nothing could
+	// resolve it; the step waits for a person.
+	OutcomeNeedsResolution = "needs_resolution"
 )
 
 // Metrics holds oncerun's collectors.
@@ -35,6 +38,9 @@ type Metrics struct {
 	// KeysExpiredAlive counts keys whose retention ran out while their run
 	// was open, by tool and the policy applied (hold or prune).
 	KeysExpiredAlive *prometheus.CounterVec
+	// ResolutionsOverdue counts steps still unresolved at their deadline,
+	// by tool.
+	ResolutionsOverdue *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -42,7 +48,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		ToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncerun_tool_calls_total",
-			Help: "Tool call attempts by tool and outcome (executed, replayed, in_flight, key_reuse, failed, invalid, resolved).",
+			Help: "Tool call attempts by tool and outcome (executed, replayed, in_flight, key_reuse, failed, invalid, resolved, needs_resolution).",
 		}, []string{"tool", "outcome"}),
 		KeysPruned: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "oncerun_keys_pruned_total",
@@ -52,9 +58,22 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "oncerun_key_expired_while_run_alive_total",
 			Help: "Keys whose retention ran out while their run was still open, by tool and policy (hold: kept and extended; prune: deleted).",
 		}, []string{"tool", "policy"}),
+		ResolutionsOverdue: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncerun_resolutions_overdue_total",
+			Help: "Steps whose unknown outcome nobody resolved by the deadline, by tool. The run keeps waiting.",
+		}, []string{"tool"}),
 	}
-	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive)
+	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive, m.ResolutionsOverdue)
 	return m
+}
+
+// ResolutionOverdue counts a step of tool unresolved at its deadline. A
+// nil Metrics counts nothing.
+func (m *Metrics) ResolutionOverdue(tool string) {
+	if m == nil {
+		return
+	}
+	m.ResolutionsOverdue.WithLabelValues(tool).Inc()
 }
 
 // ToolCall counts one attempt of tool with outcome. A nil Metrics counts

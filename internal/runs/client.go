@@ -249,3 +249,22 @@ func findStep(st workflows.Status, n int64) (workflows.Step, error) {
 	}
 	return st.Steps[n-1], nil
 }
+
+// Resolve sends a person's answer about a step whose outcome is unknown as
+// the resolve signal and returns at once: the run applies it if the step
+// still needs resolution in that round, and ignores it otherwise. A run that
+// is not open is [ErrNotFound].
+func (c *Client) Resolve(ctx context.Context, tenant, runID string, r workflows.Resolution) error {
+	if err := r.Validate(); err != nil {
+		return err
+	}
+	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(tenant, runID), "", workflows.SignalResolve, r)
+	if err != nil {
+		var nf *serviceerror.NotFound
+		if errors.As(err, &nf) {
+			return fmt.Errorf("run %s of tenant %s is not open: %w", runID, tenant, ErrNotFound)
+		}
+		return fmt.Errorf("signal run %s: %w", runID, err)
+	}
+	return nil
+}

@@ -48,3 +48,38 @@ ORDER BY requested_at, tenant, run_id, step`, tenant)
 	}
 	return list, nil
 }
+
+// Unresolved is a step whose external effect's outcome is unknown, waiting
+// for a person's resolve, as the resolutions table lists it.
+type Unresolved struct {
+	Tenant      string    `db:"tenant" json:"tenant"`
+	RunID       string    `db:"run_id" json:"run_id"`
+	Step        int64     `db:"step" json:"step"`
+	Round       int       `db:"round" json:"round"`
+	Tool        string    `db:"tool" json:"tool"`
+	Key         string    `db:"key" json:"key"`
+	FirstSentAt time.Time `db:"first_sent_at" json:"first_sent_at"`
+	Known       string    `db:"known" json:"known"`
+	Deadline    time.Time `db:"deadline" json:"deadline"`
+}
+
+// Unresolved lists the steps whose outcome waits to be resolved, oldest
+// first; tenant "" lists every tenant's.
+func (c *Client) Unresolved(ctx context.Context, tenant string) ([]Unresolved, error) {
+	if c.Pool == nil {
+		return nil, fmt.Errorf("list unresolved steps: the client has no database pool")
+	}
+	rows, err := c.Pool.Query(ctx, `
+SELECT tenant, run_id, step, round, tool, key, first_sent_at, known, deadline
+FROM resolutions
+WHERE state = 'pending' AND ($1 = '' OR tenant = $1)
+ORDER BY requested_at, tenant, run_id, step`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("list unresolved steps: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unresolved])
+	if err != nil {
+		return nil, fmt.Errorf("list unresolved steps: %w", err)
+	}
+	return list, nil
+}

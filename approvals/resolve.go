@@ -1,0 +1,178 @@
+package approvals
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// Kinds of the items of the approvals list.
+const (
+	// KindApproval is a step that asked for approval.
+	KindApproval = "approval"
+	// KindOutcomeUnknown is a step of an external tool whose outcome nobody
+	// could tell: the run waits for a person to resolve it.
+	KindOutcomeUnknown = "outcome_unknown"
+)
+
+// ResolveRequest is the body of POST /v1/runs/{run_id}/steps/{step}/resolve:
+// a person's answer about a step whose outcome is unknown.
+type ResolveRequest struct {
+	// Outcome is "applied" (the effect happened) or "not_applied" (it did
+	// not; the run sends it again under the same key). Required.
+	Outcome string `json:"outcome"`
+	// Result is the effect's result, any JSON value (the provider's answer,
+	// if known), given only with applied. Default null.
+	Result json.RawMessage `json:"result,omitempty"`
+	// Note is recorded with the answer: at most 2,000 bytes of text.
+	Note string `json:"note,omitempty"`
+	// Round is the round the answer is about (a step can need resolution
+	// again after a not_applied answer). Default: the step's latest round.
+	Round int `json:"round,omitempty"`
+}
+
+// ResolveResponse answers a resolve request: 202 when the answer was
+// accepted and sent to the run, 200 when the same answer had been given
+// before (Resolution is then the original).
+type ResolveResponse struct {
+	Resolution ResolveDecision `json:"resolution"`
+	// Repeated is true when this request repeated the answer of record.
+	Repeated bool `json:"repeated"`
+}
+
+// ResolveDecision is the answer of record about one round of a step whose
+// outcome was unknown.
+type ResolveDecision struct {
+	RunID    string            `json:"run_id"`
+	Step     int64             `json:"step"`
+	Round    int               `json:"round"`
+	Outcome  workflows.Outcome `json:"outcome"`
+	Result   json.RawMessage   `json:"result,omitempty"`
+	Resolver string            `json:"resolver"`
+	// Role is the resolver's token's role, or "local" for an answer given
+	// with the CLI without ONCERUN_API.
+	Role      Role      `json:"role,omitempty"`
+	Note      string    `json:"note,omitempty"`
+	DecidedAt time.Time `json:"decided_at"`
+	// Via is api, inbox or cli, or run when the run recorded an answer sent
+	// around this service and the CLI.
+	Via string `json:"via"`
+}
+
+// ResolutionInfo is what an item of kind outcome_unknown says about the
+// step's unknown outcome.
+type ResolutionInfo struct {
+	Round int `json:"round"`
+	// Key is the idempotency key the step was sent under.
+	Key string `json:"key"`
+	// FirstSentAt is when the step's first attempt began.
+	FirstSentAt time.Time `json:"first_sent_at"`
+	// Known is what oncerun knows of the outcome: the failure it met, the
+	// paired read's answer.
+	Known       string    `json:"known"`
+	RequestedAt time.Time `json:"requested_at"`
+	// Deadline is when an alert is raised if nobody has answered; the run
+	// waits on after it.
+	Deadline time.Time `json:"deadline"`
+	// Decision is the answer of record given through this service or the
+	// CLI, if any: the run has not applied it yet.
+	Decision *ResolveDecision `json:"decision,omitempty"`
+}
+
+// roleLocal is the role recorded for an answer given with the CLI without
+// ONCERUN_API: no token, but the database and Temporal credentials.
+const roleLocal Role = "local"
+
+func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity) {
+	step, err := stepNumber(r.PathValue("step"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var req ResolveRequest
+	// A body that does not decode is refused once the request is audited,
+	// if it names a step.
+	bad := s.decodeBody(w, r, &req)
+	in := resolveRequestInput(id, r.PathValue("run_id"), step, req, viaAPI)
+	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
+	res, err := s.resolve(r.Context(), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusAccepted
+	if res.Repeated {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, res)
+}
+
+// resolveRequestInput is the resolve input of a request. A result of JSON
+// null is no result.
+func resolveRequestInput(id Identity, runID string, step int64, req ResolveRequest, via string) resolveInput {
+	result := req.Result
+	if bytes.Equal(bytes.TrimSpace(result), []byte("null")) || len(bytes.TrimSpace(result)) == 0 {
+		result = nil
+	}
+	return resolveInput{id: id, runID: runID, step: step, round: req.Round, outcome: workflows.Outcome(req.Outcome),
+		result: result, note: req.Note, via: via}
+}
+
+// resolveForm answers the inbox's resolve form, with the protections of the
+// decision form: a signed-in session, a form of at most MaxBodyBytes and the
+// session's CSRF token, or no audit row.
+func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
+	sess, p, step, ok := s.inboxForm(w, r)
+	if !ok {
+		return
+	}
+	runID := r.PathValue("run_id")
+	req := ResolveRequest{Outcome: r.PostForm.Get("outcome"), Result: json.RawMessage(r.PostForm.Get("result")),
+		Note: r.PostForm.Get("note")}
+	var bad *apiError
+	if v := r.PostForm.Get("round"); v != "" {
+		var err error
+		if req.Round, err = strconv.Atoi(v); err != nil {
+			bad = errorf(http.StatusBadRequest, "invalid_request", "round %q is not a round number", v)
+		}
+	}
+	in := resolveRequestInput(sess.id, runID, step, req, viaInbox)
+	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
+	if _, err := s.resolve(r.Context(), in); err != nil {
+		s.formFailed(w, r, p, "answer", runID, step, err)
+		return
+	}
+	q := url.Values{"resolved": {req.Outcome}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
+	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
+}
+
+// resolvedFlash is the inbox's message after an answer, or "".
+func resolvedFlash(q url.Values) string {
+	o := workflows.Outcome(q.Get("resolved"))
+	if o != workflows.OutcomeApplied && o != workflows.OutcomeNotApplied {
+		return ""
+	}
+	return "You answered " + string(o) + " for step " + q.Get("step") + " of run " + q.Get("run") + "."
+}
+
+// ResolveDirect records an answer given with direct access to the database
+// and to Temporal (the CLI without ONCERUN_API) and sends it to the run,
+// with the checks, the audit row (via cli, role local) and the answers of
+// the API: a repeat of the answer of record is Repeated, another answer is
+// refused. Every refusal is an error whose message says why.
+func ResolveDirect(ctx context.Context, pool *pgxpool.Pool, rc *runs.Client, tenant, resolver, runID string, step int64, req ResolveRequest) (ResolveResponse, error) {
+	s := &Server{cfg: Config{Pool: pool, Runs: rc}.WithDefaults()}
+	s.log = s.cfg.Log
+	in := resolveRequestInput(Identity{Name: resolver, Tenant: tenant, Role: roleLocal}, runID, step, req, viaCLI)
+	in.remote, in.agent = "local", "oncerun-cli"
+	return s.resolve(ctx, in)
+}

@@ -1,0 +1,105 @@
+package host
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oncerun/oncerun/internal/mail"
+	"github.com/oncerun/oncerun/internal/payments"
+	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// Environment variables of the external tools.
+const (
+	// EnvPaymentsBaseURL is the payment provider refund_payment calls.
+	EnvPaymentsBaseURL = "PAYMENTS_BASE_URL"
+	// EnvPaymentsAPIKey is the provider's API key.
+	EnvPaymentsAPIKey = "PAYMENTS_API_KEY"
+	// EnvPaymentsKeyLifetime is how long the provider keeps idempotency
+	// keys (default 24h).
+	EnvPaymentsKeyLifetime = "PAYMENTS_KEY_LIFETIME"
+	// EnvSMTPAddr is the SMTP server send_email uses, host:port.
+	EnvSMTPAddr = "SMTP_ADDR"
+	// EnvSMTPUsername and EnvSMTPPassword are sent with AUTH PLAIN when set.
+	EnvSMTPUsername = "SMTP_USERNAME"
+	EnvSMTPPassword = "SMTP_PASSWORD"
+	// EnvSMTPFrom is the sender (default oncerun@localhost).
+	EnvSMTPFrom = "SMTP_FROM"
+)
+
+// ExternalConfig configures the tools whose effects leave the database.
+type ExternalConfig struct {
+	// Payments is the provider of refund_payment and get_refund. With no
+	// BaseURL the tools are registered (plans may name them) but refuse
+	// every call.
+	Payments payments.Config
+	// PaymentsKeyLifetime is how long the provider keeps idempotency keys.
+	// Default payments.DefaultKeyLifetime.
+	PaymentsKeyLifetime time.Duration
+	// SMTP is the server of send_email. With no Addr, send_email refuses
+	// every call and issue_credit sends no e-mail.
+	SMTP mail.Config
+}
+
+// ExternalFromEnv reads ExternalConfig from getenv.
+func ExternalFromEnv(getenv func(string) string) (ExternalConfig, error) {
+	ext := ExternalConfig{
+		Payments: payments.Config{BaseURL: getenv(EnvPaymentsBaseURL), APIKey: getenv(EnvPaymentsAPIKey)},
+		SMTP: mail.Config{Addr: getenv(EnvSMTPAddr), Username: getenv(EnvSMTPUsername),
+			Password: getenv(EnvSMTPPassword), From: getenv(EnvSMTPFrom)},
+	}
+	if s := getenv(EnvPaymentsKeyLifetime); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d <= 0 {
+			return ExternalConfig{}, fmt.Errorf("%s %q is not a positive duration such as 24h", EnvPaymentsKeyLifetime, s)
+		}
+		ext.PaymentsKeyLifetime = d
+	}
+	if ext.Payments.BaseURL != "" && ext.Payments.APIKey == "" {
+		return ExternalConfig{}, fmt.Errorf("%s is set but %s is empty", EnvPaymentsBaseURL, EnvPaymentsAPIKey)
+	}
+	return ext, nil
+}
+
+// externalTools builds the external tools of ext: refund_payment, get_refund
+// and send_email.
+func externalTools(shop tools.ShopConfig, ext ExternalConfig) ([]tools.Tool, error) {
+	var pc *payments.Client
+	if ext.Payments.BaseURL != "" {
+		c, err := payments.New(ext.Payments)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvPaymentsBaseURL, err)
+		}
+		pc = c
+	}
+	var mc *mail.Client
+	if ext.SMTP.Addr != "" {
+		c, err := mail.New(ext.SMTP)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvSMTPAddr, err)
+		}
+		mc = c
+	}
+	domain := "oncerun.localhost"
+	if from := ext.SMTP.From; strings.Contains(from, "@") {
+		domain = strings.TrimRight(from[strings.LastIndex(from, "@")+1:], ">")
+	}
+	ts := payments.Tools(pc, payments.ToolsConfig{ApprovalThresholdCents: shop.CreditApprovalThresholdCents, KeyLifetime: ext.PaymentsKeyLifetime})
+	return append(ts, mail.Tool(mc, domain)), nil
+}
+
+// ReconcileSources are the tools of ext whose effects reconciliation
+// compares with a provider's ledger: refund_payment, when a provider is
+// configured.
+func ReconcileSources(ext ExternalConfig) ([]reconcile.Source, error) {
+	if ext.Payments.BaseURL == "" {
+		return nil, nil
+	}
+	c, err := payments.New(ext.Payments)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", EnvPaymentsBaseURL, err)
+	}
+	return []reconcile.Source{payments.ReconcileSource(c)}, nil
+}
