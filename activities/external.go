@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -53,12 +54,52 @@ func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim ide
 		ext.Read = func(ctx context.Context) (bool, json.RawMessage, error) { return a.pairedRead(ctx, tool, call) }
 	}
 	out, err := a.Store.External(ctx, claim, ext)
-	var unresolved *idempotency.UnresolvedError
-	if errors.As(err, &unresolved) {
+	var (
+		unresolved *idempotency.UnresolvedError
+		app        *temporal.ApplicationError
+	)
+	switch {
+	case errors.As(err, &unresolved):
 		return out, temporal.NewNonRetryableApplicationError(unresolved.Error(), ErrTypeNeedsResolution, err,
 			NeedsResolution{Key: unresolved.Key, FirstSentAt: unresolved.FirstAttemptAt, Known: unresolved.Known})
+	case errors.As(err, &app) && app.NonRetryable() && !errors.Is(err, tools.ErrNotApplied):
+		// A tool's permanent failure that does not say nothing happened
+		// leaves the outcome unknown: the next attempt settles it (the
+		// paired read, or a person) instead of the step failing with its
+		// key in doubt.
+		return out, fmt.Errorf("%s; the outcome is unknown, and the next attempt settles it", err.Error())
 	}
 	return out, err
+}
+
+// OutcomeCheck is what CheckOutcome found of a step's key.
+type OutcomeCheck struct {
+	// Unknown is true when an attempt may have made the effect without its
+	// outcome being recorded.
+	Unknown bool `json:"unknown"`
+	// Resolution describes it, for the run to wait for a person.
+	Resolution NeedsResolution `json:"resolution"`
+}
+
+// CheckOutcome reads the key of an external step that failed, so that a
+// step whose effect may have happened is never reported as failed (and
+// proposed again under a new key) when its retries ran out: the run waits
+// for a person instead.
+func (a *Activities) CheckOutcome(ctx context.Context, in ToolInput) (OutcomeCheck, error) {
+	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
+	if err != nil {
+		return OutcomeCheck{}, temporalError(err)
+	}
+	info, found, err := a.Store.Peek(ctx, idempotency.Claim{Key: key, ArgsHash: in.ArgsHash})
+	if err != nil || !found || !info.OutcomeUnknown() {
+		return OutcomeCheck{}, temporalError(err)
+	}
+	known := "the last attempt's lease expired without an outcome"
+	if info.Failure != nil {
+		known = info.Failure.Message
+	}
+	return OutcomeCheck{Unknown: true, Resolution: NeedsResolution{Key: key.String(), FirstSentAt: info.FirstAttemptAt,
+		Known: known + "; the step's retries ran out before anything settled it"}}, nil
 }
 
 // heartbeat records an activity heartbeat when ctx belongs to one.

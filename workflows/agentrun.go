@@ -196,7 +196,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	r.touch(ctx)
 	out, err := r.execute(ctx, s, call, 0)
 	for err != nil {
-		nr, ok := needsResolution(err)
+		nr, ok := r.unknownOutcome(ctx, s, call, err)
 		if !ok {
 			break
 		}

@@ -9,6 +9,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/tools"
 )
 
 // needsResolution reports whether err is a step's unknown outcome that
@@ -26,6 +27,29 @@ func needsResolution(err error) (activities.NeedsResolution, bool) {
 		nr.Known = app.Message()
 	}
 	return nr, true
+}
+
+// unknownOutcome reports whether step s, which ended with err, needs a
+// person: its outcome could not be settled, or, for an external step that
+// failed otherwise (its retries ran out), its key says an attempt may have
+// made the effect. A step whose effect may have happened is never reported
+// as failed, or the planner could propose it again under a new key.
+func (r *run) unknownOutcome(ctx workflow.Context, s *Step, call activities.PlannedCall, err error) (activities.NeedsResolution, bool) {
+	if nr, ok := needsResolution(err); ok {
+		return nr, true
+	}
+	if call.Class != tools.ClassExternal {
+		return activities.NeedsResolution{}, false
+	}
+	var check activities.OutcomeCheck
+	cerr := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, bookkeepingOptions), a.CheckOutcome, activities.ToolInput{
+		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
+	}).Get(ctx, &check)
+	if cerr != nil {
+		workflow.GetLogger(ctx).Error("the outcome of a failed external step could not be checked", "step", s.Step, "error", cerr)
+		return activities.NeedsResolution{Key: s.Key, Known: failure(err) + "; whether the effect happened could not be checked: " + failure(cerr)}, true
+	}
+	return check.Resolution, check.Unknown
 }
 
 // awaitResolution records s as needing resolution and waits, without a

@@ -27,6 +27,9 @@ type resolutions struct {
 	delivers []activities.DeliverInput
 	// deliverState is the state each delivery reports. Default delivered.
 	deliverState string
+	// unknownKey makes CheckOutcome report the key's outcome unknown.
+	unknownKey bool
+	checks     int
 }
 
 func withResolutions(h *harness) *resolutions {
@@ -51,6 +54,17 @@ func withResolutions(h *harness) *resolutions {
 			defer r.mu.Unlock()
 			r.overdue = append(r.overdue, in)
 			return nil
+		})
+	h.env.OnActivity(a.CheckOutcome, mock.Anything, mock.Anything).Return(
+		func(_ context.Context, in activities.ToolInput) (activities.OutcomeCheck, error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.checks++
+			if !r.unknownKey {
+				return activities.OutcomeCheck{}, nil
+			}
+			return activities.OutcomeCheck{Unknown: true, Resolution: activities.NeedsResolution{Key: "k", FirstSentAt: t0,
+				Known: "the provider answered 503; the step's retries ran out"}}, nil
 		})
 	h.env.OnActivity(a.Deliver, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.DeliverInput) (activities.DeliverOutput, error) {
@@ -220,4 +234,35 @@ func TestFollowUpsAreDeliveredAfterTheStep(t *testing.T) {
 	s := st.Steps[0]
 	assert.Equal(t, StepDone, s.State, "a delivery in doubt does not undo the step")
 	assert.Equal(t, []FollowUp{{Seq: 1, Tool: "send_email", Key: msgs[0].Key, State: activities.DeliveryUnknown}}, s.FollowUps)
+}
+
+// An external step whose retries run out while its key says the effect may
+// have happened waits for a person instead of failing: a failed step would
+// be proposed again under a new key.
+func TestExternalStepOutOfRetriesWithItsOutcomeInDoubtWaitsForAPerson(t *testing.T) {
+	t.Parallel()
+	for _, unknown := range []bool{true, false} {
+		t.Run(map[bool]string{true: "outcome_unknown", false: "nothing_sent"}[unknown], func(t *testing.T) {
+			t.Parallel()
+			h := setup(t, refund("o-1"))
+			r := withResolutions(h)
+			r.unknownKey = unknown
+			h.onTool = func(*testsuite.TestWorkflowEnvironment, activities.ToolInput) error {
+				return temporal.NewApplicationError("provider answered 503", "ProviderDown")
+			}
+			h.resolveAt(3*time.Hour, Resolution{Step: 1, Outcome: OutcomeApplied, Resolver: "olga"})
+
+			st := h.run(t, modelRun())
+
+			assert.Equal(t, 1, r.checks, "the key is checked once the retries run out")
+			if unknown {
+				assert.Equal(t, StepDone, st.Steps[0].State)
+				require.Len(t, r.requests, 1)
+				assert.Contains(t, r.requests[0].Known, "retries ran out")
+			} else {
+				assert.Equal(t, StepFailed, st.Steps[0].State, "nothing was sent: the step failed")
+				assert.Empty(t, r.requests)
+			}
+		})
+	}
 }

@@ -242,6 +242,9 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
+	driftCtx, stopDrift := context.WithCancel(ctx)
+	defer stopDrift()
+	go refreshDrift(driftCtx, pool, rmet, time.Minute, log)
 
 	srv := &http.Server{Handler: Handler(pool, promReg), ReadHeaderTimeout: 10 * time.Second}
 	serveErr := make(chan error, 2)

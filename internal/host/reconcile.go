@@ -140,3 +140,27 @@ func EnsureReconcileSchedule(ctx context.Context, c client.Client, taskQueue str
 	}
 	return nil
 }
+
+// refreshDrift sets m from the open findings every interval until ctx
+// ends: the gauges of every worker follow the table, not only those of the
+// worker that ran the last pass.
+func refreshDrift(ctx context.Context, pool *pgxpool.Pool, m *reconcile.Metrics, every time.Duration, log *zap.Logger) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, every)
+		rep, err := reconcile.Open(rctx, pool)
+		cancel()
+		switch {
+		case err == nil:
+			m.Observe(rep)
+		case ctx.Err() == nil:
+			log.Warn("refresh the drift gauges", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -91,6 +91,8 @@ type OutcomeUnknownError struct {
 	// clock: a provider that keeps idempotency keys for less than the time
 	// since then has forgotten ours.
 	FirstAttemptAt time.Time
+	// Age is the time since FirstAttemptAt, by the database's clock.
+	Age time.Duration
 }
 
 // Error names the key and what is known of the earlier attempt.

@@ -145,7 +145,7 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, unknown *Outco
 		known = unknown.Previous.Message
 	}
 	if ext.Read == nil {
-		age := time.Since(unknown.FirstAttemptAt)
+		age := unknown.Age
 		if ext.KeyLifetime > 0 && age < ext.KeyLifetime {
 			s.log.Info("unknown outcome: resending under the same key, which the provider still knows",
 				a.fields(zap.Duration("key_age", age), zap.Duration("key_lifetime", ext.KeyLifetime))...)
@@ -257,12 +257,19 @@ func (s *Store) call(ctx context.Context, lease *Lease, ext External) (ExternalO
 // keepLease extends lease every ext.Renew until stop is called. A renewal
 // that finds the lease lost cancels the call with ErrLeaseLost; one that
 // fails for another reason (the database is away) is retried at the next
-// tick, while the lease still has time.
+// tick, while the lease still has time, and once it may not have, the call
+// is cancelled with ErrLeaseLost too.
 func (s *Store) keepLease(ctx context.Context, lease *Lease, ext External, cancel context.CancelCauseFunc) (stop func()) {
+	length := cmp.Or(lease.Claim.Lease, s.cfg.Lease)
 	every := ext.Renew
 	if every <= 0 {
-		every = cmp.Or(lease.Claim.Lease, s.cfg.Lease) / 3
+		every = length / 3
 	}
+	// Past this without a renewal the lease may have expired, by this
+	// process's clock, with a margin of one renewal: the call is cut off
+	// before another caller may take the key over.
+	giveUp := max(length-every, every)
+	renewed := time.Now()
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -282,11 +289,18 @@ func (s *Store) keepLease(ctx context.Context, lease *Lease, ext External, cance
 			case errors.Is(err, ErrLeaseLost):
 				cancel(err)
 				return
+			case err != nil && time.Since(renewed) >= giveUp:
+				cancel(fmt.Errorf("no renewal for %s, and the lease may have expired (%w): %w",
+					time.Since(renewed).Round(time.Millisecond), ErrLeaseLost, err))
+				return
 			case err != nil:
 				a, _ := s.prepare(lease.Claim)
 				s.log.Warn("lease renewal failed; trying again", a.fields(zap.Error(err))...)
-			case ext.OnRenew != nil:
-				ext.OnRenew()
+			default:
+				renewed = time.Now()
+				if ext.OnRenew != nil {
+					ext.OnRenew()
+				}
 			}
 		}
 	}()

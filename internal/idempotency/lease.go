@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -71,7 +72,8 @@ func (s *Store) beginOnce(ctx context.Context, a claimArgs) (b Begun, again bool
 		s.log.Info("tool call reclaimed after a failure before its effect", a.fields(zap.Int32("attempt", lease.Attempt))...)
 		return Begun{Lease: lease}, false, nil
 	}
-	err = &OutcomeUnknownError{Key: a.key, Lease: lease, Previous: row.Failure, FirstAttemptAt: row.CreatedAt}
+	err = &OutcomeUnknownError{Key: a.key, Lease: lease, Previous: row.Failure, FirstAttemptAt: row.CreatedAt,
+		Age: time.Duration(row.AgeSeconds * float64(time.Second))}
 	s.log.Warn("lease taken over; earlier outcome unknown", a.fields(zap.Int32("attempt", lease.Attempt), zap.Error(err))...)
 	return Begun{}, false, err
 }

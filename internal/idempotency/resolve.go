@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
@@ -113,4 +114,43 @@ func (s *Store) resolvedAlready(ctx context.Context, a claimArgs, ans Answer) (O
 		return Outcome{}, inFlightError(a, row)
 	}
 	return Outcome{}, fmt.Errorf("resolve %s: the key changed while being resolved: %w", a.key, ErrContended)
+}
+
+// KeyInfo is what [Store.Peek] reads of a key.
+type KeyInfo struct {
+	State State
+	// Failure is the last attempt's failure, if the key is failed.
+	Failure *Failure
+	// FirstAttemptAt is when the key was first claimed.
+	FirstAttemptAt time.Time
+	// LeaseLive is true while an attempt holds the key.
+	LeaseLive bool
+}
+
+// OutcomeUnknown reports whether an attempt may have made the key's
+// effect without its outcome being recorded: the key is failed after the
+// effect may have begun, or in flight.
+func (k KeyInfo) OutcomeUnknown() bool {
+	switch k.State {
+	case StateInFlight:
+		return true
+	case StateFailed:
+		return k.Failure == nil || !k.Failure.BeforeEffect
+	}
+	return false
+}
+
+// Peek reads claim's key without changing it; found is false when there is
+// no row.
+func (s *Store) Peek(ctx context.Context, claim Claim) (info KeyInfo, found bool, err error) {
+	a, err := s.prepare(claim)
+	if err != nil {
+		return KeyInfo{}, false, err
+	}
+	row, found, err := loadRow(ctx, s.pool, a)
+	if err != nil || !found {
+		return KeyInfo{}, found, err
+	}
+	return KeyInfo{State: row.State, Failure: row.Failure, FirstAttemptAt: row.CreatedAt,
+		LeaseLive: row.State == StateInFlight && !row.LeaseExpired}, true, nil
 }

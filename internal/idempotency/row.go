@@ -30,6 +30,7 @@ RETURNING attempts, lease_expiry`
 	// statement it sees the row the blocking transaction committed.
 	loadRowSQL = `
 SELECT state, args_hash, result, failure, lease_owner, lease_expiry, attempts, created_at,
+       extract(epoch FROM statement_timestamp() - created_at)::float8 AS age_seconds,
        coalesce(lease_expiry < statement_timestamp(), false) AS lease_expired
 FROM idempotency_keys
 WHERE tenant = $1 AND key = $2`
@@ -89,6 +90,7 @@ type keyRow struct {
 	LeaseExpiry  *time.Time      `db:"lease_expiry"`
 	Attempts     int32           `db:"attempts"`
 	CreatedAt    time.Time       `db:"created_at"`
+	AgeSeconds   float64         `db:"age_seconds"`
 	LeaseExpired bool            `db:"lease_expired"`
 }
 

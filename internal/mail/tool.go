@@ -54,8 +54,9 @@ func Tool(c *Client, messageIDDomain string) tools.Tool {
 				MessageID: MessageID(call.Key.String(), messageIDDomain)})
 			var reply *smtp.SMTPError
 			switch {
-			case errors.Is(err, ErrRejected) && errors.As(err, &reply) && reply.Code >= 500:
-				// A permanent refusal: sending again cannot help.
+			case errors.Is(err, ErrNotSent) && errors.As(err, &reply) && reply.Code >= 500:
+				// A permanent refusal (of the sender, a recipient or the
+				// message): sending again cannot help.
 				return nil, tools.Permanent(tools.NotApplied(err))
 			case errors.Is(err, ErrNotSent):
 				return nil, tools.NotApplied(err)

@@ -121,12 +121,13 @@ func (e *APIError) Error() string {
 //   - before the effect ([tools.ErrNotApplied]): the request could not be
 //     built or was never written (a refused connection, a DNS failure), or
 //     the provider answered definitely that nothing happened (4xx other
-//     than 409). A definite answer that retrying cannot change (400, 404,
-//     422) is also [tools.Permanent].
+//     than 409 and 422). A definite answer that retrying cannot change (400,
+//     404) is also [tools.Permanent].
 //   - unknown (any other error): the request was written and no definite
 //     answer came back (a timeout, a reset connection, a 5xx, a 409 while
-//     the first request with the key is still being processed, a body that
-//     does not read).
+//     the first request with the key is still being processed, a 422 for a
+//     key the provider holds with another body, a body that does not
+//     read).
 func (c *Client) Refund(ctx context.Context, key string, req RefundRequest) (Refund, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -207,10 +208,13 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, key s
 	}
 	err = fmt.Errorf("%s %s: %w", method, path, apiErr)
 	switch {
-	case resp.StatusCode == http.StatusConflict || resp.StatusCode >= 500:
+	case resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusUnprocessableEntity || resp.StatusCode >= 500:
+		// 409: the first request with the key is still being processed.
+		// 422: the provider holds a request under the key with another
+		// body: something was made under it. Neither says nothing
+		// happened: the paired read settles them.
 		return err
-	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusNotFound,
-		resp.StatusCode == http.StatusUnprocessableEntity:
+	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusNotFound:
 		return tools.Permanent(tools.NotApplied(err))
 	}
 	return tools.NotApplied(err)

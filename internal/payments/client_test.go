@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,6 +77,7 @@ func TestRefundErrorsAreClassified(t *testing.T) {
 		{name: "amount too large", req: payments.RefundRequest{PaymentID: "pay_1", Amount: 5000, Currency: "eur"}, notApplied: true, permanent: true},
 		{name: "unknown payment", req: payments.RefundRequest{PaymentID: "pay_x", Amount: 1, Currency: "eur"}, notApplied: true, permanent: true},
 		{name: "error after apply", fault: sandbox.FaultErrorAfterApply, req: req, applied: 1},
+		{name: "key held with another body", req: payments.RefundRequest{PaymentID: "pay_1", Amount: 301, Currency: "eur"}, applied: 1},
 		{name: "error before apply", fault: sandbox.FaultErrorBeforeApply, req: req},
 		{name: "connection dropped after apply", fault: sandbox.FaultDropAfterApply, req: req, applied: 1},
 	} {
@@ -84,6 +86,10 @@ func TestRefundErrorsAreClassified(t *testing.T) {
 			p, c := setup(t)
 			if tc.fault != "" {
 				require.NoError(t, p.SetFault(tc.fault, 1))
+			}
+			if tc.req.Amount == 301 {
+				_, err := c.Refund(context.Background(), "k1", req)
+				require.NoError(t, err)
 			}
 			_, err := c.Refund(context.Background(), "k1", tc.req)
 			require.Error(t, err)
@@ -192,4 +198,17 @@ func TestRefundApprovalAboveTheThreshold(t *testing.T) {
 	need, _, err = ts[0].Approval.Needs(json.RawMessage(`{"amount_cents":1000}`))
 	require.NoError(t, err)
 	assert.False(t, need)
+}
+
+func TestRefundWithAKeyTooLongIsRefusedBeforeSending(t *testing.T) {
+	t.Parallel()
+	p, c := setup(t)
+	ts := payments.Tools(c, payments.ToolsConfig{})
+	k, err := keys.New("acme", strings.Repeat("r", 250), 1, payments.RefundPayment)
+	require.NoError(t, err)
+	_, err = ts[0].Run(context.Background(), tools.Call{Key: k,
+		Args: json.RawMessage(`{"order_id":"1","payment_id":"pay_1","amount_cents":5,"currency":"EUR","reason":"x"}`)})
+	assert.True(t, errors.Is(err, tools.ErrNotApplied))
+	assert.ErrorContains(t, err, "use a shorter run id")
+	assert.Empty(t, p.Refunds())
 }

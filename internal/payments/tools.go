@@ -12,6 +12,10 @@ import (
 	"github.com/oncerun/oncerun/tools"
 )
 
+// MaxKeyLen is the longest idempotency key the provider takes (Stripe's
+// limit). A step whose key is longer is refused before anything is sent.
+const MaxKeyLen = 255
+
 // Names of the payment tools.
 const (
 	RefundPayment = "refund_payment"
@@ -73,6 +77,10 @@ func Tools(c *Client, cfg ToolsConfig) []tools.Tool {
 				var a refundArgs
 				if err := call.Decode(&a); err != nil {
 					return nil, tools.Permanent(tools.NotApplied(err))
+				}
+				if k := call.Key.String(); len(k) > MaxKeyLen {
+					return nil, tools.Permanent(tools.NotApplied(fmt.Errorf(
+						"the step's key is %d bytes and the provider takes idempotency keys of at most %d: use a shorter run id", len(k), MaxKeyLen)))
 				}
 				return c.Refund(ctx, call.Key.String(), RefundRequest{
 					PaymentID: a.PaymentID, Amount: a.AmountCents, Currency: strings.ToLower(a.Currency)})

@@ -62,3 +62,18 @@ func TestAckRefusesBadText(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 1, rep.DriftCount, "still open")
 }
+
+func TestOpenSumsTheFindingsNobodyAcknowledged(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	id := open(t, f)
+	rep, err := reconcile.Open(ctx, f.pool)
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.DriftCount)
+	_, err = reconcile.Ack(ctx, f.pool, id, "alice", "refunded by hand")
+	require.NoError(t, err)
+	rep, err = reconcile.Open(ctx, f.pool)
+	require.NoError(t, err)
+	assert.Zero(t, rep.DriftCount, "an acknowledged finding leaves the sums")
+}
