@@ -105,6 +105,9 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	assert.NotContains(t, dev.out.String(), "s3cret")
 	assert.Contains(t, dev.out.String(), "password=xxxxx dbname="+db.Name)
 	assert.Contains(t, dev.out.String(), "approvals   http://"+apAddr+"/")
+	assert.Contains(t, dev.out.String(), "(sandbox provider; ledger in "+filepath.Join(dataDir, "sandbox-payments"),
+		"with no PAYMENTS_BASE_URL, dev runs a sandbox payment provider")
+	assert.Contains(t, dev.out.String(), "(in-process server, mailbox in memory; SMTP_ADDR)")
 	// The first start makes a development token and prints it, once.
 	m := regexp.MustCompile(`token +(oncerun_\S+)`).FindStringSubmatch(dev.out.String())
 	require.NotNil(t, m, "the banner shows the development token:\n%s", dev.out.String())
