@@ -31,10 +31,12 @@ type NeedsResolution struct {
 	Known string `json:"known"`
 }
 
-// externalLease is the lease of an external call's key, renewed while the
-// call runs: a worker that dies holding it leaves the key to another within
-// this time, not after the call's whole timeout.
-const externalLease = 30 * time.Second
+// externalLease is the lease of an external call's key, renewed every
+// third of it while the call runs: a worker that dies holding it leaves the
+// key to another within this time, not after the call's whole timeout. It
+// is a little longer than the steps' heartbeat timeout, after which
+// Temporal retries a dead worker's attempt.
+const externalLease = 12 * time.Second
 
 // runExternal makes an external call once through the store's external
 // protocol (see idempotency.Store.External): the tool's errors are

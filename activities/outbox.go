@@ -115,6 +115,7 @@ const (
 // message is marked unknown and reconciliation reports it. Errors that may
 // pass (the receiver is away) are returned for Temporal to retry.
 func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverOutput, error) {
+	defer keepAlive(ctx)()
 	var (
 		keyStr, toolName, argsHash string
 		args                       json.RawMessage

@@ -72,6 +72,7 @@ type PlannedCall struct {
 // the run can tell the planner. Unknown planners and permanent planner
 // failures are non-retryable; other planner errors are retried.
 func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error) {
+	defer keepAlive(ctx)()
 	p, ok := a.Planners[in.Planner]
 	if !ok {
 		return PlanOutput{}, temporal.NewNonRetryableApplicationError(

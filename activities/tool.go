@@ -61,6 +61,7 @@ type ToolOutput struct {
 //     and the lease is completed with its result. An earlier attempt whose
 //     outcome is unknown is resolved by the tool's paired read.
 func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, error) {
+	defer keepAlive(ctx)()
 	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
 	if err != nil {
 		return ToolOutput{}, temporalError(err)

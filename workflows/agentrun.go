@@ -242,9 +242,6 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 		opts.ActivityID = fmt.Sprintf("%s#%d", s.Key, round+1)
 	}
 	opts.StartToCloseTimeout = call.Timeout
-	if call.Class == tools.ClassExternal {
-		opts.HeartbeatTimeout = externalHeartbeat
-	}
 	var out activities.ToolOutput
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, activities.ToolInput{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
@@ -333,6 +330,7 @@ func summarize(s string) string {
 
 var planOptions = workflow.ActivityOptions{
 	StartToCloseTimeout:    2 * time.Minute,
+	HeartbeatTimeout:       heartbeatTimeout,
 	ScheduleToCloseTimeout: 30 * time.Minute,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:        time.Second,
@@ -342,10 +340,17 @@ var planOptions = workflow.ActivityOptions{
 	},
 }
 
+// heartbeatTimeout is the heartbeat timeout of steps, planning turns and
+// deliveries, which heartbeat every activities.HeartbeatEvery while they
+// run: the attempt of a worker that died is retried after this, not after
+// its whole StartToClose timeout.
+const heartbeatTimeout = 10 * time.Second
+
 // toolOptions retries a step with backoff for at most the retry horizon the
 // tools' retention windows were validated against.
 var toolOptions = workflow.ActivityOptions{
 	ScheduleToCloseTimeout: tools.DefaultRetryHorizon,
+	HeartbeatTimeout:       heartbeatTimeout,
 	RetryPolicy: &temporal.RetryPolicy{
 		InitialInterval:    time.Second,
 		BackoffCoefficient: 2,

@@ -252,3 +252,22 @@ func TestAgentRunRefusesInvalidInput(t *testing.T) {
 		})
 	}
 }
+
+// Steps, planning turns and deliveries heartbeat: a worker that dies is
+// noticed after the short heartbeat timeout, not after the attempt's whole
+// StartToClose timeout.
+func TestActivitiesOfARunHaveAShortHeartbeatTimeout(t *testing.T) {
+	t.Parallel()
+	h := setup(t, lookup("o-1"), refund("o-1"))
+	withResolutions(h)
+	h.followUps = []activities.FollowUpMessage{{Seq: 1, Tool: "send_email", Key: key(t, 1, "send_email.1")}}
+	h.run(t, modelRun())
+	for _, typ := range []string{"Plan", "RunTool", "Deliver"} {
+		infos := h.startedInfos(typ)
+		require.NotEmpty(t, infos, typ)
+		for _, info := range infos {
+			assert.Equal(t, heartbeatTimeout, info.HeartbeatTimeout, "%s attempt %d", typ, info.Attempt)
+			assert.Less(t, activities.HeartbeatEvery*3, info.HeartbeatTimeout, "room for a heartbeat to be late")
+		}
+	}
+}

@@ -178,16 +178,10 @@ func (r *run) deliverFollowUps(ctx workflow.Context, s *Step, msgs []activities.
 	}
 }
 
-// externalHeartbeat is the heartbeat timeout of an external call's
-// attempts: the store renews the call's lease, and the activity
-// heartbeats, every ten seconds, so a worker that died is noticed within
-// this time rather than after the call's whole timeout.
-const externalHeartbeat = 30 * time.Second
-
 // deliverOptions retry a follow-on delivery like a step.
 var deliverOptions = workflow.ActivityOptions{
 	StartToCloseTimeout:    2 * time.Minute,
-	HeartbeatTimeout:       externalHeartbeat,
+	HeartbeatTimeout:       heartbeatTimeout,
 	ScheduleToCloseTimeout: toolOptions.ScheduleToCloseTimeout,
 	RetryPolicy:            toolOptions.RetryPolicy,
 }

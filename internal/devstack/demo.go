@@ -210,7 +210,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	d.say("   Temporal retries step 3 once the attempt's 30 s timeout passes; then step 4 refunds, its answer is lost, and the paired read asks the provider…")
+	d.say("   Temporal retries step 3 once the dead attempt misses its heartbeats (10 s); then step 4 refunds, its answer is lost, and the paired read asks the provider…")
 	if st, err = d.follow(ctx, rc, func(s workflows.Status) bool {
 		return s.State == workflows.RunCompleted || s.State == workflows.RunFailed
 	}, seen); err != nil {

@@ -93,11 +93,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := migrate(ctx, pool, cfg.Logger); err != nil {
 		return err
 	}
-	tc, err := client.Dial(client.Options{
+	tc, err := DialTemporal(ctx, client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: TemporalLogger(cfg.Logger),
-	})
+	}, cfg.TemporalConnectWait, cfg.Logger)
 	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+		return err
 	}
 	defer tc.Close()
 	return ServeApprovals(ctx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, cfg.Logger)

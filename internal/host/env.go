@@ -52,6 +52,7 @@ var EnvNames = []string{
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
+	EnvTemporalConnectWait,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -90,6 +91,12 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	rc, err := ReconcileConfigFromEnv(getenv)
 	if err != nil {
 		return Config{}, "", err
+	}
+	var connectWait time.Duration
+	if s := getenv(EnvTemporalConnectWait); s != "" {
+		if connectWait, err = time.ParseDuration(s); err != nil || connectWait <= 0 {
+			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 1m", EnvTemporalConnectWait, s)
+		}
 	}
 	return Config{
 		Approvals:         ap,

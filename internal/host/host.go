@@ -49,6 +49,10 @@ type Config struct {
 	// Namespace is the Temporal namespace. Default "default"
 	// (TEMPORAL_NAMESPACE).
 	Namespace string
+	// TemporalConnectWait is how long the process keeps trying to reach
+	// Temporal at start. Default DefaultTemporalConnectWait; negative tries
+	// once (TEMPORAL_CONNECT_WAIT).
+	TemporalConnectWait time.Duration
 	// TaskQueue is the task queue to poll. Default
 	// workflows.DefaultTaskQueue (TEMPORAL_TASK_QUEUE).
 	TaskQueue string
@@ -189,11 +193,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tc, err := client.Dial(client.Options{
+	tc, err := DialTemporal(ctx, client.Options{
 		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: TemporalLogger(log),
-	})
+	}, cfg.TemporalConnectWait, log)
 	if err != nil {
-		return fmt.Errorf("connect to Temporal at %s: %w", cfg.TemporalAddress, err)
+		return err
 	}
 	defer tc.Close()
 
