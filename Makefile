@@ -62,6 +62,10 @@ bench-prune: ## Prune 1,000,000 expired keys; keys/s and claim p99 during prunin
 bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token lookup, known vs unknown.
 	go test -run '^$$' -bench 'BenchmarkListApprovals|BenchmarkTokensLookup' -count 5 ./approvals/
 
+.PHONY: bench-run
+bench-run: ## A scripted 10-step run against a plain Temporal workflow making the same 10 inserts, side by side on one server.
+	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/
+
 .PHONY: bench-history
 bench-history: ## A scripted run of 1,100 steps: its history's size, every Continue-As-New generation included.
 	go test -run '^$$' -bench BenchmarkScriptedRunHistory -benchtime 1x -timeout 30m ./internal/integration/

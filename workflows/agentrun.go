@@ -131,7 +131,7 @@ func (r *run) loop(ctx workflow.Context) error {
 			return r.continueAsNew(ctx)
 		}
 		var plan activities.PlanOutput
-		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, r.planInput()).Get(ctx, &plan)
+		err := r.plan(ctx).Get(ctx, &plan)
 		if err != nil {
 			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
 		}
@@ -249,6 +249,24 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	return out, err
 }
 
+// plan asks the planner for this turn's calls. A script's turn only reads
+// the run's own plan and checks the call against the worker's registry: it
+// runs as a local activity, in the workflow task, with no round trip
+// through the server (runs started before this change keep the activity
+// they began with). A model's turn is a regular activity: it is slow, it
+// heartbeats, and any worker may take it.
+func (r *run) plan(ctx workflow.Context) workflow.Future {
+	if r.in.Planner == planner.NameScript &&
+		workflow.GetVersion(ctx, localScriptPlanning, workflow.DefaultVersion, 1) == 1 {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localPlanOptions), a.Plan, r.planInput())
+	}
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, r.planInput())
+}
+
+// localScriptPlanning is the change ID under which a script's turns run as
+// local activities.
+const localScriptPlanning = "local-script-planning"
+
 // planInput is what the planner is told this turn. A scripted run's planner
 // needs only the plan's next call: it gets that call alone, at position 0
 // (the position an earlier release's script planner reads), and no history.
@@ -338,6 +356,16 @@ var planOptions = workflow.ActivityOptions{
 		MaximumInterval:        time.Minute,
 		NonRetryableErrorTypes: []string{activities.ErrTypeUnknownPlanner, activities.ErrTypePlanner},
 	},
+}
+
+// localPlanOptions retry a script's turn, a local activity, as planOptions
+// retry a model's: reading the plan and checking a call takes
+// milliseconds, so an attempt that takes seconds has met a worker in
+// trouble.
+var localPlanOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    10 * time.Second,
+	ScheduleToCloseTimeout: planOptions.ScheduleToCloseTimeout,
+	RetryPolicy:            planOptions.RetryPolicy,
 }
 
 // heartbeatTimeout is the heartbeat timeout of steps, planning turns and

@@ -1,15 +1,18 @@
 package workflows
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -269,5 +272,42 @@ func TestActivitiesOfARunHaveAShortHeartbeatTimeout(t *testing.T) {
 			assert.Equal(t, heartbeatTimeout, info.HeartbeatTimeout, "%s attempt %d", typ, info.Attempt)
 			assert.Less(t, activities.HeartbeatEvery*3, info.HeartbeatTimeout, "room for a heartbeat to be late")
 		}
+	}
+}
+
+// A script's turns run as local activities, with no round trip through the
+// server; a model's stay regular activities.
+func TestScriptedTurnsRunAsLocalActivities(t *testing.T) {
+	t.Parallel()
+	for _, scriptedRun := range []bool{true, false} {
+		t.Run(map[bool]string{true: "script", false: "model"}[scriptedRun], func(t *testing.T) {
+			t.Parallel()
+			calls := []activities.PlannedCall{lookup("o-1"), lookup("o-2")}
+			h := setup(t, calls...)
+			var mu sync.Mutex
+			local := 0
+			h.env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+				mu.Lock()
+				defer mu.Unlock()
+				if info.ActivityType.Name == "Plan" {
+					local++
+				}
+			})
+			in := modelRun()
+			if scriptedRun {
+				in = scripted(calls...)
+			}
+			st := h.run(t, in)
+			require.Len(t, st.Steps, 2)
+			mu.Lock()
+			defer mu.Unlock()
+			if scriptedRun {
+				assert.Equal(t, 3, local, "two calls and the turn that ends the plan")
+				assert.Empty(t, h.startedInfos("Plan"))
+			} else {
+				assert.Zero(t, local)
+				assert.Len(t, h.startedInfos("Plan"), 3)
+			}
+		})
 	}
 }

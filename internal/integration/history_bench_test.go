@@ -43,13 +43,13 @@ func BenchmarkScriptedRunHistory(b *testing.B) {
 		total, planBytes, generations = historySize(b, e, started.WorkflowID, started.RunID)
 	}
 	b.ReportMetric(float64(total), "history-bytes/run")
-	b.ReportMetric(float64(planBytes), "plan-scheduled-bytes/run")
+	b.ReportMetric(float64(planBytes), "plan-bytes/run")
 	b.ReportMetric(float64(generations), "generations/run")
 }
 
 // historySize sums the encoded size of every event of a run's history,
 // following Continue-As-New from the first generation, and of the events
-// that scheduled its Plan activities.
+// that scheduled its Plan activities or recorded its local planning turns.
 func historySize(b *testing.B, e *env, workflowID, runID string) (total, planBytes, generations int) {
 	ctx := context.Background()
 	for runID != "" {
@@ -61,6 +61,10 @@ func historySize(b *testing.B, e *env, workflowID, runID string) (total, planByt
 			require.NoError(b, err)
 			total += proto.Size(ev)
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "Plan" {
+				planBytes += proto.Size(ev)
+			}
+			// A script's turns are local activities: the run's only ones.
+			if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" {
 				planBytes += proto.Size(ev)
 			}
 			if c := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); c != nil {
