@@ -18,7 +18,6 @@ import (
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
-	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -189,7 +188,7 @@ ORDER BY round DESC LIMIT 1`+lock, in.id.Tenant, in.runID, in.step, want).
 			// The first request may have been recorded without reaching the
 			// run; sending the answer again is harmless.
 			if err := s.signalResolution(ctx, in.id.Tenant, *orig); err != nil {
-				return ResolveResponse{}, unresolved(in, err)
+				return ResolveResponse{}, undelivered("answer", in.runID, "", err)
 			}
 		}
 		return ResolveResponse{Resolution: *orig, Repeated: true}, nil
@@ -219,20 +218,9 @@ ORDER BY round DESC LIMIT 1`+lock, in.id.Tenant, in.runID, in.step, want).
 		zap.Int64("step", in.step), zap.Int("round", row.round), zap.String("outcome", string(in.outcome)),
 		zap.String("resolver", in.id.Name), zap.String("via", in.via), zap.String("remote_addr", in.remote))
 	if err := s.signalResolution(ctx, in.id.Tenant, rec); err != nil {
-		return ResolveResponse{}, unresolved(in, err)
+		return ResolveResponse{}, undelivered("answer", in.runID, "", err)
 	}
 	return ResolveResponse{Resolution: rec}, nil
-}
-
-// unresolved answers a recorded answer whose signal failed: a run that is
-// not open can never apply it (409); otherwise sending it again may (503).
-func unresolved(in resolveInput, err error) error {
-	if errors.Is(err, runs.ErrNotFound) {
-		return errorf(http.StatusConflict, "run_closed",
-			"the answer is recorded but run %s is no longer open and cannot apply it", in.runID)
-	}
-	return errorf(http.StatusServiceUnavailable, "unavailable",
-		"the answer is recorded but the run could not be reached (%s); send the same answer again to deliver it", err)
 }
 
 func (s *Server) signalResolution(ctx context.Context, tenant string, d ResolveDecision) error {

@@ -374,7 +374,7 @@ FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`+lock,
 			// The first request may have been recorded without reaching the
 			// run; sending the decision again is harmless.
 			if err := s.signal(ctx, in.id.Tenant, *orig); err != nil {
-				return DecideResponse{}, undelivered(in, err)
+				return DecideResponse{}, undelivered("decision", in.runID, "; it is listed under needs_resolution", err)
 			}
 		}
 		return DecideResponse{Decision: *orig, Repeated: true}, nil
@@ -416,7 +416,7 @@ FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`+lock,
 		zap.Int64("step", in.step), zap.String("decision", string(in.decision)), zap.String("approver", in.id.Name),
 		zap.String("via", in.via), zap.String("remote_addr", in.remote))
 	if err := s.signal(ctx, in.id.Tenant, rec); err != nil {
-		return DecideResponse{}, undelivered(in, err)
+		return DecideResponse{}, undelivered("decision", in.runID, "; it is listed under needs_resolution", err)
 	}
 	return DecideResponse{Decision: rec}, nil
 }
@@ -431,16 +431,16 @@ func (s *Server) argsMismatch(ctx context.Context, tx pgx.Tx, in decideInput, wh
 		"the args_hash you reviewed, %s, is not %s %s: review the step's arguments again", in.argsHash, whose, stepHash)
 }
 
-// undelivered answers a recorded decision whose signal failed: a run that
-// is not open can never apply it (409); otherwise sending it again may
-// (503).
-func undelivered(in decideInput, err error) error {
+// undelivered answers a recorded decision or answer (what) whose signal
+// failed: a run that is not open can never apply it (409, with closedHint
+// appended when set); otherwise sending it again may (503).
+func undelivered(what, runID, closedHint string, err error) error {
 	if errors.Is(err, runs.ErrNotFound) {
 		return errorf(http.StatusConflict, "run_closed",
-			"the decision is recorded but run %s is no longer open and cannot apply it; it is listed under needs_resolution", in.runID)
+			"the %s is recorded but run %s is no longer open and cannot apply it%s", what, runID, closedHint)
 	}
 	return errorf(http.StatusServiceUnavailable, "unavailable",
-		"the decision is recorded but the run could not be reached (%s); send the same decision again to deliver it", err)
+		"the %s is recorded but the run could not be reached (%s); send the same %s again to deliver it", what, err, what)
 }
 
 func (s *Server) signal(ctx context.Context, tenant string, d Decision) error {

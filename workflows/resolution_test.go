@@ -1,6 +1,7 @@
 package workflows
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"sync"
@@ -71,16 +72,9 @@ func withResolutions(h *harness) *resolutions {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			r.delivers = append(r.delivers, in)
-			return activities.DeliverOutput{State: cmpOr(r.deliverState, activities.DeliveryDelivered)}, nil
+			return activities.DeliverOutput{State: cmp.Or(r.deliverState, activities.DeliveryDelivered)}, nil
 		})
 	return r
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // refund is an external call.

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
@@ -236,7 +237,7 @@ func TestCreditEmailsTheCustomerOnce(t *testing.T) {
 	credit := st.Steps[2]
 	require.Len(t, credit.FollowUps, 1)
 	fu := credit.FollowUps[0]
-	assert.Equal(t, activitiesDelivered, fu.State, fu.Error)
+	assert.Equal(t, activities.DeliveryDelivered, fu.State, fu.Error)
 	assert.Equal(t, stepKey(t, run, 3, "send_email.1"), fu.Key)
 	msgs := w.mailbox.Messages()
 	require.Len(t, msgs, 1)
@@ -246,8 +247,6 @@ func TestCreditEmailsTheCustomerOnce(t *testing.T) {
 	assert.Equal(t, 1, w.count("outbox", "run_id = $1 AND state = 'delivered'", run))
 	assert.Zero(t, w.reconcile().DriftCount)
 }
-
-const activitiesDelivered = "delivered"
 
 // An e-mail the server accepted but whose acceptance was lost is never sent
 // again by itself: the step waits for a person, and says it is at-least-once.
