@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.temporal.io/server/common/authorization"
@@ -172,6 +173,54 @@ var servicePorts = []struct {
 	{"history", 1, -299},
 	{"matching", 2, -298},
 	{"worker", 6, -294},
+}
+
+// freeBlocks hands out frontend ports to FreePort, one block of ten per
+// call, so that two servers started by one process never get the same.
+var freeBlocks struct {
+	sync.Mutex
+	next int
+}
+
+// FreePort returns a frontend port on ip whose every service port (Ports)
+// is free now. The ports are taken between 20000 and 32000, below the
+// kernel's usual ephemeral range: a port picked there could be taken by any
+// outgoing connection between the pick and the server's start.
+func FreePort(ip string) (int, error) {
+	freeBlocks.Lock()
+	defer freeBlocks.Unlock()
+	if freeBlocks.next == 0 {
+		freeBlocks.next = 20000 + 10*(os.Getpid()%1200)
+	}
+	for range 1200 {
+		port := freeBlocks.next
+		if freeBlocks.next += 10; freeBlocks.next >= 32000 {
+			freeBlocks.next = 20000
+		}
+		if allFree(ip, Ports(port)) {
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("no free block of Temporal ports on %s between 20000 and 32000", ip)
+}
+
+func allFree(ip string, ports []int) bool {
+	for _, p := range ports {
+		if checkFree(ip, p) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Ports lists every port a server with the given frontend port listens on,
+// apart from its metrics port, which is picked free at each start.
+func Ports(frontend int) []int {
+	ports := make([]int, 0, 2*len(servicePorts))
+	for _, sp := range servicePorts {
+		ports = append(ports, frontend+sp.grpc, frontend+sp.membership)
+	}
+	return ports
 }
 
 func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, error) {

@@ -297,7 +297,7 @@ func (d *demo) setUp(ctx context.Context) error {
 	// A free port for the frontend may still have a service port taken at
 	// one of the fixed offsets: try a few.
 	for attempt := 0; ; attempt++ {
-		port, err := demoPort()
+		port, err := devserver.FreePort("127.0.0.1")
 		if err != nil {
 			return err
 		}
@@ -623,22 +623,6 @@ func recreateDatabase(ctx context.Context, serverURL, name string) (string, erro
 	}
 	u.Path = "/" + name
 	return u.String(), nil
-}
-
-// demoPort finds a free frontend port with room for the devserver's offsets.
-func demoPort() (int, error) {
-	for range 20 {
-		addr, err := freeAddr()
-		if err != nil {
-			return 0, err
-		}
-		_, p, _ := net.SplitHostPort(addr)
-		port, _ := strconv.Atoi(p)
-		if port > 400 && port < 65000 {
-			return port, nil
-		}
-	}
-	return 0, errors.New("no free port for the embedded Temporal server")
 }
 
 func freeAddr() (string, error) {

@@ -77,7 +77,7 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	bin := buildStarter(t)
 	db := pgtest.NewEmptyDB(t)
 	dataDir := t.TempDir()
-	port := portOf(t, freeAddr(t))
+	port := devPort(t)
 	queue := fmt.Sprintf("oncerun-dev-%d", queues.Add(1))
 	apAddr := freeAddr(t)
 	// The database is named by a keyword/value string with a password on

@@ -26,7 +26,7 @@ func TestDevServerKeepsRunsAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
 	run := e.id("r-dev")
-	port := portOf(t, freeAddr(t)) // the same port on both starts, as 7233 would be
+	port := devPort(t) // the same port on both starts, as 7233 would be
 
 	start := func() (*devserver.Server, client.Client) {
 		srv, err := devserver.Start(devserver.Config{DataDir: dir, Port: port})

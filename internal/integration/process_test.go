@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -156,6 +157,15 @@ func portOf(t *testing.T, hostPort string) int {
 	n, err := strconv.Atoi(p)
 	require.NoError(t, err)
 	return n
+}
+
+// devPort returns a frontend port for an embedded dev server whose every
+// service port is free.
+func devPort(t *testing.T) int {
+	t.Helper()
+	port, err := devserver.FreePort("127.0.0.1")
+	require.NoError(t, err)
+	return port
 }
 
 var (
