@@ -93,8 +93,11 @@ func (a *Activities) CheckOutcome(ctx context.Context, in ToolInput) (OutcomeChe
 		return OutcomeCheck{}, temporalError(err)
 	}
 	info, found, err := a.Store.Peek(ctx, idempotency.Claim{Key: key, ArgsHash: in.ArgsHash})
-	if err != nil || !found || !info.OutcomeUnknown() {
+	if err != nil {
 		return OutcomeCheck{}, temporalError(err)
+	}
+	if !found || !info.OutcomeUnknown() {
+		return OutcomeCheck{}, nil // nothing in doubt: the step failed
 	}
 	known := "the last attempt's lease expired without an outcome"
 	if info.Failure != nil {

@@ -125,6 +125,25 @@ func NotApplied(err error) error {
 	return fmt.Errorf("%w: %w", ErrNotApplied, err)
 }
 
+// BeforeSend returns a [NotApplied] error when ctx has ended or its
+// deadline has passed, by this process's clock. An external tool's client
+// calls it right before a request leaves: the context of an external call
+// has as its deadline the moment the key's lease may have expired, moved on
+// by each renewal, and a worker that was frozen past it must send nothing
+// when it comes back, since another worker may have taken the key over and
+// sent already. (Go's HTTP transport dials without the request's deadline,
+// so the deadline alone does not stop a request.)
+func BeforeSend(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return NotApplied(fmt.Errorf("not sent: %w", context.Cause(ctx)))
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return NotApplied(fmt.Errorf("not sent: the deadline passed %s ago: %w",
+			time.Since(d).Round(time.Millisecond), context.DeadlineExceeded))
+	}
+	return nil
+}
+
 // ErrTypePermanent is the Temporal application error type of a [Permanent]
 // failure.
 const ErrTypePermanent = "ToolFailed"

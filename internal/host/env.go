@@ -52,7 +52,7 @@ var EnvNames = []string{
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
-	EnvTemporalConnectWait,
+	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -103,6 +103,8 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		External:          ext,
 		Reconcile:         rc,
 		Watchdog:          wd,
+		CrashAt:           getenv(EnvCrashAt),
+		StallAt:           getenv(EnvStallAt),
 		CrashAfterCommit:  getenv(EnvCrashAfterCommit),
 		CrashAroundEffect: getenv(EnvCrashAroundEffect),
 		AlertWebhookURL:   getenv(EnvAlertWebhookURL),

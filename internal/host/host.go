@@ -82,6 +82,9 @@ type Config struct {
 	// AlertWebhookURL, when set, receives each expiry alert as a JSON POST
 	// (ALERT_WEBHOOK_URL).
 	AlertWebhookURL string
+	// CrashAt and StallAt are fault injection for drills and tests: see
+	// EnvCrashAt and EnvStallAt. Empty in production.
+	CrashAt, StallAt string
 	// CrashAfterCommit is fault injection for demos and drills: see
 	// EnvCrashAfterCommit. Empty in production.
 	CrashAfterCommit string
@@ -132,16 +135,18 @@ func allTools(shop tools.ShopConfig, ext ExternalConfig, extra []tools.Tool) ([]
 }
 
 // workerRegistry is the registry of a worker of cfg, with its fault
-// injection, if any.
-func workerRegistry(cfg Config) (*tools.Registry, error) {
+// injection, if any, and the faults.
+func workerRegistry(cfg Config) (*tools.Registry, faults, error) {
 	all, err := allTools(cfg.Shop, cfg.External, cfg.ExtraTools)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if all, err = crashAroundEffect(cfg.CrashAroundEffect, all, cfg.Logger); err != nil {
-		return nil, err
+	fs, err := parseFaults(cfg, all)
+	if err != nil {
+		return nil, nil, err
 	}
-	return newRegistry(all)
+	reg, err := newRegistry(fs.withFaults(all))
+	return reg, fs, err
 }
 
 func newRegistry(all []tools.Tool) (*tools.Registry, error) {
@@ -173,7 +178,7 @@ func Planners(openai planner.OpenAIConfig) (map[string]planner.Planner, error) {
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	log := cfg.Logger
-	reg, err := workerRegistry(cfg)
+	reg, fs, err := workerRegistry(cfg)
 	if err != nil {
 		return err
 	}
@@ -227,10 +232,9 @@ func Run(ctx context.Context, cfg Config) error {
 		WorkerStopTimeout: shutdownTimeout,
 		OnFatalError:      func(err error) { fatal <- err },
 	}
-	if cfg.CrashAfterCommit != "" {
-		log.Warn("fault injection on: this worker will kill itself after a step commits",
-			zap.String("env", EnvCrashAfterCommit), zap.String("tool", cfg.CrashAfterCommit))
-		opts.Interceptors = append(opts.Interceptors, &crashAfterCommit{tool: cfg.CrashAfterCommit, log: log})
+	if len(fs) > 0 {
+		fs.announce()
+		opts.Interceptors = append(opts.Interceptors, &faultInterceptor{fs: fs})
 	}
 	w := NewWorker(tc, cfg.TaskQueue, acts, opts)
 	if err := w.Start(); err != nil {

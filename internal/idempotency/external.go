@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -47,7 +48,13 @@ const DefaultReadTries = 3
 type External struct {
 	// Call makes the effect and returns its result as JSON. It must send the
 	// key as the provider's idempotency key where the provider takes one.
-	// Its context ends when the lease is lost.
+	// Its context ends when the lease is lost, and its deadline is the
+	// moment the lease may have expired by this process's clock, moved on
+	// by each renewal: a connection dialled after it fails at once, so that
+	// a process that was frozen past its lease sends nothing when it comes
+	// back, before its renewal has found the lease gone. (A client that
+	// reads the deadline once to bound a whole long call should use its own
+	// timeout instead.)
 	Call func(ctx context.Context) (json.RawMessage, error)
 	// BeforeEffect reports that an error of Call provably happened before
 	// the effect could begin (nothing was sent, or the provider answered
@@ -100,7 +107,8 @@ type ExternalOutcome struct {
 //     (ext.KeyLifetime). Otherwise the key stays unknown and External
 //     returns an [*UnresolvedError]: a person must find out.
 //  3. ext.Call runs while the lease is renewed every ext.Renew; a lost
-//     lease cancels it.
+//     lease cancels it, and so does a lease that may have expired by this
+//     process's clock (no renewal for two thirds of it).
 //  4. Its result completes the key; its error fails it, before the effect
 //     only when ext.BeforeEffect says so. Both are recorded even if ctx has
 //     ended meanwhile.
@@ -108,13 +116,16 @@ func (s *Store) External(ctx context.Context, claim Claim, ext External) (Extern
 	if ext.Call == nil || ext.BeforeEffect == nil {
 		return ExternalOutcome{}, fmt.Errorf("external %s: Call and BeforeEffect are required: %w", claim.Key, ErrInvalidClaim)
 	}
+	// The lease is held, by this process's clock, from before the statement
+	// that grants it: the database's lease starts later than this.
+	held := &heldSince{t: time.Now()}
 	begun, err := s.Begin(ctx, claim)
 	lease := begun.Lease
 	var unknown *OutcomeUnknownError
 	switch {
 	case errors.As(err, &unknown):
 		lease = unknown.Lease
-		out, done, err := s.resolveUnknown(ctx, lease, unknown, ext)
+		out, done, err := s.resolveUnknown(ctx, lease, held, unknown, ext)
 		if done || err != nil {
 			return out, err
 		}
@@ -125,14 +136,14 @@ func (s *Store) External(ctx context.Context, claim Claim, ext External) (Extern
 	case lease == nil:
 		return ExternalOutcome{Outcome: begun.Outcome}, nil
 	}
-	return s.call(ctx, lease, ext)
+	return s.call(ctx, lease, held, ext)
 }
 
 // resolveUnknown decides what to do about an earlier attempt whose outcome
 // is unknown, holding its new lease: done with the outcome when the read
 // found the effect, an error when nothing can be decided, neither when the
 // effect may be made.
-func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, unknown *OutcomeUnknownError, ext External) (ExternalOutcome, bool, error) {
+func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSince, unknown *OutcomeUnknownError, ext External) (ExternalOutcome, bool, error) {
 	a, err := s.prepare(lease.Claim)
 	if err != nil {
 		return ExternalOutcome{}, false, err
@@ -163,8 +174,8 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, unknown *Outco
 	// and send while this one is about to.
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := s.keepLease(rctx, lease, ext, cancel)
-	found, result, err := s.read(rctx, ext)
+	lctx, stop := s.keepLease(rctx, lease, held, ext, cancel)
+	found, result, err := s.read(lctx, ext)
 	stop()
 	if cause := context.Cause(rctx); errors.Is(cause, ErrLeaseLost) {
 		return ExternalOutcome{}, false, fmt.Errorf("resolve the unknown outcome of %s: %w", unknown.Key, cause)
@@ -232,11 +243,11 @@ func (s *Store) unresolved(ctx context.Context, lease *Lease, unknown *OutcomeUn
 }
 
 // call runs ext.Call under lease, renewing it, and records the outcome.
-func (s *Store) call(ctx context.Context, lease *Lease, ext External) (ExternalOutcome, error) {
+func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext External) (ExternalOutcome, error) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := s.keepLease(cctx, lease, ext, cancel)
-	result, err := ext.Call(cctx)
+	lctx, stop := s.keepLease(cctx, lease, held, ext, cancel)
+	result, err := ext.Call(lctx)
 	stop()
 	if err != nil {
 		f := Failure{Message: err.Error(), BeforeEffect: ext.BeforeEffect(err)}
@@ -254,12 +265,17 @@ func (s *Store) call(ctx context.Context, lease *Lease, ext External) (ExternalO
 	return ExternalOutcome{Outcome: out}, err
 }
 
-// keepLease extends lease every ext.Renew until stop is called. A renewal
-// that finds the lease lost cancels the call with ErrLeaseLost; one that
-// fails for another reason (the database is away) is retried at the next
-// tick, while the lease still has time, and once it may not have, the call
-// is cancelled with ErrLeaseLost too.
-func (s *Store) keepLease(ctx context.Context, lease *Lease, ext External, cancel context.CancelCauseFunc) (stop func()) {
+// keepLease extends lease every ext.Renew until stop is called, and
+// returns ctx with the deadline past which the lease may have expired by
+// this process's clock: the last renewal (or the grant, held) plus two
+// thirds of the lease, a margin of one renewal. A renewal that finds the
+// lease lost cancels the call with ErrLeaseLost; one that fails for
+// another reason (the database is away) is retried at the next tick, while
+// the lease still has time. Once it may not have (a renewal failed too
+// long, or the process was frozen past it and finds the gap when it comes
+// back) the call is cancelled with ErrLeaseLost too; its deadline has
+// passed before that, so that nothing it starts meanwhile gets out.
+func (s *Store) keepLease(ctx context.Context, lease *Lease, held *heldSince, ext External, cancel context.CancelCauseFunc) (context.Context, func()) {
 	length := cmp.Or(lease.Claim.Lease, s.cfg.Lease)
 	every := ext.Renew
 	if every <= 0 {
@@ -269,7 +285,7 @@ func (s *Store) keepLease(ctx context.Context, lease *Lease, ext External, cance
 	// process's clock, with a margin of one renewal: the call is cut off
 	// before another caller may take the key over.
 	giveUp := max(length-every, every)
-	renewed := time.Now()
+	lctx := &leaseContext{Context: ctx, until: held.get().Add(giveUp)}
 	done := make(chan struct{})
 	finished := make(chan struct{})
 	go func() {
@@ -284,30 +300,82 @@ func (s *Store) keepLease(ctx context.Context, lease *Lease, ext External, cance
 				return
 			case <-t.C:
 			}
+			if gap := time.Since(held.get()); gap >= giveUp {
+				cancel(fmt.Errorf("no renewal for %s, and the lease may have expired: %w", gap.Round(time.Millisecond), ErrLeaseLost))
+				return
+			}
+			sent := time.Now()
 			err := s.Renew(ctx, lease)
 			switch {
 			case errors.Is(err, ErrLeaseLost):
 				cancel(err)
 				return
-			case err != nil && time.Since(renewed) >= giveUp:
+			case err != nil && time.Since(held.get()) >= giveUp:
 				cancel(fmt.Errorf("no renewal for %s, and the lease may have expired (%w): %w",
-					time.Since(renewed).Round(time.Millisecond), ErrLeaseLost, err))
+					time.Since(held.get()).Round(time.Millisecond), ErrLeaseLost, err))
 				return
 			case err != nil:
 				a, _ := s.prepare(lease.Claim)
 				s.log.Warn("lease renewal failed; trying again", a.fields(zap.Error(err))...)
 			default:
-				renewed = time.Now()
+				held.set(sent)
+				lctx.extend(sent.Add(giveUp))
 				if ext.OnRenew != nil {
 					ext.OnRenew()
 				}
 			}
 		}
 	}()
-	return func() {
+	return lctx, func() {
 		close(done)
 		<-finished
 	}
+}
+
+// heldSince is the time, by this process's clock, from which a lease is
+// known to be held: taken before the statement that granted or last
+// renewed it was sent.
+type heldSince struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (h *heldSince) get() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.t
+}
+
+func (h *heldSince) set(t time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t = t
+}
+
+// leaseContext is a call's context under a lease: its deadline is when the
+// lease may have expired by this process's clock, and moves on with each
+// renewal.
+type leaseContext struct {
+	context.Context
+	mu    sync.Mutex
+	until time.Time
+}
+
+// Deadline returns the earlier of the lease's deadline and the parent's.
+func (c *leaseContext) Deadline() (time.Time, bool) {
+	c.mu.Lock()
+	until := c.until
+	c.mu.Unlock()
+	if d, ok := c.Context.Deadline(); ok && d.Before(until) {
+		return d, true
+	}
+	return until, true
+}
+
+func (c *leaseContext) extend(until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.until = until
 }
 
 // renewSQL extends a lease its owner still holds.

@@ -413,6 +413,35 @@ func TestExternalLostLeaseCancelsCall(t *testing.T) {
 	}
 }
 
+// The call's deadline is when its lease may have expired by this
+// process's clock, and each renewal moves it on: a process frozen past it
+// can tell, when it comes back, that it may no longer send.
+func TestExternalCallDeadlineFollowsTheLease(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c := claim(t, "acme", "r1", 2, "refund_payment", `{"amount_cents":500}`)
+	c.Lease = 600 * time.Millisecond
+	var first, later time.Time
+	before := time.Now()
+	_, err := f.store.External(context.Background(), c, idempotency.External{
+		Call: func(ctx context.Context) (json.RawMessage, error) {
+			var ok bool
+			if first, ok = ctx.Deadline(); !ok {
+				return nil, errors.New("the call has no deadline")
+			}
+			time.Sleep(700 * time.Millisecond) // three renewals
+			later, _ = ctx.Deadline()
+			return json.RawMessage(`{"refund_id":"re_1"}`), nil
+		},
+		BeforeEffect: beforeEffect,
+		Renew:        200 * time.Millisecond,
+	})
+	require.NoError(t, err)
+	assert.WithinDuration(t, before.Add(400*time.Millisecond), first, 100*time.Millisecond,
+		"two thirds of the lease from before it was granted")
+	assert.Greater(t, later.Sub(first), 300*time.Millisecond, "the renewals moved it on")
+}
+
 func TestRenewExtendsLease(t *testing.T) {
 	t.Parallel()
 	f := setup(t)

@@ -148,6 +148,24 @@ func TestRequestThatNeverLeftIsBeforeTheEffect(t *testing.T) {
 	assert.False(t, permanent(err), "it may work later")
 }
 
+// frozen is the context of a call whose process was frozen past its
+// deadline and has just come back: the deadline has passed, and nothing has
+// run yet to close Done.
+type frozen struct{ context.Context }
+
+func (frozen) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
+
+// A refund whose call's deadline (its key's lease) has passed is not sent,
+// though its context is not done yet: the lease may be another worker's.
+func TestRefundPastItsDeadlineIsNotSent(t *testing.T) {
+	t.Parallel()
+	p, c := setup(t)
+	_, err := c.Refund(frozen{context.Background()}, "k1", req)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, tools.ErrNotApplied)
+	assert.Empty(t, p.Refunds(), "nothing reached the provider")
+}
+
 func TestReadUnavailableIsAnError(t *testing.T) {
 	t.Parallel()
 	p, c := setup(t)

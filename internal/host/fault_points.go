@@ -1,0 +1,227 @@
+package host
+
+import (
+	"context"
+	"net"
+	"net/http/httptrace"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/workflow"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// Where each point is placed:
+//
+//   - after-lease, during-effect and after-apply wrap the tool's Run in the
+//     worker's registry: the store calls Run once the lease is committed
+//     (external) or inside the key's transaction (natural, keyed).
+//   - before-claim and after-commit are a worker interceptor around the
+//     RunTool activity; after-commit reads ToolOutput.Replayed, the
+//     activity's own account of whether this attempt recorded the outcome.
+//   - workflow-task and approval-wait are a workflow interceptor.
+//
+// A fault never fires where a step is being retried after an earlier
+// death, so that a retry that lands on another worker with the same fault
+// goes through: the activity points fire on a step's first attempt only
+// (after-commit on any attempt that recorded the outcome itself, which at
+// most one does), and the workflow points only in a run whose first
+// workflow task this worker ran, never in one it took over by replaying
+// its history.
+
+// withFaults wraps the tools that fs name at after-lease, during-effect or
+// after-apply.
+func (fs faults) withFaults(all []tools.Tool) []tools.Tool {
+	out := slices.Clone(all)
+	for i, t := range out {
+		lease, during, apply := fs.at(PointAfterLease, t.Name), fs.at(PointDuringEffect, t.Name), fs.at(PointAfterApply, t.Name)
+		if lease == nil && during == nil && apply == nil {
+			continue
+		}
+		run, external := t.Run, t.Class == tools.ClassExternal
+		out[i].Run = func(ctx context.Context, call tools.Call) (any, error) {
+			if !firstAttempt(ctx) {
+				return run(ctx, call)
+			}
+			fields := keyFields(call)
+			lease.fire(fields...)
+			if during != nil && external {
+				ctx = duringRequest(ctx, func() { during.fire(fields...) })
+			}
+			res, err := run(ctx, call)
+			if err == nil {
+				if !external {
+					during.fire(fields...)
+				}
+				apply.fire(fields...)
+			}
+			return res, err
+		}
+	}
+	return out
+}
+
+// duringRequest returns ctx with an HTTP client trace that calls fire once
+// a request made with it has reached the server's host whole (its TCP
+// segments acknowledged) and before its answer is read; where that cannot
+// be observed, as soon as the request is written.
+func duringRequest(ctx context.Context, fire func()) context.Context {
+	var conn atomic.Pointer[net.Conn]
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(i httptrace.GotConnInfo) { conn.Store(&i.Conn) },
+		WroteRequest: func(w httptrace.WroteRequestInfo) {
+			c := conn.Load()
+			if w.Err != nil || c == nil {
+				return
+			}
+			// The transport flushes the request after this hook returns.
+			if !whenDelivered(*c, fire) {
+				fire()
+			}
+		},
+	})
+}
+
+// firstAttempt reports whether ctx is the first attempt of its activity
+// (or no activity's).
+func firstAttempt(ctx context.Context) bool {
+	return !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt <= 1
+}
+
+func keyFields(call tools.Call) []zap.Field {
+	k := call.Key
+	return []zap.Field{zap.String("tenant", k.Tenant), zap.String("run_id", k.RunID), zap.Int64("step", k.Step),
+		zap.String("tool", k.Tool), zap.String("key", k.String())}
+}
+
+func inputFields(in activities.ToolInput) []zap.Field {
+	return []zap.Field{zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),
+		zap.String("tool", in.Tool)}
+}
+
+// faultInterceptor places the points of fs that are not in a tool's Run.
+type faultInterceptor struct {
+	interceptor.WorkerInterceptorBase
+	fs faults
+}
+
+// runToolName is the activity type of a step.
+const runToolName = "RunTool"
+
+// requestApprovalName is the activity type that records a pending approval.
+const requestApprovalName = "RequestApproval"
+
+func (c *faultInterceptor) InterceptActivity(ctx context.Context, next interceptor.ActivityInboundInterceptor) interceptor.ActivityInboundInterceptor {
+	i := &faultActivity{fs: c.fs}
+	i.Next = next
+	return i
+}
+
+type faultActivity struct {
+	interceptor.ActivityInboundInterceptorBase
+	fs faults
+}
+
+func (c *faultActivity) ExecuteActivity(ctx context.Context, in *interceptor.ExecuteActivityInput) (any, error) {
+	var tin activities.ToolInput
+	isStep := len(in.Args) > 0 && activity.GetInfo(ctx).ActivityType.Name == runToolName
+	if isStep {
+		tin, isStep = in.Args[0].(activities.ToolInput)
+	}
+	if isStep && firstAttempt(ctx) {
+		c.fs.at(PointBeforeClaim, tin.Tool).fire(inputFields(tin)...)
+	}
+	res, err := c.Next.ExecuteActivity(ctx, in)
+	if err != nil || !isStep {
+		return res, err
+	}
+	if f := c.fs.at(PointAfterCommit, tin.Tool); f != nil {
+		out, ok := res.(activities.ToolOutput)
+		if ok && !out.Replayed {
+			f.fire(append(inputFields(tin), zap.String("key", out.Key), zap.Bool("resolved", out.Resolved))...)
+		}
+	}
+	return res, err
+}
+
+func (c *faultInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
+	if !c.fs.has(PointWorkflowTask, PointApprovalWait) {
+		return next
+	}
+	i := &faultWorkflow{fs: c.fs}
+	i.Next = next
+	return i
+}
+
+// faultWorkflow is one run's workflow interceptor: a new one is made each
+// time a worker builds the run, by running it from its start or by
+// replaying its history.
+type faultWorkflow struct {
+	interceptor.WorkflowInboundInterceptorBase
+	fs faults
+	// live is set when this worker ran the run's first workflow task: it
+	// has held the run since its start, rather than taking it over by
+	// replaying its history.
+	live bool
+	// approval is the tool of the step whose pending approval the run
+	// recorded last.
+	approval string
+}
+
+func (w *faultWorkflow) Init(outbound interceptor.WorkflowOutboundInterceptor) error {
+	o := &faultWorkflowOutbound{w: w}
+	o.Next = outbound
+	return w.Next.Init(o)
+}
+
+func (w *faultWorkflow) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
+	w.live = !workflow.IsReplaying(ctx)
+	return w.Next.ExecuteWorkflow(ctx, in)
+}
+
+// fire fires f if this workflow task is the first to reach its point.
+func (w *faultWorkflow) fire(ctx workflow.Context, f *fault, fields ...zap.Field) {
+	if f == nil || !w.live || workflow.IsReplaying(ctx) {
+		return
+	}
+	info := workflow.GetInfo(ctx)
+	f.fire(append(fields, zap.String("workflow_id", info.WorkflowExecution.ID),
+		zap.Int("history_length", info.GetCurrentHistoryLength()))...)
+}
+
+type faultWorkflowOutbound struct {
+	interceptor.WorkflowOutboundInterceptorBase
+	w *faultWorkflow
+}
+
+func (o *faultWorkflowOutbound) ExecuteActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	approval := ""
+	if len(args) > 0 {
+		switch in := args[0].(type) {
+		case activities.ToolInput:
+			if activityType == runToolName {
+				o.w.fire(ctx, o.w.fs.at(PointWorkflowTask, in.Tool), inputFields(in)...)
+			}
+		case activities.ApprovalRequest:
+			if activityType == requestApprovalName {
+				approval = in.Tool
+			}
+		}
+	}
+	o.w.approval = approval
+	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *faultWorkflowOutbound) AwaitWithTimeout(ctx workflow.Context, timeout time.Duration, condition func() bool) (bool, error) {
+	if tool := o.w.approval; tool != "" {
+		o.w.approval = ""
+		o.w.fire(ctx, o.w.fs.at(PointApprovalWait, tool), zap.String("tool", tool))
+	}
+	return o.Next.AwaitWithTimeout(ctx, timeout, condition)
+}

@@ -1,0 +1,210 @@
+package host
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/interceptor"
+	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// signals records the signals faults send instead of sending them.
+type signals struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (s *signals) catch(fs faults) {
+	for _, f := range fs {
+		f.signal = func(sig syscall.Signal) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.sent = append(s.sent, f.point+":"+f.tool+":"+sig.String())
+		}
+	}
+}
+
+func (s *signals) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.sent...)
+}
+
+// faultTools are the shop's tools and an external tool whose calls the
+// test sees.
+func faultTools(calls *[]string) []tools.Tool {
+	refund := tools.Tool{
+		Name: "refund_payment", Class: tools.ClassExternal, Schema: json.RawMessage(`{"type":"object"}`),
+		Run: func(_ context.Context, call tools.Call) (any, error) {
+			*calls = append(*calls, "refund")
+			if string(call.Args) == `{"fail":true}` {
+				return nil, errors.New("provider down")
+			}
+			return map[string]string{"id": "re_1"}, nil
+		},
+	}
+	return append(tools.Shop(tools.ShopConfig{}), refund)
+}
+
+func TestFaultVariablesAreParsedAndChecked(t *testing.T) {
+	t.Parallel()
+	all := faultTools(new([]string))
+	fs, err := parseFaults(Config{
+		CrashAt:           "before-claim:issue_credit, workflow-task:add_order_note,during-effect:refund_payment",
+		StallAt:           "after-lease:refund_payment",
+		CrashAfterCommit:  "issue_credit",
+		CrashAroundEffect: "after:refund_payment",
+		Logger:            zap.NewNop(),
+	}, all)
+	require.NoError(t, err)
+	var got []string
+	for _, f := range fs {
+		got = append(got, f.env+"="+f.point+":"+f.tool+":"+f.verb())
+	}
+	assert.Equal(t, []string{
+		"ONCERUN_CRASH_AT=before-claim:issue_credit:kill",
+		"ONCERUN_CRASH_AT=workflow-task:add_order_note:kill",
+		"ONCERUN_CRASH_AT=during-effect:refund_payment:kill",
+		"ONCERUN_STALL_AT=after-lease:refund_payment:stop",
+		"ONCERUN_CRASH_AFTER_COMMIT=after-commit:issue_credit:kill",
+		"ONCERUN_CRASH_AROUND_EFFECT=after-apply:refund_payment:kill",
+	}, got)
+
+	for _, tt := range []struct {
+		cfg  Config
+		want string
+	}{
+		{Config{CrashAt: "after_commit:issue_credit"}, "ONCERUN_CRASH_AT entry \"after_commit:issue_credit\" is not <point>:<tool>"},
+		{Config{CrashAt: "after-commit"}, "ONCERUN_CRASH_AT entry \"after-commit\""},
+		{Config{StallAt: "after-commit:"}, "ONCERUN_STALL_AT entry"},
+		{Config{CrashAt: "after-commit:nope"}, "ONCERUN_CRASH_AT: no tool \"nope\""},
+		{Config{CrashAt: "after-lease:issue_credit"}, "after-lease needs an external tool; issue_credit is natural"},
+		{Config{CrashAroundEffect: "after:add_order_note"}, "ONCERUN_CRASH_AROUND_EFFECT: after-apply needs an external tool"},
+		{Config{CrashAroundEffect: "during:refund_payment"}, "is not before:<tool> or after:<tool>"},
+		{Config{CrashAt: "during-effect:lookup_order"}, "during-effect needs a tool with an effect; lookup_order is read"},
+	} {
+		_, err := parseFaults(tt.cfg, all)
+		assert.ErrorContains(t, err, tt.want)
+	}
+}
+
+// The points in a tool's Run fire where they say, once each.
+func TestFaultsInAToolsRun(t *testing.T) {
+	t.Parallel()
+	var calls []string
+	all := faultTools(&calls)
+	fs, err := parseFaults(Config{CrashAt: "after-apply:refund_payment", StallAt: "after-lease:refund_payment", Logger: zap.NewNop()}, all)
+	require.NoError(t, err)
+	var sent signals
+	sent.catch(fs)
+	wrapped := fs.withFaults(all)
+	run := wrapped[len(wrapped)-1].Run
+	key, err := keys.New("acme", "r1", 1, "refund_payment")
+	require.NoError(t, err)
+
+	_, err = run(context.Background(), tools.Call{Key: key, Args: json.RawMessage(`{"fail":true}`)})
+	require.Error(t, err)
+	assert.Equal(t, []string{"after-lease:refund_payment:stopped (signal)"}, sent.list(),
+		"the stall comes before the call; a failed call is not applied")
+	assert.Equal(t, []string{"refund"}, calls, "the stopped worker goes on when continued")
+
+	_, err = run(context.Background(), tools.Call{Key: key, Args: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"after-lease:refund_payment:stopped (signal)", "after-apply:refund_payment:killed"}, sent.list(),
+		"each point fires once; after-apply once the provider applied the call")
+}
+
+// A worker with the after-commit fault dies after a step it committed, and
+// not after one whose key it found completed: a worker that picks up the
+// retry of a step that died after its commit replays the step and lives.
+func TestAfterCommitFiresOnlyWhenThisAttemptCommitted(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, 4)
+	store, err := idempotency.New(pool, idempotency.Config{Owner: "worker-a"})
+	require.NoError(t, err)
+	all := tools.Shop(tools.ShopConfig{})
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, all...)
+	require.NoError(t, err)
+	acts := &activities.Activities{Pool: pool, Store: store, Tools: reg, Metrics: metrics.New(prometheus.NewRegistry()),
+		Planners: map[string]planner.Planner{planner.NameScript: planner.Script{}}}
+	step := func(n int64) activities.ToolInput {
+		args := json.RawMessage(`{"amount_cents":5000,"currency":"EUR","order_id":"100` + string(rune('0'+n)) + `","reason":"damaged"}`)
+		hash, err := keys.ArgsHash(args)
+		require.NoError(t, err)
+		return activities.ToolInput{Tenant: "acme", RunID: "r1", Step: n, Tool: tools.IssueCredit, Args: args, ArgsHash: hash}
+	}
+	// An earlier attempt, on another worker, committed step 1.
+	first, err := acts.RunTool(context.Background(), step(1))
+	require.NoError(t, err)
+	require.False(t, first.Replayed)
+
+	fs, err := parseFaults(Config{CrashAfterCommit: tools.IssueCredit, Logger: zap.NewNop()}, all)
+	require.NoError(t, err)
+	var sent signals
+	sent.catch(fs)
+	var suite testsuite.WorkflowTestSuite
+	env := suite.NewTestActivityEnvironment()
+	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&faultInterceptor{fs: fs}}})
+	env.RegisterActivity(acts)
+
+	val, err := env.ExecuteActivity(acts.RunTool, step(1))
+	require.NoError(t, err)
+	var out activities.ToolOutput
+	require.NoError(t, val.Get(&out))
+	assert.True(t, out.Replayed)
+	assert.Empty(t, sent.list(), "a replay is not a commit: the worker lives")
+
+	val, err = env.ExecuteActivity(acts.RunTool, step(2))
+	require.NoError(t, err)
+	var executed activities.ToolOutput
+	require.NoError(t, val.Get(&executed))
+	assert.False(t, executed.Replayed)
+	assert.Equal(t, []string{"after-commit:issue_credit:killed"}, sent.list(), "a step this attempt committed kills the worker")
+}
+
+// The during-effect point of an external call fires while the provider
+// holds the request, before any answer.
+func TestDuringRequestFiresWhileTheServerHoldsTheRequest(t *testing.T) {
+	t.Parallel()
+	fired := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-fired:
+			_, _ = w.Write([]byte("ok"))
+		case <-time.After(5 * time.Second):
+			http.Error(w, "the fault did not fire while the request was held", http.StatusGatewayTimeout)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	var once sync.Once
+	ctx := duringRequest(context.Background(), func() { once.Do(func() { close(fired) }) })
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"amount":300}`))
+	require.NoError(t, err)
+	resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}

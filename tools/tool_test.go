@@ -1,0 +1,44 @@
+package tools_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/oncerun/oncerun/tools"
+)
+
+func TestBeforeSend(t *testing.T) {
+	t.Parallel()
+	canceled, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("lease lost"))
+	late, stop := context.WithDeadline(context.Background(), time.Now().Add(time.Hour))
+	defer stop()
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		want string
+	}{
+		{"no deadline", context.Background(), ""},
+		{"deadline ahead", late, ""},
+		{"ended", canceled, "lease lost"},
+		{"deadline passed, not yet done", pastDeadline{context.Background()}, "the deadline passed"},
+	} {
+		err := tools.BeforeSend(tt.ctx)
+		if tt.want == "" {
+			assert.NoError(t, err, tt.name)
+			continue
+		}
+		assert.ErrorIs(t, err, tools.ErrNotApplied, tt.name)
+		assert.ErrorContains(t, err, tt.want, tt.name)
+	}
+}
+
+// pastDeadline is a context whose deadline passed while nothing ran to
+// close its Done: a process that was frozen and has just come back.
+type pastDeadline struct{ context.Context }
+
+func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
