@@ -20,12 +20,12 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// Commands returns the commands that need Temporal's server code: dev, demo
-// and worker. getenv is how main reads the environment (os.Getenv); the
+// Commands returns the commands that need Temporal's server code (dev,
+// demo, worker, temporal-server) and the chaos harness, which runs them. getenv is how main reads the environment (os.Getenv); the
 // worker's variables are read when dev or worker runs, so a bad one does not
 // break the other commands.
 func Commands(env cli.Env, getenv func(string) string) []*cobra.Command {
-	return []*cobra.Command{newDevCmd(getenv), newDemoCmd(env, getenv), newWorkerCmd(getenv)}
+	return []*cobra.Command{newDevCmd(getenv), newDemoCmd(env, getenv), newWorkerCmd(getenv), newTemporalServerCmd(), newChaosCmd(env)}
 }
 
 // DevConfig configures [Dev].

@@ -1,0 +1,242 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/oncerun/oncerun/internal/payments"
+	"github.com/oncerun/oncerun/internal/reconcile"
+	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+func (h *harness) violate(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.counts.violations = append(h.counts.violations, fmt.Sprintf(format, args...))
+}
+
+// check counts every effect where it landed and compares it with what each
+// run's decisions call for.
+func (h *harness) check(ctx context.Context) (*Report, error) {
+	credits, err := h.countRows(ctx, `SELECT order_id, count(*), sum(amount_cents) FROM credits WHERE tenant = $1 GROUP BY order_id`)
+	if err != nil {
+		return nil, err
+	}
+	notes, err := h.countRows(ctx, `SELECT order_id, count(*), 0::bigint FROM order_notes WHERE tenant = $1 GROUP BY order_id`)
+	if err != nil {
+		return nil, err
+	}
+	var ledger struct {
+		Data []sandbox.Refund `json:"data"`
+	}
+	if err := h.provider.get(ctx, "/v1/refunds?created_gte=0", &ledger); err != nil {
+		return nil, fmt.Errorf("read the provider's ledger: %w", err)
+	}
+	refunds := map[string]tally{}
+	for _, r := range ledger.Data {
+		t := refunds[r.PaymentID]
+		t.n++
+		t.sum += r.Amount
+		refunds[r.PaymentID] = t
+	}
+	mails := map[string]int{}
+	for _, m := range h.mail.Messages() {
+		for _, to := range m.To {
+			mails[strings.ToLower(to)]++
+		}
+	}
+
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := &h.counts
+	var lastEnd time.Time
+	closed := make([]string, 0, len(h.runs))
+	for _, p := range h.runs {
+		end, ok := h.ended[p.runID]
+		switch {
+		case !ok:
+			c.violations = append(c.violations, fmt.Sprintf("run %s did not end", p.runID))
+		case end.status.State != workflows.RunCompleted:
+			c.violations = append(c.violations, fmt.Sprintf("run %s ended %s: %s", p.runID, end.status.State, end.status.Error))
+		}
+		if ok {
+			closed = append(closed, p.runID)
+			if end.at.After(lastEnd) {
+				lastEnd = end.at
+			}
+			c.Steps += len(end.status.Steps)
+		}
+		want := func(step int64) int {
+			if d, asked := h.decided[stepRef{p.runID, step}]; asked && d == workflows.DecisionReject {
+				return 0
+			}
+			if p.needsApproval(step) {
+				if _, asked := h.decided[stepRef{p.runID, step}]; !asked {
+					return 0 // never approved: nothing may have happened
+				}
+			}
+			return 1
+		}
+		if ok {
+			c.checkSteps(p, end.status, want)
+		}
+		c.compare("credit", p.orderID, want(stepCredit), credits[p.orderID], p.creditCents)
+		c.compare("note", p.orderID, 1, notes[p.orderID], 0)
+		c.compare("refund", p.paymentID, want(stepRefund), refunds[p.paymentID], p.refundCents)
+		got := mails[p.email]
+		switch wantMail := want(stepCredit); {
+		case wantMail == 1 && got == 0:
+			c.Lost++
+			c.violations = append(c.violations, fmt.Sprintf("e-mail to %s: none", p.email))
+		case wantMail == 0 && got > 0:
+			c.Duplicates += got
+			c.violations = append(c.violations, fmt.Sprintf("e-mail to %s: %d for a credit that was not granted", p.email, got))
+		case got > 1:
+			c.MailRepeats += got - 1
+		}
+		if got > 0 {
+			c.Mails += got
+		}
+	}
+	var inFlight int
+	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight' AND run_id = ANY($1)`, closed).Scan(&inFlight); err != nil {
+		return nil, err
+	}
+	if inFlight > 0 {
+		c.violations = append(c.violations, fmt.Sprintf("%d dedup keys in flight for closed runs", inFlight))
+	}
+	c.InFlightKeys = inFlight
+	drift, err := h.reconcile(ctx, mails)
+	if err != nil {
+		return nil, err
+	}
+	c.Drift = len(drift)
+	c.violations = append(c.violations, drift...)
+	for _, w := range h.workers {
+		crashes, failures := w.counts()
+		c.CrashFaultDeaths += crashes
+		for _, f := range failures {
+			// A worker may not come up while PostgreSQL or Temporal is
+			// down; once the faults are over, it must.
+			if f.at.Before(h.faultsOver) {
+				c.StartFailures++
+				continue
+			}
+			c.violations = append(c.violations, fmt.Sprintf("%s after the faults: %v", w.name, f.err))
+		}
+	}
+	rep := &Report{Counts: *c, Seed: h.cfg.Seed, Runs: len(h.runs), Ended: len(closed),
+		Wall: time.Since(h.start).Round(time.Millisecond).String(), Violations: append([]string(nil), c.violations...)}
+	if !lastEnd.IsZero() && !h.lastFault.IsZero() {
+		rep.RecoverSeconds = max(0, lastEnd.Sub(h.lastFault).Seconds())
+	}
+	return rep, nil
+}
+
+// tally is how many of an effect landed and their total amount.
+type tally struct {
+	n   int
+	sum int64
+}
+
+func (h *harness) countRows(ctx context.Context, sql string) (map[string]tally, error) {
+	rows, err := h.pool.Query(ctx, sql, tenant)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]tally{}
+	for rows.Next() {
+		var (
+			id string
+			t  tally
+		)
+		if err := rows.Scan(&id, &t.n, &t.sum); err != nil {
+			return nil, err
+		}
+		out[id] = t
+	}
+	return out, rows.Err()
+}
+
+// compare checks that an exactly-once effect landed want times (0 or 1),
+// with the planned amount when it has one.
+func (c *Counts) compare(kind, id string, want int, got tally, amount int64) {
+	c.Effects += got.n
+	switch {
+	case got.n > want:
+		c.Duplicates += got.n - want
+		c.violations = append(c.violations, fmt.Sprintf("%s for %s: %d, want %d", kind, id, got.n, want))
+	case got.n < want:
+		c.Lost += want - got.n
+		c.violations = append(c.violations, fmt.Sprintf("%s for %s: none", kind, id))
+	case got.n == 1 && amount != 0 && got.sum != amount:
+		c.violations = append(c.violations, fmt.Sprintf("%s for %s: amount %d, want %d", kind, id, got.sum, amount))
+	}
+}
+
+// reconcile runs a reconciliation pass and does what the docs ask of a
+// person for an undelivered e-mail: look in the receiver's mailbox and
+// acknowledge the finding when the message is there. It returns every
+// finding left open: refunds that differ from the provider's ledger, and
+// e-mails that never arrived.
+func (h *harness) reconcile(ctx context.Context, mails map[string]int) ([]string, error) {
+	pc, err := payments.New(payments.Config{BaseURL: h.sandboxURL, APIKey: sandbox.DefaultAPIKey})
+	if err != nil {
+		return nil, err
+	}
+	cfg := reconcile.Config{Pool: h.pool, Sources: []reconcile.Source{payments.ReconcileSource(pc)},
+		Settlement: time.Second, Now: func() time.Time { return time.Now().Add(2 * time.Second) }}
+	email := map[string]string{}
+	for _, p := range h.runs {
+		email[p.runID] = p.email
+	}
+	var open []string
+	for pass := 0; ; pass++ {
+		rep, err := reconcile.Pass(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("reconciliation: %w", err)
+		}
+		acked := 0
+		open = open[:0]
+		for _, f := range rep.Findings {
+			if f.Kind == reconcile.KindUndelivered && mails[email[f.RunID]] > 0 {
+				if _, err := reconcile.Ack(ctx, h.pool, f.ID, "chaos harness",
+					"the message is in the receiver's mailbox"); err != nil {
+					return nil, err
+				}
+				h.counts.MailSettled++
+				acked++
+				continue
+			}
+			open = append(open, fmt.Sprintf("reconciliation: %s %s %s", f.Kind, f.Tool, f.Key))
+		}
+		if acked == 0 || pass > 10 {
+			if rep.DriftCount-acked > len(open) {
+				open = append(open, fmt.Sprintf("reconciliation: %d more findings", rep.DriftCount-acked-len(open)))
+			}
+			return open, nil
+		}
+	}
+}
+
+// checkSteps checks that each step of an ended run ended as its decision
+// calls for: done, or rejected when the harness rejected it.
+func (c *Counts) checkSteps(p runPlan, st workflows.Status, want func(step int64) int) {
+	if len(st.Steps) != 3 {
+		c.violations = append(c.violations, fmt.Sprintf("run %s has %d steps, want 3", p.runID, len(st.Steps)))
+		return
+	}
+	for _, s := range st.Steps {
+		expect := workflows.StepDone
+		if want(s.Step) == 0 {
+			expect = workflows.StepRejected
+		}
+		if s.State != expect {
+			c.violations = append(c.violations, fmt.Sprintf("run %s step %d (%s) ended %s, want %s: %s", p.runID, s.Step, s.Tool, s.State, expect, s.Error))
+		}
+	}
+}

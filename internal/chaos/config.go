@@ -1,0 +1,112 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// How PostgreSQL is restarted.
+const (
+	// PGRestartCluster restarts the whole PostgreSQL server with
+	// RestartCommand (immediate mode: as a crash, with recovery at start).
+	PGRestartCluster = "cluster"
+	// PGRestartBackends terminates every connection to the harness's
+	// database, which is what a restart looks like from oncerun's side,
+	// without touching other databases of a shared server.
+	PGRestartBackends = "backends"
+)
+
+// Config says how hard and how long to shake.
+type Config struct {
+	// Binary is the oncerun executable every process is started from.
+	Binary string
+	// DatabaseURL names the PostgreSQL server; the harness makes its own
+	// database on it.
+	DatabaseURL string
+	// Dir holds the processes' data and logs. Required.
+	Dir string
+
+	// Runs is how many agent runs are started, at random moments of the
+	// first 60% of Duration.
+	Runs int
+	// Workers is how many worker processes run at once.
+	Workers int
+	// CrashWorkers of them also carry crash faults (after-commit, around
+	// the refund's effect): each dies at its first such point and is
+	// started again.
+	CrashWorkers int
+	// Kills is how many times a worker is SIGKILLed, at random moments
+	// spread over Duration.
+	Kills int
+	// Duration is how long faults go on. The harness then waits up to
+	// Settle for every run to end, and checks.
+	Duration time.Duration
+	Settle   time.Duration
+	// TemporalRestarts is how many times the Temporal server process is
+	// SIGKILLed and started again on its data directory.
+	TemporalRestarts int
+	// PGRestarts is how many times PostgreSQL is restarted, PGRestart how.
+	PGRestarts int
+	PGRestart  string
+	// RestartCommand restarts the PostgreSQL server for PGRestartCluster.
+	RestartCommand []string
+	// FaultRate is the share of refunds that meet a provider fault, and of
+	// e-mails that meet a dropped connection after the server accepted them.
+	FaultRate float64
+	// RejectRate is the share of approvals the harness rejects.
+	RejectRate float64
+	// DecideWithin bounds how long a step waits for its (random) decision.
+	DecideWithin time.Duration
+	// Seed makes the plan and the moments reproducible (the processes'
+	// timing is not).
+	Seed int64
+}
+
+// Full is the configuration of `make chaos`.
+func Full() Config {
+	return Config{
+		Runs: 200, Workers: 4, CrashWorkers: 2, Kills: 1000,
+		Duration: 20 * time.Minute, Settle: 10 * time.Minute,
+		TemporalRestarts: 3, PGRestarts: 3, PGRestart: PGRestartCluster,
+		FaultRate: 0.2, RejectRate: 0.1, DecideWithin: 30 * time.Second,
+	}
+}
+
+// Short is the configuration that runs inside `make test`: every kind of
+// fault, fewer of each, and PostgreSQL "restarted" by cutting the
+// harness's own connections, since other tests share the server.
+func Short() Config {
+	return Config{
+		Runs: 20, Workers: 3, CrashWorkers: 1, Kills: 20,
+		Duration: 60 * time.Second, Settle: 4 * time.Minute,
+		TemporalRestarts: 1, PGRestarts: 1, PGRestart: PGRestartBackends,
+		FaultRate: 0.3, RejectRate: 0.1, DecideWithin: 10 * time.Second,
+	}
+}
+
+func (c Config) validate() error {
+	var errs []error
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			errs = append(errs, fmt.Errorf(format, args...))
+		}
+	}
+	check(c.Binary != "", "chaos: no oncerun binary")
+	check(c.DatabaseURL != "", "chaos: no database URL (DATABASE_URL)")
+	check(c.Dir != "", "chaos: no data directory")
+	check(c.Runs >= 1, "chaos: --runs %d: want at least 1", c.Runs)
+	check(c.Workers >= 1, "chaos: --workers %d: want at least 1", c.Workers)
+	check(c.CrashWorkers >= 0 && c.CrashWorkers < c.Workers, "chaos: --crash-workers %d: want 0 to %d, so that one worker carries no crash fault", c.CrashWorkers, c.Workers-1)
+	check(c.Kills >= 0, "chaos: --kills %d: want 0 or more", c.Kills)
+	check(c.Duration > 0, "chaos: --duration %s: want more than 0", c.Duration)
+	check(c.Settle > 0, "chaos: --settle %s: want more than 0", c.Settle)
+	check(c.TemporalRestarts >= 0, "chaos: --temporal-restarts %d: want 0 or more", c.TemporalRestarts)
+	check(c.PGRestarts >= 0, "chaos: --pg-restarts %d: want 0 or more", c.PGRestarts)
+	check(c.PGRestart == PGRestartCluster || c.PGRestart == PGRestartBackends, "chaos: --pg-restart %q: want %s or %s", c.PGRestart, PGRestartCluster, PGRestartBackends)
+	check(c.PGRestart != PGRestartCluster || c.PGRestarts == 0 || len(c.RestartCommand) > 0, "chaos: --pg-restart cluster needs a restart command")
+	check(c.FaultRate >= 0 && c.FaultRate <= 1, "chaos: --fault-rate %g: want 0 to 1", c.FaultRate)
+	check(c.RejectRate >= 0 && c.RejectRate <= 1, "chaos: --reject-rate %g: want 0 to 1", c.RejectRate)
+	check(c.DecideWithin > 0, "chaos: --decide-within %s: want more than 0", c.DecideWithin)
+	return errors.Join(errs...)
+}

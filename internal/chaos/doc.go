@@ -1,0 +1,13 @@
+// Package chaos is oncerun's chaos harness: it runs many agent runs with
+// steps of every effect class through the approvals API while it kills
+// worker processes, the Temporal server and PostgreSQL, injects provider
+// and mail faults, and then counts every effect where it landed — the
+// business tables, the sandbox payment provider's ledger and the mailbox —
+// never trusting oncerun's own status alone.
+//
+// Every part runs as its own process started from the oncerun binary
+// (`oncerun temporal-server`, `oncerun sandbox-payments`, `oncerun serve`,
+// `oncerun worker`), except the SMTP server, whose mailbox is the harness's
+// own ledger of e-mails. `oncerun chaos` is the command; `make chaos` runs
+// the full configuration.
+package chaos

@@ -1,0 +1,246 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+// shake runs the fault window and the settling that follows it, then
+// checks.
+func (h *harness) shake(ctx context.Context) (*Report, error) {
+	faultCtx, stopFaults := context.WithTimeout(ctx, h.cfg.Duration)
+	defer stopFaults()
+	driveCtx, stopDriving := context.WithCancel(ctx)
+	defer stopDriving()
+
+	var drivers, faults sync.WaitGroup
+	for _, w := range h.workers {
+		drivers.Go(func() { w.keepUp(driveCtx) })
+	}
+	drivers.Go(func() { h.startRuns(driveCtx) })
+	drivers.Go(func() { h.decide(driveCtx) })
+	faults.Go(func() { h.killWorkers(faultCtx) })
+	faults.Go(func() { h.restartTemporal(faultCtx) })
+	faults.Go(func() { h.restartPostgres(faultCtx) })
+	faults.Go(func() { h.injectFaults(faultCtx) })
+
+	faults.Go(func() {
+		for {
+			select {
+			case <-faultCtx.Done():
+				return
+			case <-time.After(time.Minute):
+				h.say("%s", h.countLine())
+			}
+		}
+	})
+	faults.Wait()
+	h.mu.Lock()
+	h.faultsOver = time.Now()
+	h.mu.Unlock()
+	h.say("faults over: %s", h.countLine())
+	settled := h.awaitEnds(ctx, time.Now().Add(h.cfg.Settle))
+	stopDriving()
+	drivers.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if !settled {
+		h.say("not every run ended within %s of the last fault", h.cfg.Settle)
+	}
+	return h.check(ctx)
+}
+
+// retry calls f until it reports done or ctx ends, waiting between tries.
+func retry(ctx context.Context, every time.Duration, f func() bool) bool {
+	for {
+		if f() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(every):
+		}
+	}
+}
+
+// startRuns starts each run through the API at its moment. A start is
+// retried until the API answers 201 or 200 (the run exists): the run id
+// makes it idempotent.
+func (h *harness) startRuns(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, p := range h.runs {
+		wg.Go(func() {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Duration(p.startAt * float64(h.cfg.Duration))):
+			}
+			body := approvals.StartRequest{RunID: p.runID, Goal: "chaos: credit and refund order " + p.orderID, Plan: p.calls()}
+			retry(ctx, time.Second, func() bool {
+				a := h.api.do(ctx, http.MethodPost, "/v1/runs", body)
+				switch a.status {
+				case http.StatusCreated, http.StatusOK:
+					h.mu.Lock()
+					h.counts.Started++
+					h.mu.Unlock()
+					return true
+				case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusConflict:
+					h.violate("start %s: %s", p.runID, a)
+					return true
+				}
+				return false
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// decide polls the approvals list and decides each step at a random moment
+// within DecideWithin of first seeing it; it answers unknown outcomes from
+// the provider's own ledger, and sends again decisions that did not reach
+// their run.
+func (h *harness) decide(ctx context.Context) {
+	due := map[stepRef]time.Time{}
+	for ctx.Err() == nil {
+		var pending, needs approvals.ApprovalList
+		errP := h.api.get(ctx, "/v1/approvals?state=pending&limit=500", &pending)
+		errN := h.api.get(ctx, "/v1/approvals?state=needs_resolution&limit=500", &needs)
+		now := time.Now()
+		if errP == nil {
+			for _, it := range pending.Approvals {
+				ref := stepRef{it.RunID, it.Step}
+				if _, ok := due[ref]; !ok {
+					due[ref] = now.Add(time.Duration(h.float() * float64(h.cfg.DecideWithin)))
+				}
+				if now.After(due[ref]) {
+					h.decideStep(ctx, it)
+				}
+			}
+		}
+		if errN == nil {
+			for _, it := range needs.Approvals {
+				switch {
+				case it.Kind == approvals.KindOutcomeUnknown:
+					h.resolveStep(ctx, it, now)
+				case it.Decision != nil:
+					// Recorded, not delivered: the same decision again
+					// sends it again.
+					h.decideStep(ctx, it)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func (h *harness) decideStep(ctx context.Context, it approvals.Item) {
+	ref := stepRef{it.RunID, it.Step}
+	h.mu.Lock()
+	d, ok := h.decided[ref]
+	h.mu.Unlock()
+	if !ok {
+		d = workflows.DecisionApprove
+		if h.float() < h.cfg.RejectRate {
+			d = workflows.DecisionReject
+		}
+	}
+	verb := map[workflows.Decision]string{workflows.DecisionApprove: "approve", workflows.DecisionReject: "reject"}[d]
+	a := h.api.do(ctx, http.MethodPost, fmt.Sprintf("/v1/runs/%s/steps/%d/%s", url.PathEscape(it.RunID), it.Step, verb),
+		approvals.DecideRequest{ArgsHash: it.ArgsHash, Comment: "chaos harness"})
+	switch a.status {
+	case http.StatusAccepted, http.StatusOK:
+		h.mu.Lock()
+		if !ok {
+			h.decided[ref] = d
+			h.counts.Decisions++
+		}
+		h.mu.Unlock()
+	case http.StatusConflict, http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound:
+		h.violate("decide %s step %d: %s", it.RunID, it.Step, a)
+	}
+	// 503 and no answer: the next poll tries again.
+}
+
+// resolveStep answers a step whose outcome oncerun could not tell, as a
+// person would: from the provider's own ledger, looked up by the key the
+// step was sent under. It waits a few seconds first, so that a request the
+// provider still holds (a delay fault) has landed.
+func (h *harness) resolveStep(ctx context.Context, it approvals.Item, now time.Time) {
+	if it.Resolution == nil || now.Sub(it.Resolution.RequestedAt) < 5*time.Second {
+		return
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := h.provider.get(ctx, "/v1/refunds?idempotency_key="+url.QueryEscape(it.Resolution.Key), &list); err != nil {
+		return // read_unavailable, say: later
+	}
+	body := approvals.ResolveRequest{Outcome: "not_applied", Note: "chaos harness: not in the provider's ledger", Round: it.Resolution.Round}
+	if len(list.Data) > 0 {
+		body = approvals.ResolveRequest{Outcome: "applied", Result: list.Data[0], Note: "chaos harness: in the provider's ledger", Round: it.Resolution.Round}
+	}
+	a := h.api.do(ctx, http.MethodPost, fmt.Sprintf("/v1/runs/%s/steps/%d/resolve", url.PathEscape(it.RunID), it.Step), body)
+	switch a.status {
+	case http.StatusAccepted:
+		h.mu.Lock()
+		h.counts.Resolutions++
+		h.mu.Unlock()
+	case http.StatusOK, http.StatusServiceUnavailable:
+	default:
+		if a.status != 0 {
+			h.violate("resolve %s step %d: %s", it.RunID, it.Step, a)
+		}
+	}
+}
+
+// awaitEnds polls every run's status through the API until all have ended
+// or the deadline passes; it records when each was first seen ended.
+func (h *harness) awaitEnds(ctx context.Context, deadline time.Time) bool {
+	for {
+		open := 0
+		for _, p := range h.runs {
+			h.mu.Lock()
+			_, done := h.ended[p.runID]
+			h.mu.Unlock()
+			if done {
+				continue
+			}
+			var st workflows.Status
+			if err := h.api.get(ctx, "/v1/runs/"+url.PathEscape(p.runID), &st); err != nil ||
+				(st.State != workflows.RunCompleted && st.State != workflows.RunFailed) {
+				open++
+				continue
+			}
+			h.mu.Lock()
+			h.ended[p.runID] = runEnd{at: time.Now(), status: st}
+			h.mu.Unlock()
+		}
+		if open == 0 {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(2 * time.Second):
+		}
+	}
+}

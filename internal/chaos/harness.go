@@ -1,0 +1,402 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/devserver"
+	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/mail/mailtest"
+	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/migrations"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+const (
+	tenant    = "acme"
+	namespace = "default"
+	taskQueue = "oncerun-chaos"
+)
+
+// harness holds the processes and what happened to them.
+type harness struct {
+	cfg   Config
+	out   io.Writer
+	start time.Time
+
+	rngMu sync.Mutex
+	rng   *rand.Rand
+
+	dbName, dbURL string
+	pool          *pgxpool.Pool
+
+	temporalPort int
+	temporal     *proc
+	sandboxURL   string
+	sandbox      *proc
+	provider     *apiClient
+	mail         *mailtest.Server
+	api          *apiClient
+	apiProc      *proc
+	workers      []*supervised
+
+	runs []runPlan
+
+	mu        sync.Mutex
+	counts    Counts
+	lastFault time.Time
+	// faultsOver is when the fault window ended.
+	faultsOver time.Time
+	// decided is the decision of record of each step that asked.
+	decided map[stepRef]workflows.Decision
+	// ended is when each run was first seen ended, and its status then.
+	ended map[string]runEnd
+}
+
+type stepRef struct {
+	runID string
+	step  int64
+}
+
+type runEnd struct {
+	at     time.Time
+	status workflows.Status
+}
+
+func (h *harness) say(format string, args ...any) {
+	fmt.Fprintf(h.out, "[%6.1fs] %s\n", time.Since(h.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (h *harness) float() float64 {
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.Float64()
+}
+
+func (h *harness) intN(n int) int {
+	h.rngMu.Lock()
+	defer h.rngMu.Unlock()
+	return h.rng.IntN(n)
+}
+
+// fault records that a fault of kind happened now.
+func (h *harness) fault(count *int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*count++
+	h.lastFault = time.Now()
+}
+
+// Run shakes oncerun as cfg says and checks what landed. The report is
+// returned whatever happened; err is set when the harness itself could not
+// do its work, and the report's Violations list what oncerun got wrong.
+func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = time.Now().UnixNano()
+	}
+	h := &harness{cfg: cfg, out: out, start: time.Now(),
+		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6f6e636572756e)),
+		decided: map[stepRef]workflows.Decision{}, ended: map[string]runEnd{}}
+	prefix := "ch" + strconv.FormatInt(cfg.Seed%1_000_000, 36)
+	h.runs = plans(prefix, cfg.Runs, h.rng)
+	defer h.tearDown()
+	if err := h.setUp(ctx, prefix); err != nil {
+		return nil, err
+	}
+	rep, err := h.shake(ctx)
+	if err != nil {
+		return rep, err
+	}
+	if len(rep.Violations) == 0 {
+		h.dropDatabase()
+	}
+	return rep, nil
+}
+
+func (h *harness) setUp(ctx context.Context, prefix string) error {
+	if err := os.MkdirAll(filepath.Join(h.cfg.Dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	h.say("seed %d; data and logs in %s", h.cfg.Seed, h.cfg.Dir)
+	if err := h.makeDatabase(ctx, "oncerun_chaos_"+prefix); err != nil {
+		return err
+	}
+	if err := h.startSandbox(ctx); err != nil {
+		return err
+	}
+	mail, err := mailtest.Start(mailtest.Config{})
+	if err != nil {
+		return fmt.Errorf("start the SMTP server: %w", err)
+	}
+	h.mail = mail
+	if err := h.startTemporal(ctx); err != nil {
+		return err
+	}
+	if err := h.startAPI(ctx); err != nil {
+		return err
+	}
+	for i := range h.cfg.Workers {
+		w := &supervised{proc: h.workerProc(i)}
+		h.workers = append(h.workers, w)
+		if err := w.start(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	h.say("%d workers up (%d with crash faults); Temporal on port %d; API %s; provider %s; SMTP %s",
+		len(h.workers), h.cfg.CrashWorkers, h.temporalPort, h.api.base, h.sandboxURL, h.mail.Addr())
+	return nil
+}
+
+// makeDatabase creates the harness's own database, migrates it and adds
+// the orders the runs credit and refund.
+func (h *harness) makeDatabase(ctx context.Context, name string) error {
+	u, err := url.Parse(h.cfg.DatabaseURL)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		return fmt.Errorf("chaos: DATABASE_URL %q: want a postgres:// URL", edge.Redact(h.cfg.DatabaseURL))
+	}
+	conn, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
+	if err != nil {
+		return fmt.Errorf("connect to PostgreSQL (%s): %w", edge.Redact(h.cfg.DatabaseURL), err)
+	}
+	defer conn.Close(ctx)
+	ident := pgx.Identifier{name}.Sanitize()
+	for _, sql := range []string{"DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)", "CREATE DATABASE " + ident} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("make database %s: %w", name, err)
+		}
+	}
+	u.Path = "/" + name
+	h.dbName, h.dbURL = name, u.String()
+	mc, err := pgx.Connect(ctx, h.dbURL)
+	if err != nil {
+		return err
+	}
+	defer mc.Close(ctx)
+	if _, err := migrations.Migrate(ctx, mc); err != nil {
+		return err
+	}
+	for _, p := range h.runs {
+		if _, err := mc.Exec(ctx, `
+INSERT INTO orders (tenant, order_id, customer, customer_email, payment_id, status, total_cents, currency, placed_at)
+VALUES ($1, $2, 'Chaos Customer', $3, $4, 'delivered_damaged', $5, 'EUR', now())`,
+			tenant, p.orderID, p.email, p.paymentID, paymentCents); err != nil {
+			return fmt.Errorf("add order %s: %w", p.orderID, err)
+		}
+	}
+	pool, err := pgxpool.New(ctx, h.dbURL)
+	if err != nil {
+		return err
+	}
+	h.pool = pool
+	return nil
+}
+
+func (h *harness) dropDatabase() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	h.pool.Close()
+	conn, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{h.dbName}.Sanitize()+" WITH (FORCE)")
+}
+
+func (h *harness) startSandbox(ctx context.Context) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	ps := make([]sandbox.Payment, len(h.runs))
+	for i, p := range h.runs {
+		ps[i] = sandbox.Payment{ID: p.paymentID, Amount: paymentCents, Currency: "eur"}
+	}
+	b, _ := json.Marshal(ps)
+	file := filepath.Join(h.cfg.Dir, "payments.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		return err
+	}
+	h.sandboxURL = "http://" + addr
+	h.provider = newAPIClient(h.sandboxURL, sandbox.DefaultAPIKey)
+	h.sandbox = &proc{name: "sandbox-payments", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "sandbox-payments"),
+		args: []string{"sandbox-payments", "--addr", addr, "--data-dir", filepath.Join(h.cfg.Dir, "sandbox"), "--payments", file},
+		healthy: func(ctx context.Context) bool {
+			return h.provider.do(ctx, http.MethodGet, "/v1/refunds?payment_id=none", nil).status == http.StatusOK
+		}}
+	return h.sandbox.start(ctx, time.Minute)
+}
+
+func (h *harness) startTemporal(ctx context.Context) error {
+	port, err := devserver.FreePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	h.temporalPort = port
+	h.temporal = &proc{name: "temporal-server", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "temporal-server"),
+		args:    []string{"temporal-server", "--data-dir", filepath.Join(h.cfg.Dir, "temporal"), "--port", strconv.Itoa(port)},
+		healthy: func(ctx context.Context) bool { return temporalUp(ctx, h.temporalAddr()) }}
+	return h.temporal.start(ctx, 2*time.Minute)
+}
+
+func (h *harness) temporalAddr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(h.temporalPort))
+}
+
+// temporalUp reports whether a client can connect to the frontend at addr.
+func temporalUp(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	c, err := client.DialContext(ctx, client.Options{HostPort: addr, Namespace: namespace,
+		Logger: sdklog.NewStructuredLogger(discard)})
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// env is what every oncerun process of the harness shares.
+func (h *harness) env() []string {
+	return []string{
+		"TEMPORAL_ADDRESS=" + h.temporalAddr(), "TEMPORAL_NAMESPACE=" + namespace, "TEMPORAL_TASK_QUEUE=" + taskQueue,
+		"TEMPORAL_CONNECT_WAIT=5m", "DATABASE_URL=" + h.dbURL, "LOG_LEVEL=warn",
+		"PAYMENTS_BASE_URL=" + h.sandboxURL, "PAYMENTS_API_KEY=" + sandbox.DefaultAPIKey,
+		"SMTP_ADDR=" + h.mail.Addr(), "SMTP_FROM=shop@oncerun.example",
+	}
+}
+
+func (h *harness) startAPI(ctx context.Context) error {
+	tokens := filepath.Join(h.cfg.Dir, "tokens.json")
+	_ = os.Remove(tokens)
+	tok, entry, err := approvals.NewToken(approvals.Identity{Name: "chaos", Tenant: tenant, Role: approvals.RoleOperator})
+	if err != nil {
+		return err
+	}
+	if err := approvals.AppendToken(tokens, entry); err != nil {
+		return err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	metrics, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	h.api = newAPIClient("http://"+addr, tok)
+	h.apiProc = &proc{name: "serve", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "serve"),
+		args: []string{"serve"},
+		env:  append(h.env(), "APPROVALS_ADDR="+addr, "APPROVALS_TOKENS_FILE="+tokens, "METRICS_ADDR="+metrics),
+		healthy: func(ctx context.Context) bool {
+			return h.api.do(ctx, http.MethodGet, "/v1/approvals", nil).status == http.StatusOK
+		}}
+	return h.apiProc.start(ctx, 2*time.Minute)
+}
+
+// workerProc is worker i. The first CrashWorkers carry crash faults, a
+// different set at each start.
+func (h *harness) workerProc(i int) *proc {
+	metrics, _ := freeAddr()
+	name := fmt.Sprintf("worker-%d", i)
+	p := &proc{name: name, binary: h.cfg.Binary, args: []string{"worker"},
+		env:     append(h.env(), "METRICS_ADDR="+metrics, "APPROVALS_TOKENS_FILE="),
+		logPath: logPath(h.cfg.Dir, name),
+		healthy: func(ctx context.Context) bool {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/healthz", nil)
+			if err != nil {
+				return false
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		}}
+	if i < h.cfg.CrashWorkers {
+		p.envAt = func(start int) []string {
+			return []string{"ONCERUN_CRASH_AT=" + crashSets[(i+start)%len(crashSets)]}
+		}
+	}
+	return p
+}
+
+// crashSets are the crash faults a crash worker carries, one set per start
+// in turn: together they hold every point of ONCERUN_CRASH_AT on the step
+// that reaches it. A worker dies at the first point it reaches and is
+// started again with the next set.
+var crashSets = []string{
+	"after-commit:issue_credit,during-effect:add_order_note",
+	"after-apply:refund_payment,approval-wait:issue_credit",
+	"after-lease:refund_payment,workflow-task:add_order_note,before-claim:issue_credit",
+	"during-effect:refund_payment,after-commit:add_order_note",
+}
+
+func (h *harness) tearDown() {
+	for _, w := range h.workers {
+		w.stopAll(10 * time.Second)
+	}
+	for _, p := range []*proc{h.apiProc, h.temporal, h.sandbox} {
+		if p != nil {
+			p.stop(10 * time.Second)
+		}
+	}
+	if h.mail != nil {
+		_ = h.mail.Close()
+	}
+	if h.pool != nil {
+		h.pool.Close()
+	}
+}
+
+// ports hands out the harness's listen addresses. They are taken between
+// 10000 and 19600, below the kernel's ephemeral range and the Temporal
+// server's ports (devserver.FreePort): a port picked among the ephemeral
+// ones can be taken by an outgoing connection before its process listens,
+// and a worker is started again on the same address many times.
+var ports struct {
+	sync.Mutex
+	next int
+}
+
+func freeAddr() (string, error) {
+	ports.Lock()
+	defer ports.Unlock()
+	if ports.next == 0 {
+		ports.next = 10000 + 16*(os.Getpid()%500)
+	}
+	for range 9600 {
+		port := ports.next
+		if ports.next++; ports.next >= 19600 {
+			ports.next = 10000
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			_ = ln.Close()
+			return addr, nil
+		}
+	}
+	return "", errors.New("chaos: no free port between 10000 and 19600")
+}

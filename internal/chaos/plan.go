@@ -1,0 +1,85 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/oncerun/oncerun/internal/payments"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// The steps of every run, in order: a keyed note, a natural-key credit (its
+// e-mail to the customer goes through the outbox) and an external refund.
+const (
+	stepNote   = 1
+	stepCredit = 2
+	stepRefund = 3
+)
+
+// The amounts. Credits and refunds above tools.DefaultCreditApprovalThreshold
+// wait for an approval.
+const (
+	paymentCents     = 20000
+	smallCreditCents = 3000
+	largeCreditCents = 12000
+	smallRefundCents = 2500
+	largeRefundCents = 15000
+	creditReason     = "chaos"
+)
+
+// runPlan is one run and what the harness expects of it.
+type runPlan struct {
+	runID, orderID, paymentID, email string
+	creditCents, refundCents         int64
+	// startAt is when the run is started, as a share of the fault window.
+	startAt float64
+}
+
+func (p runPlan) needsApproval(step int64) bool {
+	switch step {
+	case stepCredit:
+		return p.creditCents > tools.DefaultCreditApprovalThreshold
+	case stepRefund:
+		return p.refundCents > tools.DefaultCreditApprovalThreshold
+	}
+	return false
+}
+
+// plans makes the runs: half the credits and a third of the refunds wait
+// for an approval.
+func plans(prefix string, n int, rng *rand.Rand) []runPlan {
+	ps := make([]runPlan, n)
+	for i := range ps {
+		order := fmt.Sprintf("%s-%03d", prefix, i)
+		ps[i] = runPlan{
+			runID: "r-" + order, orderID: order, paymentID: "pay_" + order,
+			email:       order + "@customers.example",
+			creditCents: smallCreditCents, refundCents: smallRefundCents,
+			startAt: 0.6 * rng.Float64(),
+		}
+		if i%2 == 0 {
+			ps[i].creditCents = largeCreditCents
+		}
+		if i%3 == 0 {
+			ps[i].refundCents = largeRefundCents
+		}
+	}
+	return ps
+}
+
+// calls is the run's script.
+func (p runPlan) calls() []planner.Call {
+	args := func(v any) json.RawMessage {
+		b, _ := json.Marshal(v)
+		return b
+	}
+	return []planner.Call{
+		{Tool: tools.AddOrderNote, Args: args(map[string]any{"order_id": p.orderID, "text": "chaos run " + p.runID})},
+		{Tool: tools.IssueCredit, Args: args(map[string]any{"order_id": p.orderID, "reason": creditReason,
+			"amount_cents": p.creditCents, "currency": "EUR"})},
+		{Tool: payments.RefundPayment, Args: args(map[string]any{"order_id": p.orderID, "payment_id": p.paymentID,
+			"amount_cents": p.refundCents, "currency": "EUR", "reason": creditReason})},
+	}
+}

@@ -1,0 +1,214 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one child process of the harness, started again on demand with
+// the same arguments, environment and log file (appended to).
+type proc struct {
+	name    string
+	binary  string
+	args    []string
+	env     []string
+	logPath string
+	// envAt, when set, adds variables for the n-th start (from 0).
+	envAt func(n int) []string
+	// healthy reports whether a started process serves.
+	healthy func(ctx context.Context) bool
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	exited chan struct{} // closed when cmd has exited
+	starts int
+}
+
+// start starts the process and waits until it is healthy or exits.
+func (p *proc) start(ctx context.Context, wait time.Duration) error {
+	log, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(p.binary, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	if p.envAt != nil {
+		p.mu.Lock()
+		cmd.Env = append(cmd.Env, p.envAt(p.starts)...)
+		p.mu.Unlock()
+	}
+	cmd.Stdout, cmd.Stderr = log, log
+	// Its own process group: a signal to the harness's terminal does not
+	// reach it, and the harness decides when it ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start %s: %w", p.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	p.mu.Lock()
+	p.cmd, p.exited = cmd, exited
+	p.starts++
+	p.mu.Unlock()
+	deadline := time.Now().Add(wait)
+	for {
+		if p.healthy(ctx) {
+			return nil
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("%s exited while starting (%s); its log is %s", p.name, cmd.ProcessState, p.logPath)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s was not healthy after %s; its log is %s", p.name, wait, p.logPath)
+		}
+	}
+}
+
+// running reports whether the process is up, and its exit channel.
+func (p *proc) running() (bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false, nil
+	}
+	select {
+	case <-p.exited:
+		return false, p.exited
+	default:
+		return true, p.exited
+	}
+}
+
+// kill SIGKILLs the process and waits for it to be gone. It reports false
+// if the process was not running.
+func (p *proc) kill() bool {
+	up, exited := p.running()
+	if !up {
+		return false
+	}
+	p.mu.Lock()
+	pid := p.cmd.Process.Pid
+	p.mu.Unlock()
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	<-exited
+	return true
+}
+
+// stop ends the process with SIGTERM, and SIGKILL after grace.
+func (p *proc) stop(grace time.Duration) {
+	up, exited := p.running()
+	if !up {
+		return
+	}
+	p.mu.Lock()
+	pid := p.cmd.Process.Pid
+	p.mu.Unlock()
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// supervised keeps a worker process up: when it exits for any reason
+// other than stop, it is started again. crashes counts the exits the
+// harness did not cause (the crash faults).
+type supervised struct {
+	*proc
+	mu       sync.Mutex
+	stopping bool
+	killing  bool
+	crashes  int
+	failures []failure
+}
+
+// failure is a start that did not come up.
+type failure struct {
+	at  time.Time
+	err error
+}
+
+// keepUp starts the process again whenever it exits, until ctx is done
+// or stopAll is called.
+func (s *supervised) keepUp(ctx context.Context) {
+	var err error
+	for {
+		if up, _ := s.running(); !up {
+			if err = s.start(ctx, 2*time.Minute); err != nil && ctx.Err() == nil {
+				s.mu.Lock()
+				if !s.killing { // not the harness's own kill of a starting worker
+					s.failures = append(s.failures, failure{at: time.Now(), err: err})
+				}
+				s.mu.Unlock()
+			}
+		}
+		_, exited := s.running()
+		select {
+		case <-ctx.Done():
+			return
+		case <-exited:
+		}
+		s.mu.Lock()
+		if s.stopping {
+			s.mu.Unlock()
+			return
+		}
+		if !s.killing && err == nil {
+			s.crashes++ // a crash fault: it died after it was up
+		}
+		s.killing = false
+		s.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// chaosKill SIGKILLs the worker on the harness's behalf; keepUp starts it
+// again.
+func (s *supervised) chaosKill() bool {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return false
+	}
+	s.killing = true
+	s.mu.Unlock()
+	if s.kill() {
+		return true
+	}
+	s.mu.Lock()
+	s.killing = false
+	s.mu.Unlock()
+	return false
+}
+
+func (s *supervised) stopAll(grace time.Duration) {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+	s.stop(grace)
+}
+
+func (s *supervised) counts() (crashes int, failures []failure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.crashes, append([]failure(nil), s.failures...)
+}
+
+func logPath(dir, name string) string { return filepath.Join(dir, "logs", name+".log") }

@@ -1,0 +1,85 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+)
+
+// Counts are what the harness did and found.
+type Counts struct {
+	Started          int `json:"runs_started"`
+	Steps            int `json:"steps"`
+	Decisions        int `json:"decisions"`
+	Resolutions      int `json:"resolutions"`
+	WorkerKills      int `json:"worker_kills"`
+	CrashFaultDeaths int `json:"crash_fault_deaths"`
+	StartFailures    int `json:"worker_start_failures"`
+	TemporalKills    int `json:"temporal_kills"`
+	TemporalRestarts int `json:"temporal_restarts"`
+	PGRestarts       int `json:"postgres_restarts"`
+	ProviderFaults   int `json:"provider_faults"`
+	MailFaults       int `json:"mail_faults"`
+	Effects          int `json:"effects_once"`
+	Mails            int `json:"emails"`
+	Duplicates       int `json:"duplicates"`
+	Lost             int `json:"lost"`
+	MailRepeats      int `json:"email_repeats"`
+	MailSettled      int `json:"emails_settled_from_mailbox"`
+	InFlightKeys     int `json:"in_flight_keys_of_closed_runs"`
+	Drift            int `json:"reconciliation_drift"`
+
+	violations []string
+}
+
+// Report is the outcome of a chaos run.
+type Report struct {
+	Counts
+	Seed           int64    `json:"seed"`
+	Runs           int      `json:"runs"`
+	Ended          int      `json:"runs_ended"`
+	RecoverSeconds float64  `json:"recover_seconds"`
+	Wall           string   `json:"wall"`
+	Violations     []string `json:"violations"`
+}
+
+func (h *harness) countLine() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c := h.counts
+	return fmt.Sprintf("%d runs started, %d worker kills, %d Temporal restarts, %d PostgreSQL restarts, %d provider and %d mail faults, %d decisions, %d resolutions",
+		c.Started, c.WorkerKills, c.TemporalRestarts, c.PGRestarts, c.ProviderFaults, c.MailFaults, c.Decisions, c.Resolutions)
+}
+
+// Print writes the report as a table, then the violations.
+func (r *Report) Print(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
+	row("runs (ended / planned)", fmt.Sprintf("%d / %d", r.Ended, r.Runs))
+	row("steps", r.Steps)
+	row("decisions / resolutions", fmt.Sprintf("%d / %d", r.Decisions, r.Resolutions))
+	row("worker kills (SIGKILL)", r.WorkerKills)
+	row("crash-fault deaths", r.CrashFaultDeaths)
+	row("worker starts that failed during the faults", r.StartFailures)
+	row("Temporal server kills / restarts", fmt.Sprintf("%d / %d", r.TemporalKills, r.TemporalRestarts))
+	row("PostgreSQL restarts", r.PGRestarts)
+	row("provider faults / mail faults", fmt.Sprintf("%d / %d", r.ProviderFaults, r.MailFaults))
+	row("exactly-once effects found", r.Effects)
+	row("duplicates", r.Duplicates)
+	row("lost effects", r.Lost)
+	row("e-mails (repeats)", fmt.Sprintf("%d (%d)", r.Mails, r.MailRepeats))
+	row("e-mails of unknown delivery found in the mailbox", r.MailSettled)
+	row("dedup keys in flight, closed runs", r.InFlightKeys)
+	row("reconciliation drift", r.Drift)
+	row("recovery after the last fault", fmt.Sprintf("%.1fs", r.RecoverSeconds))
+	row("wall time", r.Wall)
+	_ = tw.Flush()
+	if len(r.Violations) == 0 {
+		fmt.Fprintln(w, "\nno violations")
+		return
+	}
+	fmt.Fprintf(w, "\n%d violations:\n", len(r.Violations))
+	for _, v := range r.Violations {
+		fmt.Fprintln(w, "  "+v)
+	}
+}

@@ -1,0 +1,147 @@
+package devstack
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/internal/chaos"
+	"github.com/oncerun/oncerun/internal/cli"
+)
+
+// errViolations makes `oncerun chaos` exit non-zero when oncerun broke a
+// promise; the report has said which.
+var errViolations = errors.New("chaos: violations found")
+
+func newChaosCmd(env cli.Env) *cobra.Command {
+	var (
+		short, asJSON bool
+		restart       string
+		cfg           = chaos.Full()
+	)
+	cmd := &cobra.Command{
+		Use:   "chaos [--short] [--runs N] [--kills N] [--duration D] [--json]",
+		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed; count every effect where it landed",
+		Long: `Start agent runs (a keyed note, a natural-key credit whose e-mail goes through
+the outbox, an external refund at a sandbox payment provider) through the
+approvals API, approve, reject and resolve them at random moments, and, for
+--duration: SIGKILL worker processes and start them again, kill the Temporal
+server and start it again on its data, restart PostgreSQL, inject provider and
+mail faults, and run some workers with crash faults. Then wait for every run
+to end and count every effect in the business tables, the provider's ledger
+and the mailbox. Exits 1 on any violation.
+
+Every process runs from this binary, on its own database on DATABASE_URL.
+--pg-restart cluster restarts the whole PostgreSQL server (with
+--pg-restart-command; the default is Debian's pg_ctlcluster in immediate
+mode); backends only cuts the harness's own connections.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if short {
+				// The preset, with the flags given explicitly on top.
+				given := cfg
+				cfg = chaos.Short()
+				for name, copyField := range chaosFlags {
+					if cmd.Flags().Changed(name) {
+						copyField(&cfg, given)
+					}
+				}
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			cfg.Binary, cfg.DatabaseURL = exe, env.DatabaseURL
+			if cfg.Dir == "" {
+				if cfg.Dir, err = os.MkdirTemp("", "oncerun-chaos-"); err != nil {
+					return err
+				}
+			}
+			if cfg.Dir, err = filepath.Abs(cfg.Dir); err != nil {
+				return err
+			}
+			if cfg.PGRestart == chaos.PGRestartCluster && cfg.PGRestarts > 0 {
+				if restart == "" {
+					restart, err = defaultPGRestart()
+					if err != nil {
+						return err
+					}
+				}
+				cfg.RestartCommand = strings.Fields(restart)
+			}
+			progress := cmd.OutOrStdout()
+			if asJSON {
+				progress = cmd.ErrOrStderr()
+			}
+			rep, err := chaos.Run(cmd.Context(), cfg, progress)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintln(progress)
+				rep.Print(progress)
+			}
+			if len(rep.Violations) > 0 {
+				return errViolations
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&short, "short", false, "the configuration `make test` runs: 20 runs, a minute of faults, PostgreSQL connections cut instead of a restart")
+	f.BoolVar(&asJSON, "json", false, "print the report as JSON on stdout (progress goes to stderr)")
+	f.StringVar(&cfg.Dir, "dir", "", "directory for the processes' data and logs (default: a new temporary one)")
+	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "agent runs")
+	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "worker processes at once")
+	f.IntVar(&cfg.CrashWorkers, "crash-workers", cfg.CrashWorkers, "workers that also carry crash faults")
+	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "worker SIGKILLs over the fault window")
+	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long faults go on")
+	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long to wait for every run to end after the faults")
+	f.IntVar(&cfg.TemporalRestarts, "temporal-restarts", cfg.TemporalRestarts, "Temporal server kills and restarts")
+	f.IntVar(&cfg.PGRestarts, "pg-restarts", cfg.PGRestarts, "PostgreSQL restarts")
+	f.StringVar(&cfg.PGRestart, "pg-restart", cfg.PGRestart, "how PostgreSQL is restarted: cluster or backends")
+	f.StringVar(&restart, "pg-restart-command", "", "command that restarts PostgreSQL for --pg-restart cluster")
+	f.Float64Var(&cfg.FaultRate, "fault-rate", cfg.FaultRate, "share of refunds that meet a provider fault and of e-mails whose connection drops after acceptance")
+	f.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "share of approvals rejected")
+	f.DurationVar(&cfg.DecideWithin, "decide-within", cfg.DecideWithin, "a step's decision comes at a random moment within this")
+	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the plan and the moments (default: the clock)")
+	return cmd
+}
+
+// chaosFlags copy each setting's flag from the flags to the --short preset.
+var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
+	"dir":               func(d *chaos.Config, s chaos.Config) { d.Dir = s.Dir },
+	"runs":              func(d *chaos.Config, s chaos.Config) { d.Runs = s.Runs },
+	"workers":           func(d *chaos.Config, s chaos.Config) { d.Workers = s.Workers },
+	"crash-workers":     func(d *chaos.Config, s chaos.Config) { d.CrashWorkers = s.CrashWorkers },
+	"kills":             func(d *chaos.Config, s chaos.Config) { d.Kills = s.Kills },
+	"duration":          func(d *chaos.Config, s chaos.Config) { d.Duration = s.Duration },
+	"settle":            func(d *chaos.Config, s chaos.Config) { d.Settle = s.Settle },
+	"temporal-restarts": func(d *chaos.Config, s chaos.Config) { d.TemporalRestarts = s.TemporalRestarts },
+	"pg-restarts":       func(d *chaos.Config, s chaos.Config) { d.PGRestarts = s.PGRestarts },
+	"pg-restart":        func(d *chaos.Config, s chaos.Config) { d.PGRestart = s.PGRestart },
+	"fault-rate":        func(d *chaos.Config, s chaos.Config) { d.FaultRate = s.FaultRate },
+	"reject-rate":       func(d *chaos.Config, s chaos.Config) { d.RejectRate = s.RejectRate },
+	"decide-within":     func(d *chaos.Config, s chaos.Config) { d.DecideWithin = s.DecideWithin },
+	"seed":              func(d *chaos.Config, s chaos.Config) { d.Seed = s.Seed },
+}
+
+// defaultPGRestart is Debian's command for the machine's one cluster.
+func defaultPGRestart() (string, error) {
+	versions, err := os.ReadDir("/etc/postgresql")
+	if err != nil || len(versions) != 1 {
+		return "", errors.New("chaos: --pg-restart cluster: say how with --pg-restart-command (no single cluster under /etc/postgresql)")
+	}
+	return "pg_ctlcluster --skip-systemctl-redirect " + versions[0].Name() + " main restart -m immediate", nil
+}

@@ -1,0 +1,53 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/internal/chaos"
+	"github.com/oncerun/oncerun/internal/pgtest"
+)
+
+// TestChaosShort runs `oncerun chaos --short` as `make chaos` runs the full
+// harness: 20 runs of every effect class through the approvals API while
+// workers are SIGKILLed, the Temporal server is killed and started again,
+// PostgreSQL's connections are cut and the provider and the mail server
+// fail. The harness counts every effect in the business tables, the
+// provider's ledger and the mailbox, and exits 1 on any duplicate, loss or
+// drift.
+func TestChaosShort(t *testing.T) {
+	t.Parallel()
+	bin := buildStarter(t)
+	cmd := exec.Command(bin, "chaos", "--short", "--json", "--dir", t.TempDir())
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.ServerURL())
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, err, "oncerun chaos --short failed:\n%s\n%s", stdout.String(), stderr.String())
+
+	var rep chaos.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	t.Logf("chaos report: %s", stdout.String())
+	short := chaos.Short()
+	assert.Empty(t, rep.Violations)
+	assert.Equal(t, short.Runs, rep.Runs)
+	assert.Equal(t, short.Runs, rep.Ended, "every run ended")
+	assert.Zero(t, rep.Duplicates)
+	assert.Zero(t, rep.Lost)
+	assert.Zero(t, rep.Drift)
+	assert.Zero(t, rep.InFlightKeys)
+	// The faults happened: a run without them proves nothing.
+	assert.GreaterOrEqual(t, rep.WorkerKills, short.Kills/2, "workers killed")
+	assert.Equal(t, short.TemporalRestarts, rep.TemporalRestarts)
+	assert.Equal(t, short.PGRestarts, rep.PGRestarts)
+	assert.Positive(t, rep.ProviderFaults)
+	// Every run's note, and the credits and refunds it was given, landed.
+	assert.GreaterOrEqual(t, rep.Effects, short.Runs)
+	assert.Positive(t, rep.Mails)
+}
