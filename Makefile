@@ -41,6 +41,10 @@ lint: ## Run go vet, staticcheck and workflowcheck.
 	go tool staticcheck ./...
 	go tool workflowcheck ./workflows/...
 
+.PHONY: mutation
+mutation: ## Build each named bug into the tests in turn (go test -overlay; the source tree is never written, so it is safe while editing or building) and run the tests that must catch it; exits 1 if one survives (needs PostgreSQL at DATABASE_URL).
+	go run ./internal/mutation
+
 .PHONY: worker
 worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
 	go run ./worker
@@ -49,6 +53,10 @@ worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
 record-histories: ## Re-record the workflow histories the replay test checks (after an intended change).
 	rm -f workflows/testdata/histories/*.json
 	ONCERUN_RECORD_HISTORIES=$(CURDIR)/workflows/testdata/histories go test -count=1 ./internal/integration/
+
+.PHONY: chaos
+chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; count every effect where it landed.
+	go run ./starter chaos
 
 .PHONY: bench
 bench: ## Benchmark the dedup store against a bare transaction (8 goroutines, 5 rounds).

@@ -1,0 +1,181 @@
+package main
+
+// Mutation is one small bug that a test must catch.
+type Mutation struct {
+	// Name identifies the mutation on the command line (-only).
+	Name string `json:"name"`
+	// Bug says, in words, what the mutated code gets wrong.
+	Bug string `json:"bug"`
+	// File is the mutated file, relative to the module's root: Go source,
+	// or a file it embeds. The mutation reaches the tests' builds only (go
+	// test -overlay), never the disk.
+	File string `json:"file"`
+	// Old is the snippet replaced; it must occur in File exactly once.
+	Old string `json:"old"`
+	// New replaces it.
+	New string `json:"new"`
+	// Import, when set, is an import path New needs that File does not
+	// import yet; it is added to File's import block.
+	Import string `json:"import,omitempty"`
+	// Packages are the packages whose tests run, as go test names them.
+	Packages []string `json:"packages"`
+	// Tests are the test functions that should catch the bug, each defined
+	// in one of Packages. They run with -run '^(Tests...)$'.
+	Tests []string `json:"tests"`
+}
+
+// mutations is the table, one row per promise. Each replaces a snippet of
+// the code that keeps the promise with the code of a plausible bug.
+//
+// To add a row: take as Old the smallest snippet that occurs once in its
+// file (a line more if it is not unique), write the bug as New, and find
+// the tests that fail on it with
+//
+//	go run ./internal/mutation -discover -only <name>
+//
+// then name the fastest of them in Tests. make test checks that every Old
+// still occurs once and every named test exists.
+var mutations = []Mutation{
+	{
+		Name:     "claim-conflict",
+		Bug:      "the claim has no conflict handling: a second claim of a key fails on the unique index instead of meeting the first",
+		File:     "internal/idempotency/row.go",
+		Old:      "ON CONFLICT (tenant, key) DO NOTHING\nRETURNING attempts, lease_expiry",
+		New:      "RETURNING attempts, lease_expiry",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestDoReplaysSecondCall", "TestBeginCompleteReplay"},
+	},
+	{
+		Name: "args-hash",
+		Bug:  "a claim never compares the arguments hash: a key reused with other arguments replays the first call's result",
+		File: "internal/idempotency/row.go",
+		Old: "\tif r.ArgsHash != a.ArgsHash {\n" +
+			"\t\treturn 0, &KeyReuseError{Key: a.key, StoredHash: r.ArgsHash, ProposedHash: a.ArgsHash}\n" +
+			"\t}\n",
+		New:      "",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestDoKeyReuseWithOtherArgs"},
+	},
+	{
+		Name:     "in-flight-absent",
+		Bug:      "a key in flight under a live lease is claimed again as if it were free, instead of answering in flight",
+		File:     "internal/idempotency/row.go",
+		Old:      "return decideInFlight, nil",
+		New:      "return decideReclaim, nil",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestBeginLiveLeaseIsInFlight"},
+	},
+	{
+		Name: "lease-expiry",
+		Bug:  "a lease never expires: the key of a worker that died stays in flight for ever, and its outcome is never resolved",
+		File: "internal/idempotency/row.go",
+		Old: "\t\tif r.LeaseExpired {\n" +
+			"\t\t\treturn decideUnknown, nil\n" +
+			"\t\t}\n" +
+			"\t\treturn decideInFlight, nil",
+		New:      "\t\treturn decideInFlight, nil",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestExpiredLeaseIsTakenOverAndStaleOwnerFenced"},
+	},
+	{
+		Name:     "key-apart-from-effect",
+		Bug:      "a transactional call commits its key on its own, before the effect's transaction: a failed effect leaves its key in flight",
+		File:     "internal/idempotency/do.go",
+		Old:      "lease, err := insertClaim(ctx, tx, a, s.cfg.Owner)",
+		New:      "lease, err := insertClaim(ctx, s.pool, a, s.cfg.Owner)",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestDoEffectErrorRollsBackClaim"},
+	},
+	{
+		Name:     "random-key",
+		Bug:      "the key holds a random part, so a retry derives another key and makes the effect again",
+		File:     "internal/keys/key.go",
+		Old:      "b.WriteString(strconv.FormatInt(k.Step, 10))",
+		New:      `b.WriteString(strconv.FormatInt(k.Step, 10) + "-" + strconv.FormatUint(rand.Uint64(), 36))`,
+		Import:   "math/rand/v2",
+		Packages: []string{"./internal/keys"},
+		Tests:    []string{"TestKeyString"},
+	},
+	{
+		Name:     "silent-prune",
+		Bug:      "the watchdog prunes a key of a live run without raising an alert",
+		File:     "activities/watchdog.go",
+		Old:      "\n\t\t\t\tactions[k.Key] = PolicyPrune",
+		New:      "",
+		Packages: []string{"./activities"},
+		Tests:    []string{"TestPruneExpiredKeepsInFlightKeysAndSkipsUnknownRuns"},
+	},
+	{
+		Name:     "conflicting-approval",
+		Bug:      "a run applies a second decision that contradicts the first: only duplicates are ignored",
+		File:     "workflows/approval.go",
+		Old:      "if s.State != StepPendingApproval {",
+		New:      "if s.State != StepPendingApproval && (s.Approval == nil || s.Approval.Decision == sig.Decision) {",
+		Packages: []string{"./workflows"},
+		Tests:    []string{"TestApprovalSecondDecisionChangesNothing"},
+	},
+	{
+		Name: "skip-paired-read",
+		Bug:  "an external call whose earlier attempt's outcome is unknown never asks the tool's paired read",
+		File: "activities/external.go",
+		Old: "\tif tool.PairedRead != \"\" {\n" +
+			"\t\text.Read = func(ctx context.Context) (bool, json.RawMessage, error) { return a.pairedRead(ctx, tool, call) }\n" +
+			"\t}\n",
+		New:      "",
+		Packages: []string{"./activities"},
+		Tests:    []string{"TestRunToolExternalPairedReadIsTriedAgain"},
+	},
+	{
+		Name:     "resend-expired-key",
+		Bug:      "an unknown outcome is resolved by sending again under the same key even after the provider has forgotten the key",
+		File:     "internal/idempotency/external.go",
+		Old:      "if ext.KeyLifetime > 0 && age < ext.KeyLifetime {",
+		New:      "if ext.KeyLifetime > 0 {",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestExternalUnknownOutcomeWithoutRead"},
+	},
+	{
+		Name: "approval-other-args",
+		Bug:  "a run applies an approval given for other arguments than the step's",
+		File: "workflows/approval.go",
+		Old: "\tif sig.ArgsHash != s.ArgsHash {\n" +
+			"\t\tlog.Warn(\"approval signal ignored: it was given for other arguments\", \"step\", sig.Step,\n" +
+			"\t\t\t\"signal_args_hash\", sig.ArgsHash, \"step_args_hash\", s.ArgsHash, \"approver\", sig.Approver)\n" +
+			"\t\treturn\n" +
+			"\t}\n",
+		New:      "",
+		Packages: []string{"./workflows"},
+		Tests:    []string{"TestApprovalForOtherArgumentsDoesNotApply"},
+	},
+	// Neighbours of the promises above: the approvals service refuses a
+	// conflicting decision as the run does (8), the check of a step whose
+	// retries ran out must not take a key in flight for settled (3), and
+	// the watchdog's alert is a log line too (7).
+	{
+		Name:     "conflicting-decision-api",
+		Bug:      "the approvals service refuses a change of decision only from the approver who made it: another approver's contrary decision is answered as a repeat",
+		File:     "approvals/store.go",
+		Old:      "if orig.Decision != in.decision {",
+		New:      "if orig.Decision != in.decision && orig.Approver == in.id.Name {",
+		Packages: []string{"./internal/integration"},
+		Tests:    []string{"TestApprovalsAPITwoApproversAtOnce"},
+	},
+	{
+		Name:     "in-flight-settled",
+		Bug:      "a step whose retries ran out while its key was in flight is reported failed, as if no attempt had made the effect, instead of waiting for a person",
+		File:     "internal/idempotency/resolve.go",
+		Old:      "\tcase StateInFlight:\n\t\treturn true\n",
+		New:      "\tcase StateInFlight:\n\t\treturn false\n",
+		Packages: []string{"./activities"},
+		Tests:    []string{"TestCheckOutcomeIsUnknownWhileAnAttemptMayHaveMadeTheEffect"},
+	},
+	{
+		Name:     "silent-prune-log",
+		Bug:      "the watchdog logs its alert about a live run's key at debug level, unseen at the default level",
+		File:     "activities/watchdog.go",
+		Old:      `a.log().Error("key expired while its run is alive",`,
+		New:      `a.log().Debug("key expired while its run is alive",`,
+		Packages: []string{"./activities"},
+		Tests:    []string{"TestKeyOfALiveRunExpiringLogsAnError"},
+	},
+}
