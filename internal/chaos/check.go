@@ -109,6 +109,7 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		c.violations = append(c.violations, fmt.Sprintf("%d dedup keys in flight for closed runs", inFlight))
 	}
 	c.InFlightKeys = inFlight
+	c.CrashPoints = h.crashPoints()
 	drift, err := h.reconcile(ctx, mails)
 	if err != nil {
 		return nil, err

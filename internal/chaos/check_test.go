@@ -2,6 +2,9 @@ package chaos
 
 import (
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,4 +53,17 @@ func TestPlansAskForApprovalAboveTheThreshold(t *testing.T) {
 	assert.False(t, ps[4].needsApproval(stepRefund))
 	assert.False(t, ps[0].needsApproval(stepNote))
 	assert.Len(t, ps[0].calls(), 3)
+}
+
+func TestCrashPointsAreReadFromTheWorkersLogs(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "worker-0.log")
+	require.NoError(t, os.WriteFile(log, []byte(strings.Join([]string{
+		`{"level":"warn","msg":"fault injection on: this worker will kill itself","point":"after-commit"}`,
+		`{"level":"warn","msg":"fault injection: killing this worker after the step committed","point":"after-commit"}`,
+		`{"level":"warn","msg":"fault injection: killing this worker during the effect","point":"during-effect"}`,
+		`{"level":"warn","msg":"fault injection: killing this worker after the step committed","point":"after-commit"}`,
+		`not json at all`,
+	}, "\n")), 0o644))
+	h := &harness{workers: []*supervised{{proc: &proc{logPath: log}}, {proc: &proc{logPath: log + ".missing"}}}}
+	assert.Equal(t, map[string]int{"after-commit": 2, "during-effect": 1}, h.crashPoints())
 }

@@ -3,6 +3,8 @@ package chaos
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -15,19 +17,21 @@ type Counts struct {
 	WorkerKills      int `json:"worker_kills"`
 	CrashFaultDeaths int `json:"crash_fault_deaths"`
 	StartFailures    int `json:"worker_start_failures"`
-	TemporalKills    int `json:"temporal_kills"`
-	TemporalRestarts int `json:"temporal_restarts"`
-	PGRestarts       int `json:"postgres_restarts"`
-	ProviderFaults   int `json:"provider_faults"`
-	MailFaults       int `json:"mail_faults"`
-	Effects          int `json:"effects_once"`
-	Mails            int `json:"emails"`
-	Duplicates       int `json:"duplicates"`
-	Lost             int `json:"lost"`
-	MailRepeats      int `json:"email_repeats"`
-	MailSettled      int `json:"emails_settled_from_mailbox"`
-	InFlightKeys     int `json:"in_flight_keys_of_closed_runs"`
-	Drift            int `json:"reconciliation_drift"`
+	// CrashPoints counts the crash-fault deaths by the point they were at.
+	CrashPoints      map[string]int `json:"crash_points"`
+	TemporalKills    int            `json:"temporal_kills"`
+	TemporalRestarts int            `json:"temporal_restarts"`
+	PGRestarts       int            `json:"postgres_restarts"`
+	ProviderFaults   int            `json:"provider_faults"`
+	MailFaults       int            `json:"mail_faults"`
+	Effects          int            `json:"effects_once"`
+	Mails            int            `json:"emails"`
+	Duplicates       int            `json:"duplicates"`
+	Lost             int            `json:"lost"`
+	MailRepeats      int            `json:"email_repeats"`
+	MailSettled      int            `json:"emails_settled_from_mailbox"`
+	InFlightKeys     int            `json:"in_flight_keys_of_closed_runs"`
+	Drift            int            `json:"reconciliation_drift"`
 
 	violations []string
 }
@@ -60,6 +64,9 @@ func (r *Report) Print(w io.Writer) {
 	row("decisions / resolutions", fmt.Sprintf("%d / %d", r.Decisions, r.Resolutions))
 	row("worker kills (SIGKILL)", r.WorkerKills)
 	row("crash-fault deaths", r.CrashFaultDeaths)
+	for _, p := range slices.Sorted(maps.Keys(r.CrashPoints)) {
+		row("  at "+p, r.CrashPoints[p])
+	}
 	row("worker starts that failed during the faults", r.StartFailures)
 	row("Temporal server kills / restarts", fmt.Sprintf("%d / %d", r.TemporalKills, r.TemporalRestarts))
 	row("PostgreSQL restarts", r.PGRestarts)
