@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 )
 
@@ -125,21 +126,20 @@ func NotApplied(err error) error {
 	return fmt.Errorf("%w: %w", ErrNotApplied, err)
 }
 
-// BeforeSend returns a [NotApplied] error when ctx has ended or its
-// deadline has passed, by this process's clock. An external tool's client
-// calls it right before a request leaves: the context of an external call
-// has as its deadline the moment the key's lease may have expired, moved on
-// by each renewal, and a worker that was frozen past it must send nothing
-// when it comes back, since another worker may have taken the key over and
-// sent already. (Go's HTTP transport dials without the request's deadline,
-// so the deadline alone does not stop a request.)
+// BeforeSend returns a [NotApplied] error when ctx has ended, or when the
+// moment past which an external call must not send ([idempotency.SendBy]:
+// its key's lease may have expired by this process's clock, moved on by
+// each renewal) has passed. An external tool's client calls it right before
+// the effect's request leaves, so that a worker that was frozen past its
+// lease sends nothing when it comes back: another worker may have taken the
+// key over and sent already. Reads need no such check.
 func BeforeSend(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return NotApplied(fmt.Errorf("not sent: %w", context.Cause(ctx)))
 	}
-	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
-		return NotApplied(fmt.Errorf("not sent: the deadline passed %s ago: %w",
-			time.Since(d).Round(time.Millisecond), context.DeadlineExceeded))
+	if by, ok := idempotency.SendBy(ctx); ok && !time.Now().Before(by) {
+		return NotApplied(fmt.Errorf("not sent: the key's lease may have expired %s ago: %w",
+			time.Since(by).Round(time.Millisecond), idempotency.ErrLeaseLost))
 	}
 	return nil
 }

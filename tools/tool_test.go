@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -25,7 +26,9 @@ func TestBeforeSend(t *testing.T) {
 		{"no deadline", context.Background(), ""},
 		{"deadline ahead", late, ""},
 		{"ended", canceled, "lease lost"},
-		{"deadline passed, not yet done", pastDeadline{context.Background()}, "the deadline passed"},
+		{"a deadline passed is the caller's business", pastDeadline{context.Background()}, ""},
+		{"send-by ahead", idempotency.WithSendBy(context.Background(), time.Now().Add(time.Minute)), ""},
+		{"send-by passed, not yet done", idempotency.WithSendBy(context.Background(), time.Now().Add(-time.Second)), "lease may have expired"},
 	} {
 		err := tools.BeforeSend(tt.ctx)
 		if tt.want == "" {

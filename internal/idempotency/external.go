@@ -48,13 +48,15 @@ const DefaultReadTries = 3
 type External struct {
 	// Call makes the effect and returns its result as JSON. It must send the
 	// key as the provider's idempotency key where the provider takes one.
-	// Its context ends when the lease is lost, and its deadline is the
-	// moment the lease may have expired by this process's clock, moved on
-	// by each renewal: a connection dialled after it fails at once, so that
-	// a process that was frozen past its lease sends nothing when it comes
-	// back, before its renewal has found the lease gone. (A client that
-	// reads the deadline once to bound a whole long call should use its own
-	// timeout instead.)
+	// Its context ends when the lease is lost or may have expired by this
+	// process's clock, and carries that moment for [SendBy]: a client
+	// checks it right before the effect's request leaves
+	// (tools.BeforeSend), so that a process that was frozen past its lease
+	// does not send when it comes back, before its renewal or the cut-off
+	// has run. This narrows the window rather than closing it: a process
+	// frozen between the check and the write still sends, and the
+	// provider's idempotency key and the fencing of our record are what
+	// remain. The context's deadline is the caller's own.
 	Call func(ctx context.Context) (json.RawMessage, error)
 	// BeforeEffect reports that an error of Call provably happened before
 	// the effect could begin (nothing was sent, or the provider answered
@@ -108,7 +110,7 @@ type ExternalOutcome struct {
 //     returns an [*UnresolvedError]: a person must find out.
 //  3. ext.Call runs while the lease is renewed every ext.Renew; a lost
 //     lease cancels it, and so does a lease that may have expired by this
-//     process's clock (no renewal for two thirds of it).
+//     process's clock (no renewal for the lease less one renewal interval).
 //  4. Its result completes the key; its error fails it, before the effect
 //     only when ext.BeforeEffect says so. Both are recorded even if ctx has
 //     ended meanwhile.
@@ -265,44 +267,44 @@ func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext Ext
 	return ExternalOutcome{Outcome: out}, err
 }
 
-// keepLease extends lease every ext.Renew until stop is called, and
-// returns ctx with the deadline past which the lease may have expired by
-// this process's clock: the last renewal (or the grant, held) plus two
-// thirds of the lease, a margin of one renewal. A renewal that finds the
-// lease lost cancels the call with ErrLeaseLost; one that fails for
-// another reason (the database is away) is retried at the next tick, while
-// the lease still has time. Once it may not have (a renewal failed too
-// long, or the process was frozen past it and finds the gap when it comes
-// back) the call is cancelled with ErrLeaseLost too; its deadline has
-// passed before that, so that nothing it starts meanwhile gets out.
+// keepLease extends lease every ext.Renew, counted from the last renewal
+// (or the grant, held), until stop is called. The lease may have expired,
+// by this process's clock, once the last renewal is older than the lease
+// less one renewal interval: at that moment the call is cancelled with
+// ErrLeaseLost, whether a renewal failed meanwhile (the database is away)
+// or the process was frozen, and the returned context carries that moment
+// for SendBy, moved on by each renewal, so that a client can refuse to send
+// past it even before the cancellation is seen. A renewal that finds the
+// lease taken over cancels the call with ErrLeaseLost at once; one that
+// fails for another reason is tried again half an interval later.
+//
+// The context's own deadline stays the caller's: a client's timeout on a
+// slow call is unaffected by the lease.
 func (s *Store) keepLease(ctx context.Context, lease *Lease, held *heldSince, ext External, cancel context.CancelCauseFunc) (context.Context, func()) {
 	length := cmp.Or(lease.Claim.Lease, s.cfg.Lease)
 	every := ext.Renew
-	if every <= 0 {
+	if every <= 0 || every > length/2 {
 		every = length / 3
 	}
-	// Past this without a renewal the lease may have expired, by this
-	// process's clock, with a margin of one renewal: the call is cut off
-	// before another caller may take the key over.
-	giveUp := max(length-every, every)
-	lctx := &leaseContext{Context: ctx, until: held.get().Add(giveUp)}
+	giveUp := length - every
+	cutOff := func() {
+		cancel(fmt.Errorf("no renewal for %s, and the lease may have expired: %w",
+			time.Since(held.get()).Round(time.Millisecond), ErrLeaseLost))
+	}
+	timer := time.AfterFunc(time.Until(held.get().Add(giveUp)), cutOff)
 	done := make(chan struct{})
 	finished := make(chan struct{})
+	next := held.get().Add(every)
 	go func() {
 		defer close(finished)
-		t := time.NewTicker(every)
-		defer t.Stop()
+		defer timer.Stop()
 		for {
 			select {
 			case <-done:
 				return
 			case <-ctx.Done():
 				return
-			case <-t.C:
-			}
-			if gap := time.Since(held.get()); gap >= giveUp {
-				cancel(fmt.Errorf("no renewal for %s, and the lease may have expired: %w", gap.Round(time.Millisecond), ErrLeaseLost))
-				return
+			case <-time.After(time.Until(next)):
 			}
 			sent := time.Now()
 			err := s.Renew(ctx, lease)
@@ -310,26 +312,47 @@ func (s *Store) keepLease(ctx context.Context, lease *Lease, held *heldSince, ex
 			case errors.Is(err, ErrLeaseLost):
 				cancel(err)
 				return
-			case err != nil && time.Since(held.get()) >= giveUp:
-				cancel(fmt.Errorf("no renewal for %s, and the lease may have expired (%w): %w",
-					time.Since(held.get()).Round(time.Millisecond), ErrLeaseLost, err))
-				return
 			case err != nil:
 				a, _ := s.prepare(lease.Claim)
 				s.log.Warn("lease renewal failed; trying again", a.fields(zap.Error(err))...)
+				next = sent.Add(every / 2)
 			default:
 				held.set(sent)
-				lctx.extend(sent.Add(giveUp))
+				next = sent.Add(every)
+				timer.Reset(time.Until(sent.Add(giveUp)))
 				if ext.OnRenew != nil {
 					ext.OnRenew()
 				}
 			}
 		}
 	}()
-	return lctx, func() {
+	return context.WithValue(ctx, sendByKey{}, func() time.Time { return held.get().Add(giveUp) }), func() {
 		close(done)
 		<-finished
 	}
+}
+
+// sendByKey is the context key of SendBy's moment.
+type sendByKey struct{}
+
+// SendBy returns the moment past which an external call running under
+// [Store.External] must not send its effect: its key's lease may have
+// expired by then, by this process's clock, and another worker may have
+// taken the key over. It moves on with each renewal of the lease. ok is
+// false outside such a call.
+func SendBy(ctx context.Context) (t time.Time, ok bool) {
+	f, ok := ctx.Value(sendByKey{}).(func() time.Time)
+	if !ok {
+		return time.Time{}, false
+	}
+	return f(), true
+}
+
+// WithSendBy returns ctx carrying t as the moment [SendBy] reports: for a
+// caller that runs an effect under a lease of its own, and for tests of
+// clients.
+func WithSendBy(ctx context.Context, t time.Time) context.Context {
+	return context.WithValue(ctx, sendByKey{}, func() time.Time { return t })
 }
 
 // heldSince is the time, by this process's clock, from which a lease is
@@ -350,32 +373,6 @@ func (h *heldSince) set(t time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.t = t
-}
-
-// leaseContext is a call's context under a lease: its deadline is when the
-// lease may have expired by this process's clock, and moves on with each
-// renewal.
-type leaseContext struct {
-	context.Context
-	mu    sync.Mutex
-	until time.Time
-}
-
-// Deadline returns the earlier of the lease's deadline and the parent's.
-func (c *leaseContext) Deadline() (time.Time, bool) {
-	c.mu.Lock()
-	until := c.until
-	c.mu.Unlock()
-	if d, ok := c.Context.Deadline(); ok && d.Before(until) {
-		return d, true
-	}
-	return until, true
-}
-
-func (c *leaseContext) extend(until time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.until = until
 }
 
 // renewSQL extends a lease its owner still holds.

@@ -413,24 +413,28 @@ func TestExternalLostLeaseCancelsCall(t *testing.T) {
 	}
 }
 
-// The call's deadline is when its lease may have expired by this
-// process's clock, and each renewal moves it on: a process frozen past it
-// can tell, when it comes back, that it may no longer send.
-func TestExternalCallDeadlineFollowsTheLease(t *testing.T) {
+// The moment past which a call must not send is when its lease may have
+// expired by this process's clock, and each renewal moves it on: a process
+// frozen past it can tell, when it comes back, that it may no longer send.
+// The call's deadline stays the caller's, so that a client's own timeout
+// still bounds a slow call.
+func TestExternalCallSendByFollowsTheLease(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	c := claim(t, "acme", "r1", 2, "refund_payment", `{"amount_cents":500}`)
 	c.Lease = 600 * time.Millisecond
 	var first, later time.Time
+	var deadline bool
 	before := time.Now()
 	_, err := f.store.External(context.Background(), c, idempotency.External{
 		Call: func(ctx context.Context) (json.RawMessage, error) {
 			var ok bool
-			if first, ok = ctx.Deadline(); !ok {
-				return nil, errors.New("the call has no deadline")
+			if first, ok = idempotency.SendBy(ctx); !ok {
+				return nil, errors.New("the call has no send-by moment")
 			}
+			_, deadline = ctx.Deadline()
 			time.Sleep(700 * time.Millisecond) // three renewals
-			later, _ = ctx.Deadline()
+			later, _ = idempotency.SendBy(ctx)
 			return json.RawMessage(`{"refund_id":"re_1"}`), nil
 		},
 		BeforeEffect: beforeEffect,
@@ -438,8 +442,45 @@ func TestExternalCallDeadlineFollowsTheLease(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.WithinDuration(t, before.Add(400*time.Millisecond), first, 100*time.Millisecond,
-		"two thirds of the lease from before it was granted")
+		"the lease less one renewal interval, from before it was granted")
 	assert.Greater(t, later.Sub(first), 300*time.Millisecond, "the renewals moved it on")
+	assert.False(t, deadline, "the caller gave no deadline, and the lease adds none")
+}
+
+// A call whose renewals cannot reach the database is cut off with
+// ErrLeaseLost once its lease may have expired, not later.
+func TestExternalCallIsCutOffWhenItsLeaseMayHaveExpired(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c := claim(t, "acme", "r1", 2, "refund_payment", `{"amount_cents":500}`)
+	c.Lease = 600 * time.Millisecond
+	var cut time.Duration
+	_, err := f.store.External(context.Background(), c, idempotency.External{
+		Call: func(ctx context.Context) (json.RawMessage, error) {
+			began := time.Now()
+			// The renewals fail: the key's row is locked by another
+			// transaction for longer than the lease.
+			tx, err := f.pool.Begin(context.Background())
+			if err != nil {
+				return nil, err
+			}
+			defer tx.Rollback(context.Background()) //nolint:errcheck
+			if _, err := tx.Exec(context.Background(), "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE"); err != nil {
+				return nil, err
+			}
+			select {
+			case <-ctx.Done():
+				cut = time.Since(began)
+				return nil, context.Cause(ctx)
+			case <-time.After(5 * time.Second):
+				return nil, errors.New("not cut off")
+			}
+		},
+		BeforeEffect: beforeEffect,
+		Renew:        200 * time.Millisecond,
+	})
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	assert.Less(t, cut, 1500*time.Millisecond, "cut off about when the lease may have expired (400 ms), not at the end of a blocked renewal")
 }
 
 func TestRenewExtendsLease(t *testing.T) {

@@ -50,6 +50,10 @@ func Tool(c *Client, messageIDDomain string) tools.Tool {
 			if err := call.Decode(&a); err != nil {
 				return nil, tools.Permanent(tools.NotApplied(err))
 			}
+			// A worker frozen past its key's lease sends nothing.
+			if err := tools.BeforeSend(ctx); err != nil {
+				return nil, err
+			}
 			r, err := c.Send(ctx, Message{To: []string{a.To}, Subject: a.Subject, Body: a.Body,
 				MessageID: MessageID(call.Key.String(), messageIDDomain)})
 			var reply *smtp.SMTPError

@@ -178,9 +178,12 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, key s
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
-	// A worker frozen past its key's lease sends nothing (tools.BeforeSend).
-	if err := tools.BeforeSend(ctx); err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+	// A worker frozen past its key's lease sends no effect
+	// (tools.BeforeSend); a read may go out at any time.
+	if key != "" {
+		if err := tools.BeforeSend(ctx); err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
 	}
 	resp, err := c.cfg.HTTP.Do(req)
 	if err != nil {

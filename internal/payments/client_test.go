@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
@@ -148,22 +149,20 @@ func TestRequestThatNeverLeftIsBeforeTheEffect(t *testing.T) {
 	assert.False(t, permanent(err), "it may work later")
 }
 
-// frozen is the context of a call whose process was frozen past its
-// deadline and has just come back: the deadline has passed, and nothing has
-// run yet to close Done.
-type frozen struct{ context.Context }
-
-func (frozen) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
-
-// A refund whose call's deadline (its key's lease) has passed is not sent,
-// though its context is not done yet: the lease may be another worker's.
-func TestRefundPastItsDeadlineIsNotSent(t *testing.T) {
+// A refund whose send-by moment (its key's lease may have expired) has
+// passed is not sent, though its context is not done yet: a process frozen
+// past it has just come back, and the lease may be another worker's.
+func TestRefundPastItsSendByIsNotSent(t *testing.T) {
 	t.Parallel()
 	p, c := setup(t)
-	_, err := c.Refund(frozen{context.Background()}, "k1", req)
+	_, err := c.Refund(idempotency.WithSendBy(context.Background(), time.Now().Add(-time.Second)), "k1", req)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, tools.ErrNotApplied)
 	assert.Empty(t, p.Refunds(), "nothing reached the provider")
+
+	// A read has no effect: it goes out whenever it is asked for.
+	_, err = c.FindByKey(idempotency.WithSendBy(context.Background(), time.Now().Add(-time.Second)), "k1")
+	assert.NoError(t, err)
 }
 
 func TestReadUnavailableIsAnError(t *testing.T) {
