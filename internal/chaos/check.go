@@ -42,6 +42,14 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		t.sum += r.Amount
 		refunds[r.PaymentID] = t
 	}
+	decided, err := h.decisionsOfRecord(ctx)
+	if err != nil {
+		return nil, err
+	}
+	delivery, err := h.deliveries(ctx)
+	if err != nil {
+		return nil, err
+	}
 	mails := map[string]int{}
 	for _, m := range h.mail.Messages() {
 		for _, to := range m.To {
@@ -69,16 +77,16 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 			}
 			c.Steps += len(end.status.Steps)
 		}
+		// What each step calls for, from the decision of record in the
+		// approvals audit: a rejected or undecided step makes nothing.
 		want := func(step int64) int {
-			if d, asked := h.decided[stepRef{p.runID, step}]; asked && d == workflows.DecisionReject {
-				return 0
+			if !p.needsApproval(step) {
+				return 1
 			}
-			if p.needsApproval(step) {
-				if _, asked := h.decided[stepRef{p.runID, step}]; !asked {
-					return 0 // never approved: nothing may have happened
-				}
+			if decided[stepRef{p.runID, step}] == workflows.DecisionApprove {
+				return 1
 			}
-			return 1
+			return 0
 		}
 		if ok {
 			c.checkSteps(p, end.status, want)
@@ -94,6 +102,10 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		case wantMail == 0 && got > 0:
 			c.Duplicates += got
 			c.violations = append(c.violations, fmt.Sprintf("e-mail to %s: %d for a credit that was not granted", p.email, got))
+		case got > 1 && delivery[p.runID] == "delivered":
+			// A message is sent again only when its acceptance was lost.
+			c.MailRepeats += got - 1
+			c.violations = append(c.violations, fmt.Sprintf("e-mail to %s: %d, and its delivery was recorded as made once", p.email, got))
 		case got > 1:
 			c.MailRepeats += got - 1
 		}
@@ -121,12 +133,13 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		c.CrashFaultDeaths += crashes
 		for _, f := range failures {
 			// A worker may not come up while PostgreSQL or Temporal is
-			// down; once the faults are over, it must.
-			if f.at.Before(h.faultsOver) {
+			// down; once the faults are over, it must. A worker that was
+			// up never exits by itself.
+			if !f.wasUp && f.at.Before(h.faultsOver) {
 				c.StartFailures++
 				continue
 			}
-			c.violations = append(c.violations, fmt.Sprintf("%s after the faults: %v", w.name, f.err))
+			c.violations = append(c.violations, fmt.Sprintf("%s: %v", w.name, f.err))
 		}
 	}
 	rep := &Report{Counts: *c, Seed: h.cfg.Seed, Runs: len(h.runs), Ended: len(closed),
@@ -166,7 +179,7 @@ func (h *harness) countRows(ctx context.Context, sql string) (map[string]tally, 
 // compare checks that an exactly-once effect landed want times (0 or 1),
 // with the planned amount when it has one.
 func (c *Counts) compare(kind, id string, want int, got tally, amount int64) {
-	c.Effects += got.n
+	c.Effects += min(got.n, want)
 	switch {
 	case got.n > want:
 		c.Duplicates += got.n - want
@@ -240,4 +253,44 @@ func (c *Counts) checkSteps(p runPlan, st workflows.Status, want func(step int64
 			c.violations = append(c.violations, fmt.Sprintf("run %s step %d (%s) ended %s, want %s: %s", p.runID, s.Step, s.Tool, s.State, expect, s.Error))
 		}
 	}
+}
+
+// decisionsOfRecord reads the accepted decision of every step from the
+// approvals audit.
+func (h *harness) decisionsOfRecord(ctx context.Context) (map[stepRef]workflows.Decision, error) {
+	rows, err := h.pool.Query(ctx, `SELECT run_id, step, decision FROM approval_decisions WHERE tenant = $1 AND outcome = 'accepted'`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("read the decisions of record: %w", err)
+	}
+	defer rows.Close()
+	out := map[stepRef]workflows.Decision{}
+	for rows.Next() {
+		var (
+			ref stepRef
+			d   string
+		)
+		if err := rows.Scan(&ref.runID, &ref.step, &d); err != nil {
+			return nil, err
+		}
+		out[ref] = workflows.Decision(d)
+	}
+	return out, rows.Err()
+}
+
+// deliveries reads the state of each run's credit e-mail in the outbox.
+func (h *harness) deliveries(ctx context.Context) (map[string]string, error) {
+	rows, err := h.pool.Query(ctx, `SELECT run_id, state FROM outbox WHERE tenant = $1 AND step = $2`, tenant, stepCredit)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var run, state string
+		if err := rows.Scan(&run, &state); err != nil {
+			return nil, err
+		}
+		out[run] = state
+	}
+	return out, rows.Err()
 }

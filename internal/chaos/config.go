@@ -54,6 +54,13 @@ type Config struct {
 	// FaultRate is the share of refunds that meet a provider fault, and of
 	// e-mails that meet a dropped connection after the server accepted them.
 	FaultRate float64
+	// ProviderKeyRetention is how long the sandbox provider keeps an
+	// idempotency key, and the refund tool's declared key lifetime; it must
+	// be longer than the tool's timeout (90 s). Short, more retries meet a
+	// key the provider has forgotten, where a resend would make a second
+	// refund: the ledger then shows oncerun's own protocol rather than the
+	// provider's deduplication.
+	ProviderKeyRetention time.Duration
 	// RejectRate is the share of approvals the harness rejects.
 	RejectRate float64
 	// DecideWithin bounds how long a step waits for its (random) decision.
@@ -70,6 +77,7 @@ func Full() Config {
 		Duration: 20 * time.Minute, Settle: 10 * time.Minute,
 		TemporalRestarts: 3, PGRestarts: 3, PGRestart: PGRestartCluster,
 		FaultRate: 0.2, RejectRate: 0.1, DecideWithin: 30 * time.Second,
+		ProviderKeyRetention: 24 * time.Hour,
 	}
 }
 
@@ -82,6 +90,7 @@ func Short() Config {
 		Duration: 60 * time.Second, Settle: 4 * time.Minute,
 		TemporalRestarts: 1, PGRestarts: 1, PGRestart: PGRestartBackends,
 		FaultRate: 0.3, RejectRate: 0.1, DecideWithin: 10 * time.Second,
+		ProviderKeyRetention: 24 * time.Hour,
 	}
 }
 
@@ -108,5 +117,6 @@ func (c Config) validate() error {
 	check(c.FaultRate >= 0 && c.FaultRate <= 1, "chaos: --fault-rate %g: want 0 to 1", c.FaultRate)
 	check(c.RejectRate >= 0 && c.RejectRate <= 1, "chaos: --reject-rate %g: want 0 to 1", c.RejectRate)
 	check(c.DecideWithin > 0, "chaos: --decide-within %s: want more than 0", c.DecideWithin)
+	check(c.ProviderKeyRetention > 90*time.Second, "chaos: --provider-key-retention %s: want more than 1m30s, the refund tool's timeout", c.ProviderKeyRetention)
 	return errors.Join(errs...)
 }

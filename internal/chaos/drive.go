@@ -19,6 +19,9 @@ var discard = slog.New(slog.DiscardHandler)
 // shake runs the fault window and the settling that follows it, then
 // checks.
 func (h *harness) shake(ctx context.Context) (*Report, error) {
+	h.mu.Lock()
+	h.windowStart = time.Now()
+	h.mu.Unlock()
 	faultCtx, stopFaults := context.WithTimeout(ctx, h.cfg.Duration)
 	defer stopFaults()
 	driveCtx, stopDriving := context.WithCancel(ctx)
@@ -154,6 +157,9 @@ func (h *harness) decideStep(ctx context.Context, it approvals.Item) {
 	h.mu.Lock()
 	d, ok := h.decided[ref]
 	h.mu.Unlock()
+	if it.Decision != nil {
+		d, ok = it.Decision.Decision, true // the decision of record, sent again
+	}
 	if !ok {
 		d = workflows.DecisionApprove
 		if h.float() < h.cfg.RejectRate {
@@ -166,7 +172,7 @@ func (h *harness) decideStep(ctx context.Context, it approvals.Item) {
 	switch a.status {
 	case http.StatusAccepted, http.StatusOK:
 		h.mu.Lock()
-		if !ok {
+		if _, known := h.decided[ref]; !known {
 			h.decided[ref] = d
 			h.counts.Decisions++
 		}

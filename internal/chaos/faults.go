@@ -49,7 +49,10 @@ func (h *harness) killWorkers(ctx context.Context) {
 // at waits for each of n moments spread evenly over the window and calls f.
 func (h *harness) at(ctx context.Context, n int, f func()) {
 	for i := range n {
-		when := h.start.Add(time.Duration((float64(i) + 0.5) / float64(n) * float64(h.cfg.Duration)))
+		h.mu.Lock()
+		start := h.windowStart
+		h.mu.Unlock()
+		when := start.Add(time.Duration((float64(i) + 0.5) / float64(n) * float64(h.cfg.Duration)))
 		select {
 		case <-ctx.Done():
 			return

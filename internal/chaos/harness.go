@@ -63,8 +63,8 @@ type harness struct {
 	mu        sync.Mutex
 	counts    Counts
 	lastFault time.Time
-	// faultsOver is when the fault window ended.
-	faultsOver time.Time
+	// windowStart and faultsOver are when the fault window began and ended.
+	windowStart, faultsOver time.Time
 	// decided is the decision of record of each step that asked.
 	decided map[stepRef]workflows.Decision
 	// ended is when each run was first seen ended, and its status then.
@@ -120,26 +120,24 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		decided: map[stepRef]workflows.Decision{}, ended: map[string]runEnd{}}
 	prefix := "ch" + strconv.FormatInt(cfg.Seed%1_000_000, 36)
 	h.runs = plans(prefix, cfg.Runs, h.rng)
-	defer h.tearDown()
-	if err := h.setUp(ctx, prefix); err != nil {
-		return nil, err
+	err := h.setUp(ctx, fmt.Sprintf("%s_%d", prefix, os.Getpid()))
+	var rep *Report
+	if err == nil {
+		rep, err = h.shake(ctx)
 	}
-	rep, err := h.shake(ctx)
-	if err != nil {
-		return rep, err
-	}
-	if len(rep.Violations) == 0 {
+	h.tearDown()
+	if err == nil && len(rep.Violations) == 0 {
 		h.dropDatabase()
 	}
-	return rep, nil
+	return rep, err
 }
 
-func (h *harness) setUp(ctx context.Context, prefix string) error {
+func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 	if err := os.MkdirAll(filepath.Join(h.cfg.Dir, "logs"), 0o755); err != nil {
 		return err
 	}
 	h.say("seed %d; data and logs in %s", h.cfg.Seed, h.cfg.Dir)
-	if err := h.makeDatabase(ctx, "oncerun_chaos_"+prefix); err != nil {
+	if err := h.makeDatabase(ctx, "oncerun_chaos_"+dbSuffix); err != nil {
 		return err
 	}
 	if err := h.startSandbox(ctx); err != nil {
@@ -180,21 +178,20 @@ func (h *harness) makeDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("connect to PostgreSQL (%s): %w", edge.Redact(h.cfg.DatabaseURL), err)
 	}
 	defer conn.Close(ctx)
-	ident := pgx.Identifier{name}.Sanitize()
-	for _, sql := range []string{"DROP DATABASE IF EXISTS " + ident + " WITH (FORCE)", "CREATE DATABASE " + ident} {
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			return fmt.Errorf("make database %s: %w", name, err)
-		}
+	// CREATE, never DROP first: a database of that name is another
+	// harness's, or one kept for inspection.
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return fmt.Errorf("make database %s: %w", name, err)
 	}
 	u.Path = "/" + name
 	h.dbName, h.dbURL = name, u.String()
 	mc, err := pgx.Connect(ctx, h.dbURL)
 	if err != nil {
-		return err
+		return fmt.Errorf("connect to %s: %w", name, err)
 	}
 	defer mc.Close(ctx)
 	if _, err := migrations.Migrate(ctx, mc); err != nil {
-		return err
+		return fmt.Errorf("migrate %s: %w", name, err)
 	}
 	for _, p := range h.runs {
 		if _, err := mc.Exec(ctx, `
@@ -206,16 +203,17 @@ VALUES ($1, $2, 'Chaos Customer', $3, $4, 'delivered_damaged', $5, 'EUR', now())
 	}
 	pool, err := pgxpool.New(ctx, h.dbURL)
 	if err != nil {
-		return err
+		return fmt.Errorf("connect to %s: %w", name, err)
 	}
 	h.pool = pool
 	return nil
 }
 
+// dropDatabase drops the harness's database once every process has
+// stopped.
 func (h *harness) dropDatabase() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	h.pool.Close()
 	conn, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
 	if err != nil {
 		return
@@ -241,7 +239,8 @@ func (h *harness) startSandbox(ctx context.Context) error {
 	h.sandboxURL = "http://" + addr
 	h.provider = newAPIClient(h.sandboxURL, sandbox.DefaultAPIKey)
 	h.sandbox = &proc{name: "sandbox-payments", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "sandbox-payments"),
-		args: []string{"sandbox-payments", "--addr", addr, "--data-dir", filepath.Join(h.cfg.Dir, "sandbox"), "--payments", file},
+		args: []string{"sandbox-payments", "--addr", addr, "--data-dir", filepath.Join(h.cfg.Dir, "sandbox"), "--payments", file,
+			"--key-retention", h.cfg.ProviderKeyRetention.String()},
 		healthy: func(ctx context.Context) bool {
 			return h.provider.do(ctx, http.MethodGet, "/v1/refunds?payment_id=none", nil).status == http.StatusOK
 		}}
@@ -283,6 +282,7 @@ func (h *harness) env() []string {
 		"TEMPORAL_ADDRESS=" + h.temporalAddr(), "TEMPORAL_NAMESPACE=" + namespace, "TEMPORAL_TASK_QUEUE=" + taskQueue,
 		"TEMPORAL_CONNECT_WAIT=5m", "DATABASE_URL=" + h.dbURL, "LOG_LEVEL=warn",
 		"PAYMENTS_BASE_URL=" + h.sandboxURL, "PAYMENTS_API_KEY=" + sandbox.DefaultAPIKey,
+		"PAYMENTS_KEY_LIFETIME=" + h.cfg.ProviderKeyRetention.String(),
 		"SMTP_ADDR=" + h.mail.Addr(), "SMTP_FROM=shop@oncerun.example",
 	}
 }
@@ -318,7 +318,10 @@ func (h *harness) startAPI(ctx context.Context) error {
 // workerProc is worker i. The first CrashWorkers carry crash faults, a
 // different set at each start.
 func (h *harness) workerProc(i int) *proc {
-	metrics, _ := freeAddr()
+	metrics, err := freeAddr()
+	if err != nil {
+		metrics = "127.0.0.1:0" // the worker's start fails and says so
+	}
 	name := fmt.Sprintf("worker-%d", i)
 	p := &proc{name: name, binary: h.cfg.Binary, args: []string{"worker"},
 		env:     append(h.env(), "METRICS_ADDR="+metrics, "APPROVALS_TOKENS_FILE="),
@@ -328,7 +331,7 @@ func (h *harness) workerProc(i int) *proc {
 			if err != nil {
 				return false
 			}
-			resp, err := http.DefaultClient.Do(req)
+			resp, err := probe.Do(req)
 			if err != nil {
 				return false
 			}
@@ -342,6 +345,10 @@ func (h *harness) workerProc(i int) *proc {
 	}
 	return p
 }
+
+// probe asks a worker whether it is healthy; a worker that does not answer
+// in time is not.
+var probe = &http.Client{Timeout: 5 * time.Second}
 
 // crashSets are the crash faults a crash worker carries, one set per start
 // in turn: together they hold every point of ONCERUN_CRASH_AT on the step

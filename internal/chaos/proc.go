@@ -45,9 +45,7 @@ func (p *proc) start(ctx context.Context, wait time.Duration) error {
 		p.mu.Unlock()
 	}
 	cmd.Stdout, cmd.Stderr = log, log
-	// Its own process group: a signal to the harness's terminal does not
-	// reach it, and the harness decides when it ends.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", p.name, err)
 	}
@@ -93,32 +91,57 @@ func (p *proc) running() (bool, <-chan struct{}) {
 // kill SIGKILLs the process and waits for it to be gone. It reports false
 // if the process was not running.
 func (p *proc) kill() bool {
-	up, exited := p.running()
-	if !up {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
 		return false
 	}
-	p.mu.Lock()
-	pid := p.cmd.Process.Pid
-	p.mu.Unlock()
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	select {
+	case <-exited:
+		return false
+	default:
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
 	<-exited
 	return true
 }
 
+// exitState describes how the process's last run ended.
+func (p *proc) exitState() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.ProcessState == nil {
+		return "not started"
+	}
+	return p.cmd.ProcessState.String()
+}
+
+// killedBySignal reports whether the process's last run ended by SIGKILL:
+// the harness's kill or a crash fault, never a bug's exit.
+func (p *proc) killedBySignal() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.ProcessState == nil {
+		return false
+	}
+	ws, ok := p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
 // stop ends the process with SIGTERM, and SIGKILL after grace.
 func (p *proc) stop(grace time.Duration) {
-	up, exited := p.running()
-	if !up {
+	p.mu.Lock()
+	cmd, exited := p.cmd, p.exited
+	p.mu.Unlock()
+	if cmd == nil {
 		return
 	}
-	p.mu.Lock()
-	pid := p.cmd.Process.Pid
-	p.mu.Unlock()
-	_ = syscall.Kill(pid, syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-exited:
 	case <-time.After(grace):
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = cmd.Process.Signal(syscall.SIGKILL)
 		<-exited
 	}
 }
@@ -135,48 +158,67 @@ type supervised struct {
 	failures []failure
 }
 
-// failure is a start that did not come up.
+// failure is a start that did not come up, or a process that was up and
+// exited though nobody killed it (wasUp).
 type failure struct {
-	at  time.Time
-	err error
+	at    time.Time
+	err   error
+	wasUp bool
 }
 
 // keepUp starts the process again whenever it exits, until ctx is done
 // or stopAll is called.
 func (s *supervised) keepUp(ctx context.Context) {
-	var err error
 	for {
+		var err error
 		if up, _ := s.running(); !up {
-			if err = s.start(ctx, 2*time.Minute); err != nil && ctx.Err() == nil {
-				s.mu.Lock()
-				if !s.killing { // not the harness's own kill of a starting worker
-					s.failures = append(s.failures, failure{at: time.Now(), err: err})
-				}
+			err = s.start(ctx, 2*time.Minute)
+		}
+		if _, exited := s.running(); exited == nil || ctx.Err() != nil {
+			// It could not even be started.
+			s.record(err, false)
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-exited:
+			}
+			s.mu.Lock()
+			if s.stopping {
 				s.mu.Unlock()
+				return
+			}
+			killing := s.killing
+			s.killing = false
+			s.mu.Unlock()
+			switch {
+			case killing:
+			case s.killedBySignal():
+				s.mu.Lock()
+				s.crashes++ // a crash fault
+				s.mu.Unlock()
+			case err != nil:
+				s.record(err, false) // a start that failed
+			default:
+				// It was up, and it exited though nobody killed it.
+				s.record(fmt.Errorf("%s exited by itself: %s; its log is %s", s.name, s.exitState(), s.logPath), true)
 			}
 		}
-		_, exited := s.running()
-		select {
-		case <-ctx.Done():
-			return
-		case <-exited:
-		}
-		s.mu.Lock()
-		if s.stopping {
-			s.mu.Unlock()
-			return
-		}
-		if !s.killing && err == nil {
-			s.crashes++ // a crash fault: it died after it was up
-		}
-		s.killing = false
-		s.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+func (s *supervised) record(err error, wasUp bool) {
+	if err == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failures = append(s.failures, failure{at: time.Now(), err: err, wasUp: wasUp})
 }
 
 // chaosKill SIGKILLs the worker on the harness's behalf; keepUp starts it

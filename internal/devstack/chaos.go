@@ -113,6 +113,7 @@ mode); backends only cuts the harness's own connections.`,
 	f.StringVar(&cfg.PGRestart, "pg-restart", cfg.PGRestart, "how PostgreSQL is restarted: cluster or backends")
 	f.StringVar(&restart, "pg-restart-command", "", "command that restarts PostgreSQL for --pg-restart cluster")
 	f.Float64Var(&cfg.FaultRate, "fault-rate", cfg.FaultRate, "share of refunds that meet a provider fault and of e-mails whose connection drops after acceptance")
+	f.DurationVar(&cfg.ProviderKeyRetention, "provider-key-retention", cfg.ProviderKeyRetention, "how long the sandbox provider keeps an idempotency key (and the refund tool's declared key lifetime)")
 	f.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "share of approvals rejected")
 	f.DurationVar(&cfg.DecideWithin, "decide-within", cfg.DecideWithin, "a step's decision comes at a random moment within this")
 	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the plan and the moments (default: the clock)")
@@ -133,8 +134,11 @@ var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 	"pg-restart":        func(d *chaos.Config, s chaos.Config) { d.PGRestart = s.PGRestart },
 	"fault-rate":        func(d *chaos.Config, s chaos.Config) { d.FaultRate = s.FaultRate },
 	"reject-rate":       func(d *chaos.Config, s chaos.Config) { d.RejectRate = s.RejectRate },
-	"decide-within":     func(d *chaos.Config, s chaos.Config) { d.DecideWithin = s.DecideWithin },
-	"seed":              func(d *chaos.Config, s chaos.Config) { d.Seed = s.Seed },
+	"provider-key-retention": func(d *chaos.Config, s chaos.Config) {
+		d.ProviderKeyRetention = s.ProviderKeyRetention
+	},
+	"decide-within": func(d *chaos.Config, s chaos.Config) { d.DecideWithin = s.DecideWithin },
+	"seed":          func(d *chaos.Config, s chaos.Config) { d.Seed = s.Seed },
 }
 
 // defaultPGRestart is Debian's command for the machine's one cluster.

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -24,7 +26,11 @@ import (
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
 	bin := buildStarter(t)
-	cmd := exec.Command(bin, "chaos", "--short", "--json", "--dir", t.TempDir())
+	// The harness stops its processes on SIGTERM; should the test time out,
+	// the kernel kills them with it (they die with their parent).
+	cmd := exec.CommandContext(t.Context(), bin, "chaos", "--short", "--json", "--dir", t.TempDir())
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.ServerURL())
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
