@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -378,32 +377,4 @@ func (h *harness) tearDown() {
 	}
 }
 
-// ports hands out the harness's listen addresses. They are taken between
-// 10000 and 19600, below the kernel's ephemeral range and the Temporal
-// server's ports (devserver.FreePort): a port picked among the ephemeral
-// ones can be taken by an outgoing connection before its process listens,
-// and a worker is started again on the same address many times.
-var ports struct {
-	sync.Mutex
-	next int
-}
-
-func freeAddr() (string, error) {
-	ports.Lock()
-	defer ports.Unlock()
-	if ports.next == 0 {
-		ports.next = 10000 + 16*(os.Getpid()%500)
-	}
-	for range 9600 {
-		port := ports.next
-		if ports.next++; ports.next >= 19600 {
-			ports.next = 10000
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		if ln, err := net.Listen("tcp", addr); err == nil {
-			_ = ln.Close()
-			return addr, nil
-		}
-	}
-	return "", errors.New("chaos: no free port between 10000 and 19600")
-}
+func freeAddr() (string, error) { return devserver.FreeAddr("127.0.0.1") }

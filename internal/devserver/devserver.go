@@ -204,6 +204,36 @@ func FreePort(ip string) (int, error) {
 	return 0, fmt.Errorf("no free block of Temporal ports on %s between 20000 and 32000", ip)
 }
 
+// freeAddrs hands out FreeAddr's ports, each once per process.
+var freeAddrs struct {
+	sync.Mutex
+	next int
+}
+
+// FreeAddr returns a free listen address on ip for a process that serves
+// beside the server (a worker's metrics, the approvals service, a sandbox
+// provider). Its port is taken between 10000 and 19600: below the kernel's
+// usual ephemeral range, where any outgoing connection could take it
+// between the pick and the listen, and below FreePort's ports. A process
+// that is started again on the same address finds it free.
+func FreeAddr(ip string) (string, error) {
+	freeAddrs.Lock()
+	defer freeAddrs.Unlock()
+	if freeAddrs.next == 0 {
+		freeAddrs.next = 10000 + 16*(os.Getpid()%600)
+	}
+	for range 9600 {
+		port := freeAddrs.next
+		if freeAddrs.next++; freeAddrs.next >= 19600 {
+			freeAddrs.next = 10000
+		}
+		if checkFree(ip, port) == nil {
+			return net.JoinHostPort(ip, strconv.Itoa(port)), nil
+		}
+	}
+	return "", fmt.Errorf("no free port on %s between 10000 and 19600", ip)
+}
+
 func allFree(ip string, ports []int) bool {
 	for _, p := range ports {
 		if checkFree(ip, p) != nil {

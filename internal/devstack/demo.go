@@ -625,11 +625,4 @@ func recreateDatabase(ctx context.Context, serverURL, name string) (string, erro
 	return u.String(), nil
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port: %w", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+func freeAddr() (string, error) { return devserver.FreeAddr("127.0.0.1") }
