@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
 
@@ -52,9 +54,13 @@ func (s *Store) Do(ctx context.Context, claim Claim, effect Effect) (Outcome, er
 // doOnce makes one attempt at Do; again reports that the key changed under
 // the claim and the attempt should be repeated.
 //
-// The transaction is begun on a connection Do holds itself, rather than a
-// pool transaction, so that the completion and the COMMIT can travel in one
-// pipelined batch: one round trip fewer on every executed call.
+// A key without a row, the common case, costs the effect's own statements
+// and two round trips: BEGIN travels with the claim (idempotency_claim_in_tx
+// holds the key's lock and refuses a key that has a row), and the key's row,
+// written completed with the result, travels with the COMMIT. That is as
+// many as a bare transaction making the same effect. The transaction is
+// begun on a connection Do holds itself, rather than a pool transaction, so
+// that the completion and the COMMIT can go in one pipelined batch.
 func (s *Store) doOnce(ctx context.Context, a claimArgs, effect Effect) (out Outcome, again bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -63,44 +69,74 @@ func (s *Store) doOnce(ctx context.Context, a claimArgs, effect Effect) (out Out
 	// Release returns the connection to the pool only if it is idle, outside
 	// any transaction; otherwise the pool closes it.
 	defer conn.Release()
+	begin, err := beginClaimSQL(conn.Conn().PgConn(), a)
+	if err != nil {
+		return Outcome{}, false, fmt.Errorf("claim %s: %w", a.key, err)
+	}
+	tx, err := conn.Conn().BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
+	switch {
+	case isKeyRecorded(err):
+		// The refused claim left the transaction aborted: end it, then
+		// decide from the key's row.
+		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
+			return Outcome{}, false, fmt.Errorf("claim %s: roll back: %w", a.key, err)
+		}
+		return s.doRecorded(ctx, conn, a, effect)
+	case err != nil:
+		return Outcome{}, false, fmt.Errorf("claim %s: begin: %w", a.key, err)
+	}
+	return s.apply(ctx, tx, a, 1, effect, func(ctx context.Context, tx pgx.Tx, result json.RawMessage) (json.RawMessage, error) {
+		return insertCompletedAndCommit(ctx, tx, a, s.cfg.Owner, result)
+	})
+}
+
+// doRecorded decides what a transactional call does with a key that has a
+// row: replay it, report it, or, when an earlier attempt failed before its
+// effect, take it over and run the effect in a new transaction.
+func (s *Store) doRecorded(ctx context.Context, conn *pgxpool.Conn, a claimArgs, effect Effect) (Outcome, bool, error) {
+	d, row, again, err := s.meet(ctx, conn, a)
+	if err != nil || again {
+		return Outcome{}, again, err
+	}
+	switch d {
+	case decideReplay:
+		return Outcome{Result: row.Result, Replayed: true}, false, nil
+	case decideUnknown:
+		err := &OutcomeUnknownError{Key: a.key, Previous: row.Failure}
+		s.log.Warn("transactional call met a key with an unknown external outcome", a.fields(zap.Error(err))...)
+		return Outcome{}, false, err
+	}
+	// decideReclaim: an earlier attempt failed before its effect.
 	tx, err := conn.Conn().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return Outcome{}, false, fmt.Errorf("claim %s: begin: %w", a.key, err)
 	}
+	lease, err := takeover(ctx, tx, a, s.cfg.Owner, row.Attempts)
+	if err != nil || lease == nil {
+		rollback(ctx, tx)
+		return Outcome{}, err == nil, err
+	}
+	return s.apply(ctx, tx, a, lease.Attempt, effect, func(ctx context.Context, tx pgx.Tx, result json.RawMessage) (json.RawMessage, error) {
+		return completeAndCommit(ctx, tx, lease, result)
+	})
+}
+
+// finishFunc records a transactional call's result and commits tx in one
+// round trip, returning the result as stored. tx must not be used
+// afterwards.
+type finishFunc func(ctx context.Context, tx pgx.Tx, result json.RawMessage) (json.RawMessage, error)
+
+// apply runs effect in tx, which holds a's key, and finishes with finish.
+// Any failure rolls tx back. again reports that the key's row appeared
+// while the effect ran (an external call claimed it): nothing was
+// committed, and the call should look again.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, a claimArgs, attempt int32, effect Effect, finish finishFunc) (out Outcome, again bool, err error) {
 	committed := false
 	defer func() {
 		if !committed {
-			// Roll back even when ctx is done (an activity timed out, say), so
-			// the connection goes back to the pool instead of being closed.
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
-			defer cancel()
-			tx.Rollback(rctx) //nolint:errcheck // on failure Release discards the connection
+			rollback(ctx, tx)
 		}
 	}()
-
-	lease, err := insertClaim(ctx, tx, a, s.cfg.Owner)
-	if err != nil {
-		return Outcome{}, false, err
-	}
-	if lease == nil {
-		d, row, again, err := s.meet(ctx, tx, a)
-		if err != nil || again {
-			return Outcome{}, again, err
-		}
-		switch d {
-		case decideReplay:
-			return Outcome{Result: row.Result, Replayed: true}, false, nil
-		case decideUnknown:
-			err := &OutcomeUnknownError{Key: a.key, Previous: row.Failure}
-			s.log.Warn("transactional call met a key with an unknown external outcome", a.fields(zap.Error(err))...)
-			return Outcome{}, false, err
-		}
-		// decideReclaim: an earlier attempt failed before its effect.
-		if lease, err = takeover(ctx, tx, a, s.cfg.Owner, row.Attempts); err != nil || lease == nil {
-			return Outcome{}, err == nil, err
-		}
-	}
-
 	result, err := effect(ctx, effectTx{tx})
 	if err != nil {
 		return Outcome{}, false, fmt.Errorf("effect of %s: %w", a.key, err)
@@ -110,17 +146,61 @@ func (s *Store) doOnce(ctx context.Context, a claimArgs, effect Effect) (out Out
 	} else if !json.Valid(result) {
 		return Outcome{}, false, fmt.Errorf("effect of %s: result is not valid JSON", a.key)
 	}
-	stored, err := completeAndCommit(ctx, tx, lease, result)
+	stored, err := finish(ctx, tx, result)
 	if err != nil {
+		if isNothingRecorded(err) {
+			s.log.Info("key claimed elsewhere while the effect ran; the effect was rolled back", a.fields(zap.Error(err))...)
+			return Outcome{}, true, nil
+		}
 		return Outcome{}, false, err
 	}
 	committed = true
-	s.debug("tool call executed", a, lease.Attempt)
+	s.debug("tool call executed", a, attempt)
 	return Outcome{Result: stored}, false, nil
 }
 
-// completeAndCommit records the result and commits tx in one pipelined
-// batch. tx must not be used afterwards.
+// rollback rolls tx back even when ctx is done (an activity timed out, say),
+// so that the connection goes back to the pool instead of being closed.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	tx.Rollback(rctx) //nolint:errcheck // on failure Release discards the connection
+}
+
+// beginClaimSQL returns the simple query that begins a's transaction and
+// claims its key. A simple query carries no parameters, so tenant and key
+// are written as literals, escaped by pgconn for the connection's settings.
+func beginClaimSQL(pc *pgconn.PgConn, a claimArgs) (string, error) {
+	tenant, err := pc.EscapeString(a.Key.Tenant)
+	if err != nil {
+		return "", err
+	}
+	key, err := pc.EscapeString(a.key)
+	if err != nil {
+		return "", err
+	}
+	return "BEGIN ISOLATION LEVEL READ COMMITTED; SELECT idempotency_claim_in_tx('" + tenant + "', '" + key + "')", nil
+}
+
+// insertCompletedAndCommit writes a's key row, completed with result, and
+// commits tx, in one pipelined batch.
+func insertCompletedAndCommit(ctx context.Context, tx pgx.Tx, a claimArgs, owner string, result json.RawMessage) (json.RawMessage, error) {
+	batch := &pgx.Batch{}
+	var stored json.RawMessage
+	batch.Queue(insertCompletedInTxSQL,
+		a.Key.Tenant, a.key, a.Key.RunID, a.Key.Step, a.Key.Tool, a.ArgsHash, result, owner, a.retention,
+	).QueryRow(func(row pgx.Row) error { return row.Scan(&stored) })
+	batch.Queue("COMMIT")
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		// On a network error after sending, the COMMIT may or may not have
+		// happened; a retry of Do finds out.
+		return nil, fmt.Errorf("record and commit %s: %w", a.key, err)
+	}
+	return stored, nil
+}
+
+// completeAndCommit records the result of a taken-over key and commits tx
+// in one pipelined batch.
 func completeAndCommit(ctx context.Context, tx pgx.Tx, l *Lease, result json.RawMessage) (json.RawMessage, error) {
 	key := l.Claim.Key.String()
 	batch := &pgx.Batch{}
@@ -130,14 +210,27 @@ func completeAndCommit(ctx context.Context, tx pgx.Tx, l *Lease, result json.Raw
 	})
 	batch.Queue("COMMIT")
 	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
-		// The claim's transaction holds the key's row from its INSERT or
-		// takeover on, so the completion fails only if the effect itself
-		// changed idempotency_keys; the server then aborts before COMMIT. On
-		// a network error after sending, the COMMIT may or may not have
-		// happened; a retry of Do finds out.
+		// The transaction holds the key's row from its takeover on, so the
+		// completion fails only if the effect itself changed
+		// idempotency_keys; the server then aborts before COMMIT.
 		return nil, fmt.Errorf("complete and commit %s: %w", key, err)
 	}
 	return stored, nil
+}
+
+// isKeyRecorded reports whether err is idempotency_claim_in_tx refusing a
+// key that has a row.
+func isKeyRecorded(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == keyRecordedCode
+}
+
+// isNothingRecorded reports whether err is the server refusing to commit a
+// transactional call whose key row was not written: the cast of the
+// statement's result to idempotency_completed_result met a null.
+func isNothingRecorded(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.DataTypeName == "idempotency_completed_result"
 }
 
 // errEffectEndsTx is returned to an effect that tries to end the claim's

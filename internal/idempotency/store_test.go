@@ -360,22 +360,33 @@ func TestDoNeverCommitsEffectWithoutCompletedKey(t *testing.T) {
 	c := claim(t, "acme", "r1", 1, "add_order_note", `{}`)
 	var runs atomic.Int64
 
-	// A misbehaving effect that removes its own key row: the completion then
-	// updates nothing, and the pipelined COMMIT must not make the note durable.
+	// While the effect runs, an external call claims the same key and
+	// commits it in flight (it does not take the transactional path's lock).
+	// The completed key row then cannot be written, and the pipelined COMMIT
+	// must not make the note durable.
+	external := newStore(t, f.pool, "worker-b")
 	_, err := f.store.Do(ctx, c, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
 		if _, err := addNote(&runs, c, "orphan")(ctx, tx); err != nil {
 			return nil, err
 		}
-		_, err := tx.Exec(ctx, "DELETE FROM idempotency_keys")
-		return json.RawMessage(`{}`), err
+		if runs.Load() == 1 {
+			if _, err := external.Begin(ctx, c); err != nil {
+				return nil, err
+			}
+		}
+		return json.RawMessage(`{}`), nil
 	})
-	require.ErrorContains(t, err, "idempotency_completed_result")
+	require.ErrorIs(t, err, idempotency.ErrInFlight, "the retry inside Do finds the external call's lease")
+	assert.EqualValues(t, 1, runs.Load(), "the effect ran once, and was rolled back")
 	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM order_notes"), "no effect without its key")
-	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM idempotency_keys"))
+	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight' AND lease_owner = 'worker-b'"))
 
-	out, err := f.store.Do(ctx, c, addNote(&runs, c, "whole"))
-	require.NoError(t, err, "the connection and the key are usable afterwards")
+	// The connection went back to the pool clean: another key goes through.
+	other := claim(t, "acme", "r1", 2, "add_order_note", `{}`)
+	out, err := f.store.Do(ctx, other, addNote(&runs, other, "whole"))
+	require.NoError(t, err)
 	assert.False(t, out.Replayed)
+	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM order_notes"))
 }
 
 func TestEffectCannotEndTheClaimTransaction(t *testing.T) {
