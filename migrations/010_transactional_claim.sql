@@ -7,7 +7,8 @@
 -- refused with SQLSTATE OC409, which aborts the transaction before any
 -- effect: the caller rolls back, reads the row and replays or reports it.
 -- The key's row itself is written once, completed, with the effect's result,
--- in the statement pipelined with the COMMIT.
+-- in the statement pipelined with the COMMIT; a row that another caller
+-- committed meanwhile makes that insert fail on the primary key.
 --
 -- The lock is taken on a 64-bit hash of tenant and key; two keys whose
 -- hashes collide only wait for each other. Callers that insert key rows
@@ -26,6 +27,18 @@ BEGIN
 END
 $$;
 
+-- The arguments hash is 64 lower-case hex digits. The regular expression
+-- '^[0-9a-f]{64}$' said so at about 16 µs of server CPU per row, more than
+-- the rest of a key row's insert; a length and a negated character class
+-- say the same for about 1.5 µs.
+ALTER TABLE idempotency_keys
+    DROP CONSTRAINT idempotency_keys_args_hash_check,
+    ADD CONSTRAINT idempotency_keys_args_hash_check
+        CHECK (length(args_hash) = 64 AND args_hash !~ '[^0123456789abcdef]');
+
 ---- create above / drop below ----
 
+ALTER TABLE idempotency_keys
+    DROP CONSTRAINT idempotency_keys_args_hash_check,
+    ADD CONSTRAINT idempotency_keys_args_hash_check CHECK (args_hash ~ '^[0-9a-f]{64}$');
 DROP FUNCTION idempotency_claim_in_tx(text, text);

@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 
@@ -71,6 +72,31 @@ func TestStateColumnsMustMatchState(t *testing.T) {
 		VALUES ('t', 'k', 'r', 1, 'tool', 'completed', repeat('a', 64), now())`)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "idempotency_keys_state_columns")
+}
+
+func TestArgsHashCheckAcceptsOnlyLowerCaseHexOf64(t *testing.T) {
+	t.Parallel()
+	conn := pgtest.Connect(t, pgtest.NewDB(t))
+	insert := func(key, hash string) error {
+		_, err := conn.Exec(context.Background(), `INSERT INTO idempotency_keys
+			(tenant, key, run_id, step, tool, state, args_hash, result, completed_at, expires_at)
+			VALUES ('t', $1, 'r', 1, 'tool', 'completed', $2, '{}', now(), now())`, key, hash)
+		return err
+	}
+	require.NoError(t, insert("ok", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"))
+	for name, hash := range map[string]string{
+		"63 digits":        strings.Repeat("a", 63),
+		"65 digits":        strings.Repeat("a", 65),
+		"upper case":       strings.Repeat("A", 64),
+		"not hex":          strings.Repeat("a", 63) + "g",
+		"a space":          strings.Repeat("a", 63) + " ",
+		"a multibyte rune": strings.Repeat("a", 63) + "é",
+		"empty":            "",
+	} {
+		err := insert(name, hash)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), "idempotency_keys_args_hash_check", name)
+	}
 }
 
 func TestFingerprintNamesContent(t *testing.T) {

@@ -19,7 +19,9 @@ import (
 // BenchmarkIssueCredit compares a bare transaction inserting one credit with
 // Store.Do wrapping the same insert, at 1, 8 and 32 goroutines, each count
 // on its own pool of as many connections. The ratio do/bare of their ops/s
-// is the cost of the dedup row; `benchstat -col /impl` prints it.
+// is the cost of the dedup row; `benchstat -col /impl` prints it. CPU
+// (client and server) and WAL per call are reported beside, since they do
+// not move with the machine's other work as ops/s does.
 func BenchmarkIssueCredit(b *testing.B) {
 	hash, err := keys.ArgsHash([]byte(`{"amount_cents":1500,"currency":"EUR","reason":"late delivery"}`))
 	if err != nil {
@@ -43,6 +45,7 @@ func BenchmarkIssueCredit(b *testing.B) {
 			run := func(b *testing.B, op func(ctx context.Context) error) {
 				var next atomic.Int64
 				var wg sync.WaitGroup
+				cost := startCost(b, pool, callers)
 				b.ResetTimer()
 				for range callers {
 					wg.Go(func() {
@@ -56,7 +59,9 @@ func BenchmarkIssueCredit(b *testing.B) {
 					})
 				}
 				wg.Wait()
+				b.StopTimer()
 				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "ops/s")
+				cost.report(b)
 			}
 			b.Run("impl=bare", func(b *testing.B) {
 				run(b, func(ctx context.Context) error {

@@ -148,7 +148,7 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, a claimArgs, attempt int32
 	}
 	stored, err := finish(ctx, tx, result)
 	if err != nil {
-		if isNothingRecorded(err) {
+		if isKeyTaken(err) {
 			s.log.Info("key claimed elsewhere while the effect ran; the effect was rolled back", a.fields(zap.Error(err))...)
 			return Outcome{}, true, nil
 		}
@@ -225,12 +225,11 @@ func isKeyRecorded(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == keyRecordedCode
 }
 
-// isNothingRecorded reports whether err is the server refusing to commit a
-// transactional call whose key row was not written: the cast of the
-// statement's result to idempotency_completed_result met a null.
-func isNothingRecorded(err error) bool {
+// isKeyTaken reports whether err is the key row's insert meeting a row
+// that another caller committed meanwhile.
+func isKeyTaken(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23502" && pgErr.DataTypeName == "idempotency_completed_result"
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "idempotency_keys_pkey"
 }
 
 // errEffectEndsTx is returned to an effect that tries to end the claim's

@@ -67,17 +67,15 @@ SELECT (SELECT result FROM done)::idempotency_completed_result`
 	// with the effect's result, in the pipeline that carries its COMMIT. The
 	// claim (idempotency_claim_in_tx) found no row and holds the key's lock,
 	// so a row can be there only if a caller that does not take the lock, an
-	// external call's claim, committed one while the effect ran: then nothing
-	// is inserted, the cast fails, the transaction aborts and the COMMIT
-	// never applies the effect.
+	// external call's claim, committed one while the effect ran. Then the
+	// insert fails on the primary key (there is deliberately no ON CONFLICT
+	// clause), the transaction aborts and the COMMIT never applies the
+	// effect.
 	insertCompletedInTxSQL = `
-WITH done AS (
-    INSERT INTO idempotency_keys
-        (tenant, key, run_id, step, tool, state, args_hash, result, lease_owner, completed_at, expires_at)
-    VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, statement_timestamp(), statement_timestamp() + $9::interval)
-    ON CONFLICT (tenant, key) DO NOTHING
-    RETURNING result)
-SELECT (SELECT result FROM done)::idempotency_completed_result`
+INSERT INTO idempotency_keys
+    (tenant, key, run_id, step, tool, state, args_hash, result, lease_owner, completed_at, expires_at)
+VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, statement_timestamp(), statement_timestamp() + $9::interval)
+RETURNING result`
 
 	// failSQL records a failure, if the caller still holds the lease.
 	failSQL = `

@@ -97,10 +97,10 @@ var mutations = []Mutation{
 	},
 	{
 		Name:     "key-row-unchecked",
-		Bug:      "a transactional call commits even when its key row could not be written (an external call claimed the key meanwhile): the effect is durable without its key",
+		Bug:      "a transactional call's key row tolerates a row already there (an external call claimed the key meanwhile): the COMMIT makes the effect durable without its key",
 		File:     "internal/idempotency/row.go",
-		Old:      "    RETURNING result)\nSELECT (SELECT result FROM done)::idempotency_completed_result",
-		New:      "    RETURNING result)\nSELECT coalesce((SELECT result FROM done), 'null')",
+		Old:      "VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, statement_timestamp(), statement_timestamp() + $9::interval)\nRETURNING result",
+		New:      "VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, statement_timestamp(), statement_timestamp() + $9::interval)\nON CONFLICT (tenant, key) DO NOTHING\nRETURNING result",
 		Packages: []string{"./internal/idempotency"},
 		Tests:    []string{"TestDoNeverCommitsEffectWithoutCompletedKey"},
 	},
