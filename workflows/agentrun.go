@@ -370,9 +370,11 @@ var localPlanOptions = workflow.LocalActivityOptions{
 
 // heartbeatTimeout is the heartbeat timeout of steps, planning turns and
 // deliveries, which heartbeat every activities.HeartbeatEvery while they
-// run: the attempt of a worker that died is retried after this, not after
-// its whole StartToClose timeout.
-const heartbeatTimeout = 10 * time.Second
+// run: the attempt of a worker that died is retried after this and the
+// first retry interval (1 s), not after its whole StartToClose timeout, so
+// within 10 s. The SDK sends a running attempt's heartbeats to the server
+// at most every 80% of this (6.4 s), which leaves 1.6 s for them to arrive.
+const heartbeatTimeout = 8 * time.Second
 
 // toolOptions retries a step with backoff for at most the retry horizon the
 // tools' retention windows were validated against.

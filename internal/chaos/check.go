@@ -147,6 +147,7 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 	if !lastEnd.IsZero() && !h.lastFault.IsZero() {
 		rep.RecoverSeconds = max(0, lastEnd.Sub(h.lastFault).Seconds())
 	}
+	rep.Resume = h.resume()
 	return rep, nil
 }
 

@@ -3,7 +3,9 @@
 // worker processes, the Temporal server and PostgreSQL, injects provider
 // and mail faults, and then counts every effect where it landed — the
 // business tables, the sandbox payment provider's ledger and the mailbox —
-// never trusting oncerun's own status alone.
+// never trusting oncerun's own status alone. From the workers' logs it also
+// measures how soon the activity attempts a worker was running when it died
+// started again on another worker (the resume time).
 //
 // Every part runs as its own process started from the oncerun binary
 // (`oncerun temporal-server`, `oncerun sandbox-payments`, `oncerun serve`,

@@ -322,8 +322,10 @@ func (h *harness) workerProc(i int) *proc {
 		metrics = "127.0.0.1:0" // the worker's start fails and says so
 	}
 	name := fmt.Sprintf("worker-%d", i)
+	// A worker logs each activity attempt it starts and finishes, at info:
+	// the report's resume times are read from these lines.
 	p := &proc{name: name, binary: h.cfg.Binary, args: []string{"worker"},
-		env:     append(h.env(), "METRICS_ADDR="+metrics, "APPROVALS_TOKENS_FILE="),
+		env:     append(h.env(), "METRICS_ADDR="+metrics, "APPROVALS_TOKENS_FILE=", "LOG_LEVEL=info", "LOG_ACTIVITY_ATTEMPTS=true"),
 		logPath: logPath(h.cfg.Dir, name),
 		healthy: func(ctx context.Context) bool {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/healthz", nil)

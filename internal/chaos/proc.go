@@ -107,6 +107,16 @@ func (p *proc) kill() bool {
 	return true
 }
 
+// pid is the process id of the last start, or 0.
+func (p *proc) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // exitState describes how the process's last run ended.
 func (p *proc) exitState() string {
 	p.mu.Lock()
@@ -156,6 +166,9 @@ type supervised struct {
 	killing  bool
 	crashes  int
 	failures []failure
+	// deaths are the harness's kills and the crash faults, as they were
+	// seen.
+	deaths []death
 }
 
 // failure is a start that did not come up, or a process that was up and
@@ -178,11 +191,13 @@ func (s *supervised) keepUp(ctx context.Context) {
 			// It could not even be started.
 			s.record(err, false)
 		} else {
+			pid := s.pid()
 			select {
 			case <-ctx.Done():
 				return
 			case <-exited:
 			}
+			gone := time.Now()
 			s.mu.Lock()
 			if s.stopping {
 				s.mu.Unlock()
@@ -193,10 +208,12 @@ func (s *supervised) keepUp(ctx context.Context) {
 			s.mu.Unlock()
 			switch {
 			case killing:
+				s.died(death{worker: s.name, pid: pid, at: gone, cause: deathKill})
 			case s.killedBySignal():
 				s.mu.Lock()
 				s.crashes++ // a crash fault
 				s.mu.Unlock()
+				s.died(death{worker: s.name, pid: pid, at: gone, cause: deathCrash})
 			case err != nil:
 				s.record(err, false) // a start that failed
 			default:
@@ -210,6 +227,12 @@ func (s *supervised) keepUp(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+func (s *supervised) died(d death) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.deaths = append(s.deaths, d)
 }
 
 func (s *supervised) record(err error, wasUp bool) {

@@ -43,6 +43,7 @@ type Report struct {
 	Runs           int      `json:"runs"`
 	Ended          int      `json:"runs_ended"`
 	RecoverSeconds float64  `json:"recover_seconds"`
+	Resume         Resume   `json:"resume"`
 	Wall           string   `json:"wall"`
 	Violations     []string `json:"violations"`
 }
@@ -79,6 +80,20 @@ func (r *Report) Print(w io.Writer) {
 	row("dedup keys in flight, closed runs", r.InFlightKeys)
 	row("reconciliation drift", r.Drift)
 	row("recovery after the last fault", fmt.Sprintf("%.1fs", r.RecoverSeconds))
+	row("activity attempts running at a worker's death", r.Resume.InFlight)
+	row("  started again on another worker", r.Resume.All.Count)
+	row("  resume time p50 / p90 / max", r.Resume.All)
+	for _, k := range slices.Sorted(maps.Keys(r.Resume.ByType)) {
+		d := r.Resume.ByType[k]
+		row(fmt.Sprintf("    %s (%d)", k, d.Count), d)
+	}
+	for _, k := range []string{deathKill, deathCrash} {
+		if d, ok := r.Resume.ByCause[k]; ok {
+			row(fmt.Sprintf("    after %s (%d)", map[string]string{deathKill: "a harness SIGKILL", deathCrash: "a crash fault"}[k], d.Count), d)
+		}
+	}
+	row("  started again before the death (timed out earlier)", r.Resume.Superseded)
+	row("  never started again", r.Resume.NotResumed)
 	row("wall time", r.Wall)
 	_ = tw.Flush()
 	if len(r.Violations) == 0 {

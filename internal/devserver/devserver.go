@@ -101,9 +101,11 @@ func Start(cfg Config) (*Server, error) {
 	}
 
 	sqlCfg := &config.SQL{
-		PluginName:        sqliteplugin.PluginName,
-		DatabaseName:      dbPath,
-		ConnectAttributes: map[string]string{"mode": "rwc", "_journal_mode": "wal", "_synchronous": "2"},
+		PluginName:   sqliteplugin.PluginName,
+		DatabaseName: dbPath,
+		// Keys the plugin does not know become pragmas, named as written:
+		// "journal_mode", not "_journal_mode", which SQLite ignores.
+		ConnectAttributes: map[string]string{"mode": "rwc", "journal_mode": "wal", "synchronous": "2"},
 	}
 	if _, err := os.Stat(dbPath); errors.Is(err, os.ErrNotExist) {
 		if err := sqlite.SetupSchema(sqlCfg); err != nil {

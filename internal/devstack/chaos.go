@@ -34,7 +34,9 @@ approvals API, approve, reject and resolve them at random moments, and, for
 server and start it again on its data, restart PostgreSQL, inject provider and
 mail faults, and run some workers with crash faults. Then wait for every run
 to end and count every effect in the business tables, the provider's ledger
-and the mailbox. Exits 1 on any violation.
+and the mailbox. The report also gives the resume time: how soon each
+activity attempt that was running on a worker when it died started again on
+another worker, from the workers' logs. Exits 1 on any violation.
 
 Every process runs from this binary, on its own database on DATABASE_URL.
 --pg-restart cluster restarts the whole PostgreSQL server (with

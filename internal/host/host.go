@@ -85,6 +85,10 @@ type Config struct {
 	// CrashAt and StallAt are fault injection for drills and tests: see
 	// EnvCrashAt and EnvStallAt. Empty in production.
 	CrashAt, StallAt string
+	// LogActivityAttempts logs, at info, each activity attempt as it starts
+	// and as it returns (EnvLogActivityAttempts). The chaos harness reads
+	// these lines to measure how soon a dead worker's step runs again.
+	LogActivityAttempts bool
 	// CrashAfterCommit is fault injection for demos and drills: see
 	// EnvCrashAfterCommit. Empty in production.
 	CrashAfterCommit string
@@ -231,6 +235,9 @@ func Run(ctx context.Context, cfg Config) error {
 	opts := worker.Options{
 		WorkerStopTimeout: shutdownTimeout,
 		OnFatalError:      func(err error) { fatal <- err },
+	}
+	if cfg.LogActivityAttempts {
+		opts.Interceptors = append(opts.Interceptors, newActivityLog(log))
 	}
 	if len(fs) > 0 {
 		fs.announce()

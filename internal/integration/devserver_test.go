@@ -2,7 +2,10 @@ package integration
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -39,8 +42,18 @@ func TestDevServerKeepsRunsAcrossRestart(t *testing.T) {
 	}
 
 	srv, tc := start()
+	// WAL mode is recorded in the database file's header: bytes 18 and 19
+	// (the write and read format versions) are 2 in WAL mode, 1 otherwise.
+	header := make([]byte, 20)
+	f, err := os.Open(filepath.Join(dir, "temporal.sqlite"))
+	require.NoError(t, err)
+	_, err = io.ReadFull(f, header)
+	f.Close()
+	require.NoError(t, err)
+	assert.Equal(t, []byte{2, 2}, header[18:20], "the Temporal server's SQLite database is in WAL mode")
+
 	w := e.startWorker("w1", worker.Options{})
-	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
+	_, err = e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
 	require.NoError(t, err)
 	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
 		return s.State == workflows.RunWaitingForApproval
