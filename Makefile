@@ -58,9 +58,21 @@ record-histories: ## Re-record the workflow histories the replay test checks (af
 chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; count every effect where it landed.
 	go run ./starter chaos
 
+# BENCH_OUT receives the raw output of `make bench`, in Go's benchmark
+# format, which benchstat reads (e.g. to compare two commits).
+BENCH_OUT ?= bench.txt
+
 .PHONY: bench
-bench: ## Benchmark the dedup store against a bare transaction (8 goroutines, 5 rounds).
-	go test -run '^$$' -bench BenchmarkIssueCredit -benchtime 3s -count 5 ./internal/idempotency/
+bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratios by benchstat: the dedup store vs a bare transaction (1, 8, 32 callers), a scripted run vs plain Temporal, dev-stack throughput, claims while pruning (needs PostgreSQL at DATABASE_URL; about 15 minutes).
+	@: > $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkIssueCredit -benchtime 2s -count 6 ./internal/idempotency/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkDevStackThroughput -benchtime 1x -count 3 -timeout 30m ./internal/integration/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime 1x -timeout 30m ./activities/ | tee -a $(BENCH_OUT)
+	@echo; echo "== Store.Do against the bare transaction (ratio = 1 + vs base)"
+	go tool benchstat -filter '.name:IssueCredit' -col /impl $(BENCH_OUT)
+	@echo; echo "== Runs against plain Temporal, and pruning"
+	go tool benchstat -filter '-.name:IssueCredit' $(BENCH_OUT)
 
 .PHONY: bench-prune
 bench-prune: ## Prune 1,000,000 expired keys; keys/s and claim p99 during pruning vs idle.

@@ -34,6 +34,13 @@ func (runsClosed) RunState(context.Context, string, string) (bool, string, error
 // claims new keys through Store.Do, and compares the claims' p99 latency
 // with that of the same client on an idle table of the same size. Run it
 // with -benchtime=1x (make bench-prune).
+//
+// Batches follow one another as in the Watchdog workflow: after a full
+// batch, the pause WatchdogInput.Pause gives for the batch's database time,
+// at the duty cycle ONCERUN_BENCH_DUTY (default
+// workflows.DefaultWatchdogDutyCycle; 1 runs batches back to back). Unlike
+// the workflow it has no round trip through Temporal between batches and no
+// gap between passes of MaxBatches batches: the worst case for the claims.
 func BenchmarkPruneExpiredKeys(b *testing.B) {
 	n := 1_000_000
 	if s := os.Getenv("ONCERUN_BENCH_KEYS"); s != "" {
@@ -47,6 +54,13 @@ func BenchmarkPruneExpiredKeys(b *testing.B) {
 		var err error
 		if batch, err = strconv.Atoi(s); err != nil {
 			b.Fatalf("ONCERUN_BENCH_BATCH: %v", err)
+		}
+	}
+	pass := workflows.WatchdogInput{BatchSize: batch, DutyCycle: workflows.DefaultWatchdogDutyCycle}
+	if s := os.Getenv("ONCERUN_BENCH_DUTY"); s != "" {
+		var err error
+		if pass.DutyCycle, err = strconv.ParseFloat(s, 64); err != nil || pass.DutyCycle <= 0 || pass.DutyCycle > 1 {
+			b.Fatalf("ONCERUN_BENCH_DUTY %q is not in (0, 1]", s)
 		}
 	}
 	ctx := context.Background()
@@ -81,7 +95,7 @@ FROM generate_series(0, $1 - 1) AS n`, n); err != nil {
 
 		b.StartTimer()
 		start := time.Now()
-		var pruned atomic.Int64
+		var pruned, dbTime atomic.Int64
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
@@ -92,9 +106,11 @@ FROM generate_series(0, $1 - 1) AS n`, n); err != nil {
 					return
 				}
 				pruned.Add(int64(out.Pruned))
-				if out.Selected < batch {
+				dbTime.Add(int64(out.DBTime))
+				if out.Selected < batch || out.Skipped > 0 {
 					return
 				}
+				time.Sleep(pass.Pause(out.DBTime))
 			}
 		}()
 		busy := claimLatencies(b, store, "busy", 0, done)
@@ -111,6 +127,7 @@ FROM generate_series(0, $1 - 1) AS n`, n); err != nil {
 		b.ReportMetric(float64(p99Busy.Microseconds())/1000, "p99-claim-pruning-ms")
 		b.ReportMetric(float64(p99Busy)/float64(p99Idle), "p99-ratio")
 		b.ReportMetric(float64(len(busy)), "claims-during-pruning")
+		b.ReportMetric(float64(dbTime.Load())/float64(elapsed), "db-share")
 	}
 }
 

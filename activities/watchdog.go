@@ -79,6 +79,10 @@ type PruneOutput struct {
 	// Skipped counts keys left for a later pass because Temporal could not
 	// say whether their run is open.
 	Skipped int `json:"skipped,omitempty"`
+	// DBTime is how long the batch kept the database busy: its read and its
+	// transaction, not the questions to Temporal. The watchdog sizes its
+	// pause before the next batch from it.
+	DBTime time.Duration `json:"db_time,omitempty"`
 }
 
 // expiredKey is a due key.
@@ -121,12 +125,16 @@ WHERE expires_at < $1 AND (state <> 'in_flight' OR lease_expiry < $1)`
 //     an open run gets an alert row in the same transaction.
 //  3. After the commit, each new alert is logged at error level, counted
 //     and posted to the webhook.
+//
+// It reports the time the read and the transaction took (DBTime), from
+// which the watchdog sizes its pause before the next batch.
 func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutput, error) {
 	if in.Policy != PolicyHold && in.Policy != PolicyPrune {
 		return PruneOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("expiry policy %q is not hold or prune", in.Policy), ErrTypeInvalidArgs, nil)
 	}
 	in.BatchSize = cmp.Or(in.BatchSize, 250)
+	start := time.Now()
 	rows, err := a.Pool.Query(ctx, dueKeysSQL+` ORDER BY expires_at LIMIT $2`, in.Cutoff, in.BatchSize)
 	if err != nil {
 		return PruneOutput{}, fmt.Errorf("select expired keys: %w", err)
@@ -135,7 +143,7 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 	if err != nil {
 		return PruneOutput{}, fmt.Errorf("select expired keys: %w", err)
 	}
-	out := PruneOutput{Selected: len(cands)}
+	out := PruneOutput{Selected: len(cands), DBTime: time.Since(start)}
 	if len(cands) == 0 {
 		return out, nil
 	}
@@ -148,6 +156,7 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 		pruned []string // tools of the closed runs' keys deleted
 		raised []alerts.KeyExpired
 	)
+	start = time.Now()
 	err = pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
 		tenants, names := make([]string, 0, len(cands)), make([]string, 0, len(cands))
 		for _, k := range cands {
@@ -194,6 +203,7 @@ FOR UPDATE SKIP LOCKED`, in.Cutoff, tenants, names)
 	if err != nil {
 		return PruneOutput{}, err
 	}
+	out.DBTime += time.Since(start)
 	for _, k := range cands {
 		if _, known := states[runRef{k.Tenant, k.RunID}]; !known {
 			out.Skipped++

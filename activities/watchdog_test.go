@@ -54,6 +54,7 @@ VALUES ('acme', 'v1/acme/' || $1 || '/' || $2::bigint || '/add_order_note', $1, 
 	assert.Equal(t, 1, out.PrunedAlive)
 	assert.Equal(t, 1, out.Held, "an in-flight key is held whatever the policy")
 	assert.Equal(t, 1, out.Skipped)
+	assert.Positive(t, out.DBTime, "the watchdog sizes its pause before the next batch from it")
 	exists := func(run string, step int) bool {
 		var n int
 		require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND step = $2`, run, step).Scan(&n))

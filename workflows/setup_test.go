@@ -176,12 +176,19 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // run executes the workflow to its end and returns its result.
 func (h *harness) run(t *testing.T, in RunInput) Status {
 	t.Helper()
-	h.env.ExecuteWorkflow(AgentRun, in)
-	require.True(t, h.env.IsWorkflowCompleted())
-	require.NoError(t, h.env.GetWorkflowError())
-	var st Status
-	require.NoError(t, h.env.GetWorkflowResult(&st))
-	return st
+	return runToEnd[Status](t, h.env, AgentRun, in)
+}
+
+// runToEnd executes workflow wf with in on env, requires it to complete
+// without error, and returns its result.
+func runToEnd[R any](t *testing.T, env *testsuite.TestWorkflowEnvironment, wf, in any) R {
+	t.Helper()
+	env.ExecuteWorkflow(wf, in)
+	require.True(t, env.IsWorkflowCompleted())
+	require.NoError(t, env.GetWorkflowError())
+	var res R
+	require.NoError(t, env.GetWorkflowResult(&res))
+	return res
 }
 
 // continuedAsNew returns the input with which the run, executed to its

@@ -27,10 +27,13 @@ const (
 	EnvOpenAIAPIKey      = "OPENAI_API_KEY"
 	EnvOpenAIModel       = "OPENAI_MODEL"
 	EnvLogLevel          = "LOG_LEVEL"
-	EnvWatchdogInterval  = "WATCHDOG_INTERVAL"
-	EnvWatchdogBatch     = "WATCHDOG_BATCH_SIZE"
-	EnvExpiryPolicy      = "EXPIRY_POLICY"
-	EnvAlertWebhookURL   = "ALERT_WEBHOOK_URL"
+	// EnvLogActivityAttempts (true or false) logs each activity attempt.
+	EnvLogActivityAttempts = "LOG_ACTIVITY_ATTEMPTS"
+	EnvWatchdogInterval    = "WATCHDOG_INTERVAL"
+	EnvWatchdogBatch       = "WATCHDOG_BATCH_SIZE"
+	EnvWatchdogDutyCycle   = "WATCHDOG_DUTY_CYCLE"
+	EnvExpiryPolicy        = "EXPIRY_POLICY"
+	EnvAlertWebhookURL     = "ALERT_WEBHOOK_URL"
 	// EnvApprovalsAddr is where the approvals service listens.
 	EnvApprovalsAddr = "APPROVALS_ADDR"
 	// EnvApprovalsTokensFile is the approvals service's tokens file; a
@@ -48,11 +51,11 @@ const (
 var EnvNames = []string{
 	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
-	EnvWatchdogInterval, EnvWatchdogBatch, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
+	EnvWatchdogInterval, EnvWatchdogBatch, EnvWatchdogDutyCycle, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
-	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt,
+	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -73,6 +76,11 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	if s := getenv(EnvWatchdogBatch); s != "" {
 		if wd.BatchSize, err = strconv.Atoi(s); err != nil || wd.BatchSize <= 0 {
 			return Config{}, "", fmt.Errorf("%s %q is not a positive integer", EnvWatchdogBatch, s)
+		}
+	}
+	if s := getenv(EnvWatchdogDutyCycle); s != "" {
+		if wd.DutyCycle, err = strconv.ParseFloat(s, 64); err != nil || !(wd.DutyCycle > 0 && wd.DutyCycle <= 1) {
+			return Config{}, "", fmt.Errorf("%s %q is not a share in (0, 1] such as 0.05", EnvWatchdogDutyCycle, s)
 		}
 	}
 	switch wd.Policy = getenv(EnvExpiryPolicy); wd.Policy {
@@ -98,22 +106,29 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 1m", EnvTemporalConnectWait, s)
 		}
 	}
+	var logAttempts bool
+	if s := getenv(EnvLogActivityAttempts); s != "" {
+		if logAttempts, err = strconv.ParseBool(s); err != nil {
+			return Config{}, "", fmt.Errorf("%s %q is not true or false", EnvLogActivityAttempts, s)
+		}
+	}
 	return Config{
-		Approvals:         ap,
-		External:          ext,
-		Reconcile:         rc,
-		Watchdog:          wd,
-		CrashAt:           getenv(EnvCrashAt),
-		StallAt:           getenv(EnvStallAt),
-		CrashAfterCommit:  getenv(EnvCrashAfterCommit),
-		CrashAroundEffect: getenv(EnvCrashAroundEffect),
-		AlertWebhookURL:   getenv(EnvAlertWebhookURL),
-		TemporalAddress:   getenv(EnvTemporalAddress),
-		Namespace:         getenv(EnvTemporalNamespace),
-		TaskQueue:         getenv(EnvTaskQueue),
-		DatabaseURL:       getenv(EnvDatabaseURL),
-		HTTPAddr:          getenv(EnvMetricsAddr),
-		Shop:              tools.ShopConfig{CreditApprovalThresholdCents: threshold},
+		LogActivityAttempts: logAttempts,
+		Approvals:           ap,
+		External:            ext,
+		Reconcile:           rc,
+		Watchdog:            wd,
+		CrashAt:             getenv(EnvCrashAt),
+		StallAt:             getenv(EnvStallAt),
+		CrashAfterCommit:    getenv(EnvCrashAfterCommit),
+		CrashAroundEffect:   getenv(EnvCrashAroundEffect),
+		AlertWebhookURL:     getenv(EnvAlertWebhookURL),
+		TemporalAddress:     getenv(EnvTemporalAddress),
+		Namespace:           getenv(EnvTemporalNamespace),
+		TaskQueue:           getenv(EnvTaskQueue),
+		DatabaseURL:         getenv(EnvDatabaseURL),
+		HTTPAddr:            getenv(EnvMetricsAddr),
+		Shop:                tools.ShopConfig{CreditApprovalThresholdCents: threshold},
 		OpenAI: planner.OpenAIConfig{
 			BaseURL: getenv(EnvOpenAIBaseURL),
 			APIKey:  getenv(EnvOpenAIAPIKey),

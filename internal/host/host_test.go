@@ -91,10 +91,12 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		host.EnvCreditThreshold:  "ten",
-		host.EnvWatchdogInterval: "soon",
-		host.EnvWatchdogBatch:    "0",
-		host.EnvExpiryPolicy:     "forget",
+		host.EnvCreditThreshold:     "ten",
+		host.EnvWatchdogInterval:    "soon",
+		host.EnvWatchdogBatch:       "0",
+		host.EnvExpiryPolicy:        "forget",
+		host.EnvWatchdogDutyCycle:   "1.5",
+		host.EnvLogActivityAttempts: "sometimes",
 	} {
 		_, _, err := host.ConfigFromEnv(func(n string) string {
 			if n == name {
@@ -106,9 +108,12 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 		assert.Contains(t, err.Error(), name)
 	}
 	cfg, _, err := host.ConfigFromEnv(func(n string) string {
-		return map[string]string{host.EnvCreditThreshold: "500", host.EnvWatchdogInterval: "1m", host.EnvExpiryPolicy: "prune"}[n]
+		return map[string]string{host.EnvCreditThreshold: "500", host.EnvWatchdogInterval: "1m", host.EnvExpiryPolicy: "prune",
+			host.EnvWatchdogDutyCycle: "0.2", host.EnvLogActivityAttempts: "true"}[n]
 	})
 	require.NoError(t, err)
+	assert.InDelta(t, 0.2, cfg.Watchdog.DutyCycle, 1e-9)
+	assert.True(t, cfg.LogActivityAttempts)
 	assert.EqualValues(t, 500, cfg.Shop.CreditApprovalThresholdCents)
 	assert.Equal(t, time.Minute, cfg.Watchdog.Interval)
 	assert.Equal(t, "prune", cfg.Watchdog.Policy)

@@ -24,6 +24,10 @@ type WatchdogConfig struct {
 	// BatchSize bounds the keys one activity locks. Default 250
 	// (WATCHDOG_BATCH_SIZE).
 	BatchSize int
+	// DutyCycle is the share of a pass's time its batches may keep the
+	// database busy, in (0, 1]; 1 runs them back to back. Default
+	// workflows.DefaultWatchdogDutyCycle (WATCHDOG_DUTY_CYCLE).
+	DutyCycle float64
 	// ScheduleID names the schedule. Default workflows.WatchdogScheduleID;
 	// deployments sharing a namespace need one each.
 	ScheduleID string
@@ -49,6 +53,7 @@ func EnsureWatchdogSchedule(ctx context.Context, c client.Client, taskQueue stri
 			Policy:     cmp.Or(cfg.Policy, activities.PolicyHold),
 			BatchSize:  cmp.Or(cfg.BatchSize, workflows.DefaultWatchdogBatch),
 			MaxBatches: workflows.DefaultWatchdogMaxBatches,
+			DutyCycle:  cmp.Or(cfg.DutyCycle, workflows.DefaultWatchdogDutyCycle),
 		}},
 		TaskQueue: taskQueue,
 	}
