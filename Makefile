@@ -63,7 +63,7 @@ chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Te
 BENCH_OUT ?= bench.txt
 
 .PHONY: bench
-bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratios by benchstat: the dedup store vs a bare transaction (1, 8, 32 callers), a scripted run vs plain Temporal, dev-stack throughput, claims while pruning (needs PostgreSQL at DATABASE_URL; about 15 minutes).
+bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratios by benchstat: the dedup store vs a bare transaction (1, 8, 32 callers), a scripted run vs plain Temporal, dev-stack throughput, claims while pruning (needs PostgreSQL at DATABASE_URL; about 20 minutes).
 	@: > $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkIssueCredit -benchtime 2s -count 6 ./internal/idempotency/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
@@ -75,7 +75,7 @@ bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratio
 	go tool benchstat -filter '-.name:IssueCredit' $(BENCH_OUT)
 
 .PHONY: bench-prune
-bench-prune: ## Prune 1,000,000 expired keys; keys/s and claim p99 during pruning vs idle.
+bench-prune: ## Prune 1,000,000 expired keys at the watchdog's pace (about 8 minutes; ONCERUN_BENCH_DUTY=1 for back to back); keys/s and claim p99 during pruning vs idle.
 	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime=1x -timeout 30m ./activities/
 
 .PHONY: bench-approvals
