@@ -13,9 +13,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// maxClaimTries bounds how often a claim re-reads a key that changed under
-// it (pruned between the conflicting insert and the read, or taken over by a
-// concurrent caller). Each round makes progress, so this is rarely above 2.
+// maxClaimTries bounds how often a claim starts over on a key that changed
+// under it: pruned between the refused claim and the read, taken over by a
+// concurrent caller, or claimed by an external call while a transactional
+// effect ran. Each round makes progress, so this is rarely above 2.
 const maxClaimTries = 5
 
 // rollbackTimeout bounds the rollback of an abandoned claim.
@@ -74,15 +75,19 @@ func (s *Store) doOnce(ctx context.Context, a claimArgs, effect Effect) (out Out
 		return Outcome{}, false, fmt.Errorf("claim %s: %w", a.key, err)
 	}
 	tx, err := conn.Conn().BeginTx(ctx, pgx.TxOptions{BeginQuery: begin})
-	switch {
-	case isKeyRecorded(err):
-		// The refused claim left the transaction aborted: end it, then
-		// decide from the key's row.
-		if _, err := conn.Exec(ctx, "ROLLBACK"); err != nil {
-			return Outcome{}, false, fmt.Errorf("claim %s: roll back: %w", a.key, err)
+	if err != nil {
+		// A refused claim, or another error of the server's, left the
+		// transaction aborted: end it, so that the connection goes back to
+		// the pool, then decide from the key's row.
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+			_, rerr := conn.Exec(rctx, "ROLLBACK")
+			cancel()
+			if rerr == nil && isKeyRecorded(err) {
+				return s.doRecorded(ctx, conn, a, effect)
+			}
 		}
-		return s.doRecorded(ctx, conn, a, effect)
-	case err != nil:
 		return Outcome{}, false, fmt.Errorf("claim %s: begin: %w", a.key, err)
 	}
 	return s.apply(ctx, tx, a, 1, effect, func(ctx context.Context, tx pgx.Tx, result json.RawMessage) (json.RawMessage, error) {

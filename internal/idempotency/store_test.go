@@ -175,6 +175,24 @@ func TestDoEffectErrorRollsBackClaim(t *testing.T) {
 	assert.False(t, out.Replayed)
 }
 
+func TestDoClaimsKeysWithQuotesAndBackslashes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	// The claim travels as a simple query with the tenant and the key
+	// written as literals: quotes and backslashes must arrive as they are.
+	c := claim(t, `o'brien\`, `run'); DROP TABLE order_notes; --`, 1, "add_order_note", `{}`)
+	var runs atomic.Int64
+	out, err := f.store.Do(ctx, c, addNote(&runs, c, "quoted"))
+	require.NoError(t, err)
+	assert.False(t, out.Replayed)
+	out, err = f.store.Do(ctx, c, addNote(&runs, c, "quoted"))
+	require.NoError(t, err)
+	assert.True(t, out.Replayed, "the second call finds the key the first recorded")
+	assert.EqualValues(t, 1, runs.Load())
+	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM order_notes"))
+}
+
 func TestDoKeyReuseWithOtherArgs(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
