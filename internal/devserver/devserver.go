@@ -177,40 +177,55 @@ var servicePorts = []struct {
 	{"worker", 6, -294},
 }
 
-// freeBlocks hands out frontend ports to FreePort, one block of ten per
-// call, so that two servers started by one process never get the same.
-var freeBlocks struct {
+// portCycle hands out the ports of [lo, hi) in steps of step, wrapping
+// around, so that two pickers of one process never get the same port while
+// a free one is left. Each process starts at a place derived from its id,
+// a multiple of spread steps, so that processes with neighbouring ids get
+// spread ports each before their picks meet.
+type portCycle struct {
 	sync.Mutex
-	next int
+	lo, hi, step, spread, next int
 }
+
+// take returns the first port, from where the last call stopped, for which
+// free holds, going once around the range.
+func (c *portCycle) take(free func(port int) bool) (int, bool) {
+	c.Lock()
+	defer c.Unlock()
+	slots := (c.hi - c.lo) / c.step
+	if c.next == 0 {
+		c.next = c.lo + c.step*c.spread*(os.Getpid()%(slots/c.spread))
+	}
+	for range slots {
+		port := c.next
+		if c.next += c.step; c.next >= c.hi {
+			c.next = c.lo
+		}
+		if free(port) {
+			return port, true
+		}
+	}
+	return 0, false
+}
+
+// frontendPorts hands out FreePort's blocks of ten, between 20000 and 32000.
+var frontendPorts = portCycle{lo: 20000, hi: 32000, step: 10, spread: 1}
 
 // FreePort returns a frontend port on ip whose every service port (Ports)
 // is free now. The ports are taken between 20000 and 32000, below the
 // kernel's usual ephemeral range: a port picked there could be taken by any
 // outgoing connection between the pick and the server's start.
 func FreePort(ip string) (int, error) {
-	freeBlocks.Lock()
-	defer freeBlocks.Unlock()
-	if freeBlocks.next == 0 {
-		freeBlocks.next = 20000 + 10*(os.Getpid()%1200)
+	port, ok := frontendPorts.take(func(port int) bool { return allFree(ip, Ports(port)) })
+	if !ok {
+		return 0, fmt.Errorf("no free block of Temporal ports on %s between 20000 and 32000", ip)
 	}
-	for range 1200 {
-		port := freeBlocks.next
-		if freeBlocks.next += 10; freeBlocks.next >= 32000 {
-			freeBlocks.next = 20000
-		}
-		if allFree(ip, Ports(port)) {
-			return port, nil
-		}
-	}
-	return 0, fmt.Errorf("no free block of Temporal ports on %s between 20000 and 32000", ip)
+	return port, nil
 }
 
-// freeAddrs hands out FreeAddr's ports, each once per process.
-var freeAddrs struct {
-	sync.Mutex
-	next int
-}
+// sidePorts hands out FreeAddr's ports, between 10000 and 19600, 16 for
+// each process before it meets the next one's.
+var sidePorts = portCycle{lo: 10000, hi: 19600, step: 1, spread: 16}
 
 // FreeAddr returns a free listen address on ip for a process that serves
 // beside the server (a worker's metrics, the approvals service, a sandbox
@@ -219,21 +234,11 @@ var freeAddrs struct {
 // between the pick and the listen, and below FreePort's ports. A process
 // that is started again on the same address finds it free.
 func FreeAddr(ip string) (string, error) {
-	freeAddrs.Lock()
-	defer freeAddrs.Unlock()
-	if freeAddrs.next == 0 {
-		freeAddrs.next = 10000 + 16*(os.Getpid()%600)
+	port, ok := sidePorts.take(func(port int) bool { return checkFree(ip, port) == nil })
+	if !ok {
+		return "", fmt.Errorf("no free port on %s between 10000 and 19600", ip)
 	}
-	for range 9600 {
-		port := freeAddrs.next
-		if freeAddrs.next++; freeAddrs.next >= 19600 {
-			freeAddrs.next = 10000
-		}
-		if checkFree(ip, port) == nil {
-			return net.JoinHostPort(ip, strconv.Itoa(port)), nil
-		}
-	}
-	return "", fmt.Errorf("no free port on %s between 10000 and 19600", ip)
+	return net.JoinHostPort(ip, strconv.Itoa(port)), nil
 }
 
 func allFree(ip string, ports []int) bool {
