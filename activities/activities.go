@@ -79,9 +79,6 @@ func callFields(k keys.Key, extra ...zap.Field) []zap.Field {
 	}, extra...)
 }
 
-// Permanent is tools.Permanent, kept for tools written against this
-// package.
-func Permanent(err error) error { return tools.Permanent(err) }
 
 // temporalError maps a dedup store or registry error to the Temporal error
 // that makes the right retry decision.

@@ -23,6 +23,7 @@ import (
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -39,7 +40,7 @@ func setup(t testing.TB, extra ...tools.Tool) fixture {
 	pool := pgtest.NewPool(t, 8)
 	store, err := idempotency.New(pool, idempotency.Config{Owner: "worker-a"})
 	require.NoError(t, err)
-	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(tools.Shop(tools.ShopConfig{}), extra...)...)
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(shop.Tools(shop.Config{}), extra...)...)
 	require.NoError(t, err)
 	m := metrics.New(prometheus.NewRegistry())
 	return fixture{pool: pool, metrics: m, acts: &activities.Activities{
@@ -123,13 +124,13 @@ const damaged = `{"order_id":"1001","reason":"damaged","amount_cents":2500,"curr
 func TestRunToolKeyReuse(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	_, err := f.run(t, input(t, 1, tools.IssueCredit, damaged))
+	_, err := f.run(t, input(t, 1, shop.ToolIssueCredit, damaged))
 	require.NoError(t, err)
 
-	_, err = f.run(t, input(t, 1, tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":9900,"currency":"EUR"}`))
+	_, err = f.run(t, input(t, 1, shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":9900,"currency":"EUR"}`))
 	app := requireAppError(t, err, activities.ErrTypeKeyReuse, true)
 	assert.Contains(t, app.Error(), "v1/acme/r1/1/issue_credit")
-	assert.Equal(t, 1, f.calls(tools.IssueCredit, metrics.OutcomeKeyReuse))
+	assert.Equal(t, 1, f.calls(shop.ToolIssueCredit, metrics.OutcomeKeyReuse))
 	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM credits"))
 	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM credits WHERE amount_cents = 2500"))
 }
@@ -137,8 +138,8 @@ func TestRunToolKeyReuse(t *testing.T) {
 func TestRunToolRefusesInvalidInput(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	otherHash := input(t, 1, tools.IssueCredit, damaged)
-	otherHash.ArgsHash = input(t, 1, tools.IssueCredit, `{"order_id":"1002","reason":"damaged","amount_cents":2500,"currency":"EUR"}`).ArgsHash
+	otherHash := input(t, 1, shop.ToolIssueCredit, damaged)
+	otherHash.ArgsHash = input(t, 1, shop.ToolIssueCredit, `{"order_id":"1002","reason":"damaged","amount_cents":2500,"currency":"EUR"}`).ArgsHash
 	tests := []struct {
 		name string
 		in   activities.ToolInput
@@ -146,9 +147,9 @@ func TestRunToolRefusesInvalidInput(t *testing.T) {
 		want string
 	}{
 		{"args hash mismatch", otherHash, activities.ErrTypeInvalidArgs, "the step was planned with " + otherHash.ArgsHash},
-		{"args against schema", input(t, 1, tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":-5,"currency":"EUR"}`), activities.ErrTypeInvalidArgs, "at /amount_cents"},
-		{"args not an object", input(t, 1, tools.AddOrderNote, `["1002","hello"]`), activities.ErrTypeInvalidArgs, "arguments of add_order_note must be a JSON object"},
-		{"step zero", input(t, 0, tools.IssueCredit, damaged), activities.ErrTypeInvalidArgs, "steps are numbered from 1"},
+		{"args against schema", input(t, 1, shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":-5,"currency":"EUR"}`), activities.ErrTypeInvalidArgs, "at /amount_cents"},
+		{"args not an object", input(t, 1, shop.ToolAddOrderNote, `["1002","hello"]`), activities.ErrTypeInvalidArgs, "arguments of add_order_note must be a JSON object"},
+		{"step zero", input(t, 0, shop.ToolIssueCredit, damaged), activities.ErrTypeInvalidArgs, "steps are numbered from 1"},
 		{"unknown tool", input(t, 1, "refund_payment", `{"order_id":"1001"}`), activities.ErrTypeUnknownTool, `tool "refund_payment" is not registered`},
 	}
 	t.Run("refused", func(t *testing.T) {
@@ -164,15 +165,15 @@ func TestRunToolRefusesInvalidInput(t *testing.T) {
 	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM credits"))
 	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM idempotency_keys"))
 	// A step that makes no key is refused before it is counted.
-	assert.Equal(t, 2, f.calls(tools.IssueCredit, metrics.OutcomeInvalid))
-	assert.Equal(t, 1, f.calls(tools.AddOrderNote, metrics.OutcomeInvalid))
+	assert.Equal(t, 2, f.calls(shop.ToolIssueCredit, metrics.OutcomeInvalid))
+	assert.Equal(t, 1, f.calls(shop.ToolAddOrderNote, metrics.OutcomeInvalid))
 	assert.Equal(t, 1, f.calls("refund_payment", metrics.OutcomeInvalid))
 }
 
 func TestRunToolInFlight(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	in := input(t, 1, tools.AddOrderNote, `{"order_id":"1002","text":"called"}`)
+	in := input(t, 1, shop.ToolAddOrderNote, `{"order_id":"1002","text":"called"}`)
 	other, err := idempotency.New(f.pool, idempotency.Config{Owner: "worker-b"})
 	require.NoError(t, err)
 	k, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
@@ -184,7 +185,7 @@ func TestRunToolInFlight(t *testing.T) {
 	_, err = f.run(t, in)
 	app := requireAppError(t, err, activities.ErrTypeInFlight, false)
 	assert.Contains(t, app.Error(), "held by worker-b")
-	assert.Equal(t, 1, f.calls(tools.AddOrderNote, metrics.OutcomeInFlight))
+	assert.Equal(t, 1, f.calls(shop.ToolAddOrderNote, metrics.OutcomeInFlight))
 	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM order_notes"))
 }
 
@@ -195,7 +196,7 @@ func TestRunToolPermanentToolError(t *testing.T) {
 	closed := tools.Tool{
 		Name: "close_ticket", Class: tools.ClassKeyed, Schema: json.RawMessage(`{"type":"object"}`),
 		Run: func(context.Context, tools.Call) (any, error) {
-			return nil, activities.Permanent(errors.New("ticket 7 is archived"))
+			return nil, tools.Permanent(errors.New("ticket 7 is archived"))
 		},
 	}
 	f := setup(t, closed)

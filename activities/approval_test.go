@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/oncerun/oncerun/activities"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 )
 
 // approvalRow is a row of the approvals table.
@@ -47,7 +47,7 @@ FROM approvals ORDER BY tenant, run_id, step`)
 // request is the pending approval of step 2 of run r1 of tenant acme.
 func request(t *testing.T) activities.ApprovalRequest {
 	t.Helper()
-	in := input(t, 2, tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":25900,"currency":"EUR"}`)
+	in := input(t, 2, shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":25900,"currency":"EUR"}`)
 	now := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 	return activities.ApprovalRequest{
 		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Tool: in.Tool, Args: in.Args, ArgsHash: in.ArgsHash,
@@ -170,7 +170,7 @@ func TestRequestApprovalWarnsOfAKeyExpiringFirst(t *testing.T) {
 	ctx := context.Background()
 	core, logs := observer.New(zapcore.WarnLevel)
 	f.acts.Log = zap.New(core)
-	note := input(t, 1, tools.AddOrderNote, `{"order_id":"1001","text":"damaged"}`)
+	note := input(t, 1, shop.ToolAddOrderNote, `{"order_id":"1001","text":"damaged"}`)
 	_, err := f.acts.RunTool(ctx, note)
 	require.NoError(t, err)
 
@@ -182,7 +182,7 @@ func TestRequestApprovalWarnsOfAKeyExpiringFirst(t *testing.T) {
 	assert.Equal(t, "v1/acme/r1/1/add_order_note", warned[0].ContextMap()["key"])
 
 	req.Step, req.Deadline = 3, time.Now().Add(time.Hour)
-	other := input(t, 3, tools.IssueCredit, `{"order_id":"1001","reason":"late","amount_cents":25900,"currency":"EUR"}`)
+	other := input(t, 3, shop.ToolIssueCredit, `{"order_id":"1001","reason":"late","amount_cents":25900,"currency":"EUR"}`)
 	req.Args, req.ArgsHash = other.Args, other.ArgsHash
 	require.NoError(t, f.acts.RequestApproval(ctx, req))
 	assert.Len(t, logs.FilterMessageSnippet("approval deadline outlives a key").All(), 1, "no warning when every key outlives the deadline")

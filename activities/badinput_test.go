@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -87,9 +88,9 @@ func TestPlanRefusesArgumentsPostgreSQLCannotStore(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	calls := []planner.Call{
-		{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"a\u0000b"}`)},
-		{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"\u001b[2J"}`)},
-		{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"line one\nline two"}`)},
+		{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"a\u0000b"}`)},
+		{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"\u001b[2J"}`)},
+		{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"line one\nline two"}`)},
 	}
 	f.acts.Planners["fixed"] = planFunc(func(context.Context, planner.Request) (planner.Proposal, error) {
 		return planner.Proposal{Calls: calls, Message: strings.Repeat("é", activities.MaxMessageBytes)}, nil
@@ -113,11 +114,11 @@ func TestPlanRefusesArgumentsPostgreSQLCannotStore(t *testing.T) {
 // a run writes for it, and the effect of a tool that writes, never fail on
 // the values themselves.
 func FuzzPlannerOutput(f *testing.F) {
-	f.Add(tools.AddOrderNote, []byte(`{"order_id":"1001","text":"hello"}`), "done")
-	f.Add(tools.AddOrderNote, []byte(`{"order_id":"1001","text":"a\u0000b"}`), "")
-	f.Add(tools.AddOrderNote, []byte(`{"order_id":"\ud800","text":"x"}`), "")
-	f.Add(tools.IssueCredit, []byte(`{"order_id":"1001","reason":"r\u202e","amount_cents":25900,"currency":"EUR"}`), "")
-	f.Add(tools.LookupOrder, []byte(`{"order_id":"\u001b[2J"}`), "\x1b[31m")
+	f.Add(shop.ToolAddOrderNote, []byte(`{"order_id":"1001","text":"hello"}`), "done")
+	f.Add(shop.ToolAddOrderNote, []byte(`{"order_id":"1001","text":"a\u0000b"}`), "")
+	f.Add(shop.ToolAddOrderNote, []byte(`{"order_id":"\ud800","text":"x"}`), "")
+	f.Add(shop.ToolIssueCredit, []byte(`{"order_id":"1001","reason":"r\u202e","amount_cents":25900,"currency":"EUR"}`), "")
+	f.Add(shop.ToolLookupOrder, []byte(`{"order_id":"\u001b[2J"}`), "\x1b[31m")
 	f.Add("nope\x00", []byte(`not json`), "\xff")
 	fx := setup(f)
 	var current planner.Call

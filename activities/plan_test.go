@@ -14,6 +14,7 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -37,9 +38,9 @@ func (f fixture) plan(t testing.TB, in activities.PlanInput) (activities.PlanOut
 }
 
 var script = []planner.Call{
-	{Tool: tools.LookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
-	{Tool: tools.IssueCredit, Args: json.RawMessage(`{"reason":"damaged", "order_id":"1001", "currency":"EUR", "amount_cents":25900}`)},
-	{Tool: tools.IssueCredit, Args: json.RawMessage(`{"order_id":"1001","amount_cents":"lots"}`)},
+	{Tool: shop.ToolLookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
+	{Tool: shop.ToolIssueCredit, Args: json.RawMessage(`{"reason":"damaged", "order_id":"1001", "currency":"EUR", "amount_cents":25900}`)},
+	{Tool: shop.ToolIssueCredit, Args: json.RawMessage(`{"order_id":"1001","amount_cents":"lots"}`)},
 	{Tool: "refund_payment", Args: json.RawMessage(`{"order_id":"1001"}`)},
 }
 

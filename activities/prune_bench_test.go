@@ -17,6 +17,7 @@ import (
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -69,7 +70,7 @@ func BenchmarkPruneExpiredKeys(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	reg, err := tools.NewRegistry(tools.RegistryConfig{}, tools.Shop(tools.ShopConfig{})...)
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, shop.Tools(shop.Config{})...)
 	if err != nil {
 		b.Fatal(err)
 	}

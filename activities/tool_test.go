@@ -11,7 +11,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/metrics"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 )
 
 func TestRunToolRead(t *testing.T) {
@@ -19,7 +19,7 @@ func TestRunToolRead(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 
-	out, err := f.acts.RunTool(ctx, input(t, 1, tools.LookupOrder, `{"order_id":"1003"}`))
+	out, err := f.acts.RunTool(ctx, input(t, 1, shop.ToolLookupOrder, `{"order_id":"1003"}`))
 	require.NoError(t, err)
 
 	var order map[string]any
@@ -31,17 +31,17 @@ func TestRunToolRead(t *testing.T) {
 	assert.False(t, out.Replayed)
 	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM idempotency_keys"), "a read writes no key")
 
-	again, err := f.acts.RunTool(ctx, input(t, 1, tools.LookupOrder, `{"order_id":"1003"}`))
+	again, err := f.acts.RunTool(ctx, input(t, 1, shop.ToolLookupOrder, `{"order_id":"1003"}`))
 	require.NoError(t, err)
 	assert.False(t, again.Replayed, "a read runs every time")
-	assert.Equal(t, 2, f.calls(tools.LookupOrder, metrics.OutcomeExecuted))
+	assert.Equal(t, 2, f.calls(shop.ToolLookupOrder, metrics.OutcomeExecuted))
 }
 
 func TestRunToolNaturalReplays(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	in := input(t, 1, tools.IssueCredit, damaged)
+	in := input(t, 1, shop.ToolIssueCredit, damaged)
 
 	first, err := f.acts.RunTool(ctx, in)
 	require.NoError(t, err)
@@ -64,8 +64,8 @@ func TestRunToolNaturalReplays(t *testing.T) {
 
 	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM credits"))
 	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM idempotency_keys WHERE key = $1 AND state = 'completed'", first.Key))
-	assert.Equal(t, 1, f.calls(tools.IssueCredit, metrics.OutcomeExecuted))
-	assert.Equal(t, 1, f.calls(tools.IssueCredit, metrics.OutcomeReplayed))
+	assert.Equal(t, 1, f.calls(shop.ToolIssueCredit, metrics.OutcomeExecuted))
+	assert.Equal(t, 1, f.calls(shop.ToolIssueCredit, metrics.OutcomeReplayed))
 }
 
 func TestRunToolNaturalKeyAcrossSteps(t *testing.T) {
@@ -73,24 +73,24 @@ func TestRunToolNaturalKeyAcrossSteps(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 
-	_, err := f.acts.RunTool(ctx, input(t, 1, tools.IssueCredit, damaged))
+	_, err := f.acts.RunTool(ctx, input(t, 1, shop.ToolIssueCredit, damaged))
 	require.NoError(t, err)
 	// Another step proposing the same credit executes, but the credits
 	// table's natural key returns the existing row.
-	out, err := f.acts.RunTool(ctx, input(t, 2, tools.IssueCredit, damaged))
+	out, err := f.acts.RunTool(ctx, input(t, 2, shop.ToolIssueCredit, damaged))
 	require.NoError(t, err)
 
 	assert.False(t, out.Replayed)
 	assert.JSONEq(t, `false`, string(field(t, out.Result, "created")))
 	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM credits"))
-	assert.Equal(t, 2, f.calls(tools.IssueCredit, metrics.OutcomeExecuted))
+	assert.Equal(t, 2, f.calls(shop.ToolIssueCredit, metrics.OutcomeExecuted))
 }
 
 func TestRunToolKeyedCommitsNoteWithKey(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
-	in := input(t, 3, tools.AddOrderNote, `{"order_id":"1002","text":"customer called"}`)
+	in := input(t, 3, shop.ToolAddOrderNote, `{"order_id":"1002","text":"customer called"}`)
 
 	first, err := f.acts.RunTool(ctx, in)
 	require.NoError(t, err)
@@ -105,14 +105,14 @@ func TestRunToolKeyedCommitsNoteWithKey(t *testing.T) {
 SELECT count(*) FROM order_notes n JOIN idempotency_keys k ON k.key = n.idempotency_key
 WHERE n.body = 'customer called' AND k.key = 'v1/acme/r1/3/add_order_note'
   AND k.state = 'completed' AND n.xmin = k.xmin`))
-	assert.Equal(t, 1, f.calls(tools.AddOrderNote, metrics.OutcomeExecuted))
-	assert.Equal(t, 1, f.calls(tools.AddOrderNote, metrics.OutcomeReplayed))
+	assert.Equal(t, 1, f.calls(shop.ToolAddOrderNote, metrics.OutcomeExecuted))
+	assert.Equal(t, 1, f.calls(shop.ToolAddOrderNote, metrics.OutcomeReplayed))
 }
 
 func TestRunToolConcurrentDuplicates(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	in := input(t, 5, tools.AddOrderNote, `{"order_id":"1001","text":"box was crushed"}`)
+	in := input(t, 5, shop.ToolAddOrderNote, `{"order_id":"1001","text":"box was crushed"}`)
 	const n = 6
 
 	outs := make([]activities.ToolOutput, n)

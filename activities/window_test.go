@@ -15,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -43,13 +44,13 @@ func TestPauseOutlivingAKeysWindow(t *testing.T) {
 			pool := pgtest.NewPool(t, 8)
 			store, err := idempotency.New(pool, idempotency.Config{Owner: "worker-a"})
 			require.NoError(t, err)
-			shop := tools.Shop(tools.ShopConfig{})
-			for i := range shop {
-				if shop[i].Name == tools.AddOrderNote {
-					shop[i].Retention = 24 * time.Hour
+			shopTools := shop.Tools(shop.Config{})
+			for i := range shopTools {
+				if shopTools[i].Name == shop.ToolAddOrderNote {
+					shopTools[i].Retention = 24 * time.Hour
 				}
 			}
-			reg, err := tools.NewRegistry(tools.RegistryConfig{MaxApprovalPause: 12 * time.Hour, RetryHorizon: time.Hour, Margin: time.Hour}, shop...)
+			reg, err := tools.NewRegistry(tools.RegistryConfig{MaxApprovalPause: 12 * time.Hour, RetryHorizon: time.Hour, Margin: time.Hour}, shopTools...)
 			require.NoError(t, err)
 			acts := &activities.Activities{Pool: pool, Store: store, Tools: reg, Runs: runsAlive{},
 				Planners: map[string]planner.Planner{planner.NameScript: planner.Script{}}}
@@ -73,8 +74,8 @@ func TestPauseOutlivingAKeysWindow(t *testing.T) {
 				})
 			}, 72*time.Hour)
 			env.ExecuteWorkflow(workflows.AgentRun, workflows.RunInput{Tenant: "acme", RunID: "r-window", Plan: []planner.Call{
-				{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"damaged"}`)},
-				{Tool: tools.IssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged","amount_cents":25900,"currency":"EUR"}`)},
+				{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"damaged"}`)},
+				{Tool: shop.ToolIssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged","amount_cents":25900,"currency":"EUR"}`)},
 			}})
 			require.True(t, env.IsWorkflowCompleted())
 			require.NoError(t, env.GetWorkflowError())

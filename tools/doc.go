@@ -15,8 +15,9 @@
 //     sent to the provider as its idempotency key, and an unknown outcome is
 //     resolved by the tool's paired read.
 //
-// # Built-in tools
-//
-// [Shop] returns the tools of the demo domain, a support agent for an online
-// shop: lookup_order, get_credit, issue_credit and add_order_note.
+// This package is what a tool's author needs and nothing else: the demo
+// domain's tools are in internal/shop, the payment and e-mail tools beside
+// their clients, and all of them are built on this API as a deployment's own
+// tools are. worker.Config.Tools adds a deployment's tools to the one
+// registry every entry point uses.
 package tools

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -31,7 +32,7 @@ func ExampleNewRegistry() {
 			return map[string]string{"tagged": a.OrderID}, err
 		},
 	}
-	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(tools.Shop(tools.ShopConfig{}), tag)...)
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(shop.Tools(shop.Config{}), tag)...)
 	if err != nil {
 		fmt.Println(err)
 		return

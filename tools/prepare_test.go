@@ -11,13 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
 // shopRegistry returns the built-in tools' registry with cfg.
-func shopRegistry(t *testing.T, cfg tools.ShopConfig) *tools.Registry {
+func shopRegistry(t *testing.T, cfg shop.Config) *tools.Registry {
 	t.Helper()
-	reg, err := tools.NewRegistry(tools.RegistryConfig{}, tools.Shop(cfg)...)
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, shop.Tools(cfg)...)
 	require.NoError(t, err)
 	return reg
 }
@@ -28,26 +29,26 @@ func call(tool, args string) planner.Call {
 
 func TestPrepareRefuses(t *testing.T) {
 	t.Parallel()
-	reg := shopRegistry(t, tools.ShopConfig{})
+	reg := shopRegistry(t, shop.Config{})
 	tests := []struct {
 		name string
 		call planner.Call
 		want []string
 	}{
 		{"unknown tool", call("refund_payment", `{}`), []string{`unknown tool "refund_payment"`, "known: add_order_note, get_credit, issue_credit, lookup_order"}},
-		{"malformed", planner.Call{Tool: tools.LookupOrder, Malformed: `{"order_id": 1001`}, []string{"arguments of lookup_order are not valid JSON"}},
-		{"not JSON", call(tools.LookupOrder, `{"order_id":`), []string{"arguments of lookup_order", "invalid tool arguments"}},
-		{"duplicate member", call(tools.LookupOrder, `{"order_id":"1","order_id":"2"}`), []string{"arguments of lookup_order", "invalid tool arguments"}},
-		{"array", call(tools.LookupOrder, `["1001"]`), []string{"arguments of lookup_order must be a JSON object"}},
-		{"string", call(tools.LookupOrder, `"1001"`), []string{"must be a JSON object"}},
-		{"empty means no arguments", call(tools.LookupOrder, ``), []string{"do not match its schema", "missing property 'order_id'"}},
-		{"wrong type", call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":"500","currency":"EUR"}`), []string{"do not match its schema", "at /amount_cents"}},
-		{"below minimum", call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":0,"currency":"EUR"}`), []string{"at /amount_cents"}},
-		{"not an integer", call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":1.5,"currency":"EUR"}`), []string{"at /amount_cents"}},
-		{"bad pattern", call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":500,"currency":"eur"}`), []string{"at /currency"}},
-		{"missing property", call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","currency":"EUR"}`), []string{"missing property 'amount_cents'"}},
-		{"extra property", call(tools.AddOrderNote, `{"order_id":"1001","text":"hi","urgent":true}`), []string{"additional properties 'urgent'"}},
-		{"several mismatches", call(tools.AddOrderNote, `{"order_id":7,"text":""}`), []string{"at /order_id", "at /text"}},
+		{"malformed", planner.Call{Tool: shop.ToolLookupOrder, Malformed: `{"order_id": 1001`}, []string{"arguments of lookup_order are not valid JSON"}},
+		{"not JSON", call(shop.ToolLookupOrder, `{"order_id":`), []string{"arguments of lookup_order", "invalid tool arguments"}},
+		{"duplicate member", call(shop.ToolLookupOrder, `{"order_id":"1","order_id":"2"}`), []string{"arguments of lookup_order", "invalid tool arguments"}},
+		{"array", call(shop.ToolLookupOrder, `["1001"]`), []string{"arguments of lookup_order must be a JSON object"}},
+		{"string", call(shop.ToolLookupOrder, `"1001"`), []string{"must be a JSON object"}},
+		{"empty means no arguments", call(shop.ToolLookupOrder, ``), []string{"do not match its schema", "missing property 'order_id'"}},
+		{"wrong type", call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":"500","currency":"EUR"}`), []string{"do not match its schema", "at /amount_cents"}},
+		{"below minimum", call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":0,"currency":"EUR"}`), []string{"at /amount_cents"}},
+		{"not an integer", call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":1.5,"currency":"EUR"}`), []string{"at /amount_cents"}},
+		{"bad pattern", call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":500,"currency":"eur"}`), []string{"at /currency"}},
+		{"missing property", call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","currency":"EUR"}`), []string{"missing property 'amount_cents'"}},
+		{"extra property", call(shop.ToolAddOrderNote, `{"order_id":"1001","text":"hi","urgent":true}`), []string{"additional properties 'urgent'"}},
+		{"several mismatches", call(shop.ToolAddOrderNote, `{"order_id":7,"text":""}`), []string{"at /order_id", "at /text"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -64,7 +65,7 @@ func TestPrepareRefuses(t *testing.T) {
 
 func TestPrepareCanonicalizes(t *testing.T) {
 	t.Parallel()
-	reg := shopRegistry(t, tools.ShopConfig{})
+	reg := shopRegistry(t, shop.Config{})
 	const canonical = `{"amount_cents":500,"currency":"EUR","order_id":"1001","reason":"damaged"}`
 	variants := []string{
 		canonical,
@@ -73,15 +74,15 @@ func TestPrepareCanonicalizes(t *testing.T) {
 	}
 	sum := sha256.Sum256([]byte(canonical))
 	for _, args := range variants {
-		p, err := reg.Prepare(call(tools.IssueCredit, args))
+		p, err := reg.Prepare(call(shop.ToolIssueCredit, args))
 		require.NoError(t, err, args)
 		assert.Equal(t, canonical, string(p.Args), args)
 		assert.Equal(t, hex.EncodeToString(sum[:]), p.ArgsHash, args)
-		assert.Equal(t, tools.IssueCredit, p.Tool.Name)
+		assert.Equal(t, shop.ToolIssueCredit, p.Tool.Name)
 		assert.Equal(t, tools.DefaultTimeout, p.Tool.Timeout)
 	}
 
-	other, err := reg.Prepare(call(tools.IssueCredit, `{"amount_cents":501,"currency":"EUR","order_id":"1001","reason":"damaged"}`))
+	other, err := reg.Prepare(call(shop.ToolIssueCredit, `{"amount_cents":501,"currency":"EUR","order_id":"1001","reason":"damaged"}`))
 	require.NoError(t, err)
 	assert.NotEqual(t, hex.EncodeToString(sum[:]), other.ArgsHash)
 }
@@ -90,23 +91,23 @@ func TestPrepareCreditApproval(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name       string
-		cfg        tools.ShopConfig
+		cfg        shop.Config
 		amount     string
 		need       bool
 		wantReason string
 	}{
-		{"above default threshold", tools.ShopConfig{}, "10001", true, "amount_cents above 10000"},
-		{"at default threshold", tools.ShopConfig{}, "10000", false, ""},
-		{"below default threshold", tools.ShopConfig{}, "1", false, ""},
-		{"above custom threshold", tools.ShopConfig{CreditApprovalThresholdCents: 500}, "501", true, "amount_cents above 500"},
-		{"at custom threshold", tools.ShopConfig{CreditApprovalThresholdCents: 500}, "500", false, ""},
-		{"negative threshold approves every credit", tools.ShopConfig{CreditApprovalThresholdCents: -1}, "1", true, "amount_cents above -1"},
+		{"above default threshold", shop.Config{}, "10001", true, "amount_cents above 10000"},
+		{"at default threshold", shop.Config{}, "10000", false, ""},
+		{"below default threshold", shop.Config{}, "1", false, ""},
+		{"above custom threshold", shop.Config{CreditApprovalThresholdCents: 500}, "501", true, "amount_cents above 500"},
+		{"at custom threshold", shop.Config{CreditApprovalThresholdCents: 500}, "500", false, ""},
+		{"negative threshold approves every credit", shop.Config{CreditApprovalThresholdCents: -1}, "1", true, "amount_cents above -1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			reg := shopRegistry(t, tt.cfg)
-			p, err := reg.Prepare(call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","currency":"EUR","amount_cents":`+tt.amount+`}`))
+			p, err := reg.Prepare(call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","currency":"EUR","amount_cents":`+tt.amount+`}`))
 			require.NoError(t, err)
 			assert.Equal(t, tt.need, p.NeedsApproval)
 			assert.Equal(t, tt.wantReason, p.ApprovalReason)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -127,10 +128,10 @@ func TestNewRegistryDefaultRetentionIsCheckedToo(t *testing.T) {
 
 func TestShopRegistryAppliesDefaults(t *testing.T) {
 	t.Parallel()
-	reg, err := tools.NewRegistry(tools.RegistryConfig{}, tools.Shop(tools.ShopConfig{})...)
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, shop.Tools(shop.Config{})...)
 	require.NoError(t, err)
 
-	assert.Equal(t, []string{tools.AddOrderNote, tools.GetCredit, tools.IssueCredit, tools.LookupOrder}, reg.Names())
+	assert.Equal(t, []string{shop.ToolAddOrderNote, shop.ToolGetCredit, shop.ToolIssueCredit, shop.ToolLookupOrder}, reg.Names())
 	assert.Equal(t, tools.RegistryConfig{MaxApprovalPause: tools.DefaultMaxApprovalPause, RetryHorizon: tools.DefaultRetryHorizon, Margin: tools.DefaultWindowMargin}, reg.Config())
 	for _, name := range reg.Names() {
 		got, ok := reg.Lookup(name)
@@ -144,8 +145,8 @@ func TestShopRegistryAppliesDefaults(t *testing.T) {
 		classes[name] = got.Class
 	}
 	assert.Equal(t, map[string]tools.Class{
-		tools.LookupOrder: tools.ClassRead, tools.GetCredit: tools.ClassRead,
-		tools.IssueCredit: tools.ClassNatural, tools.AddOrderNote: tools.ClassKeyed,
+		shop.ToolLookupOrder: tools.ClassRead, shop.ToolGetCredit: tools.ClassRead,
+		shop.ToolIssueCredit: tools.ClassNatural, shop.ToolAddOrderNote: tools.ClassKeyed,
 	}, classes)
 
 	_, ok := reg.Lookup("refund_payment")
@@ -166,7 +167,7 @@ func TestLookupKeepsSetValues(t *testing.T) {
 
 func TestSpecsSortedWithSchemas(t *testing.T) {
 	t.Parallel()
-	shop := tools.Shop(tools.ShopConfig{})
+	shop := shop.Tools(shop.Config{})
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, shop...)
 	require.NoError(t, err)
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 )
 
 // The steps of every run, in order: a keyed note, a natural-key credit (its
@@ -18,7 +18,7 @@ const (
 	stepRefund = 3
 )
 
-// The amounts. Credits and refunds above tools.DefaultCreditApprovalThreshold
+// The amounts. Credits and refunds above shop.DefaultCreditApprovalThreshold
 // wait for an approval.
 const (
 	paymentCents     = 20000
@@ -40,9 +40,9 @@ type runPlan struct {
 func (p runPlan) needsApproval(step int64) bool {
 	switch step {
 	case stepCredit:
-		return p.creditCents > tools.DefaultCreditApprovalThreshold
+		return p.creditCents > shop.DefaultCreditApprovalThreshold
 	case stepRefund:
-		return p.refundCents > tools.DefaultCreditApprovalThreshold
+		return p.refundCents > shop.DefaultCreditApprovalThreshold
 	}
 	return false
 }
@@ -76,8 +76,8 @@ func (p runPlan) calls() []planner.Call {
 		return b
 	}
 	return []planner.Call{
-		{Tool: tools.AddOrderNote, Args: args(map[string]any{"order_id": p.orderID, "text": "chaos run " + p.runID})},
-		{Tool: tools.IssueCredit, Args: args(map[string]any{"order_id": p.orderID, "reason": creditReason,
+		{Tool: shop.ToolAddOrderNote, Args: args(map[string]any{"order_id": p.orderID, "text": "chaos run " + p.runID})},
+		{Tool: shop.ToolIssueCredit, Args: args(map[string]any{"order_id": p.orderID, "reason": creditReason,
 			"amount_cents": p.creditCents, "currency": "EUR"})},
 		{Tool: payments.RefundPayment, Args: args(map[string]any{"order_id": p.orderID, "payment_id": p.paymentID,
 			"amount_cents": p.refundCents, "currency": "EUR", "reason": creditReason})},

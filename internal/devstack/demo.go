@@ -37,8 +37,8 @@ import (
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/migrations"
-	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -53,9 +53,9 @@ const (
 )
 
 var demoPlan = []planner.Call{
-	{Tool: tools.LookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
-	{Tool: tools.AddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"Parcel arrived damaged; customer asks for a refund."}`)},
-	{Tool: tools.IssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":25900,"currency":"EUR"}`)},
+	{Tool: shop.ToolLookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
+	{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(`{"order_id":"1001","text":"Parcel arrived damaged; customer asks for a refund."}`)},
+	{Tool: shop.ToolIssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":25900,"currency":"EUR"}`)},
 	{Tool: payments.RefundPayment, Args: json.RawMessage(`{"order_id":"1001","payment_id":"` + demoPayment + `","amount_cents":` +
 		strconv.Itoa(demoRefundAmount) + `,"currency":"EUR","reason":"delivery charge of a damaged parcel"}`)},
 }
@@ -182,12 +182,12 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.say("\n5. Killed the first worker (pid %d) with SIGKILL while the run waits for approval.", first.pid())
-	second, err := d.startWorker(ctx, "6", "second", tools.IssueCredit)
+	second, err := d.startWorker(ctx, "6", "second", shop.ToolIssueCredit)
 	if err != nil {
 		return err
 	}
 	d.say("   It will kill itself right after the credit commits, before Temporal hears of it (%s=%s).",
-		host.EnvCrashAfterCommit, tools.IssueCredit)
+		host.EnvCrashAfterCommit, shop.ToolIssueCredit)
 	// The first query after a worker change may wait out the dead worker's
 	// sticky queue; follow retries until the run answers.
 	if _, err := d.follow(ctx, rc, func(workflows.Status) bool { return true }, seen); err != nil {
@@ -352,7 +352,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg, err := host.Registry(tools.ShopConfig{}, host.ExternalConfig{})
+	reg, err := host.Registry(shop.Config{}, host.ExternalConfig{})
 	if err != nil {
 		return err
 	}
@@ -562,7 +562,7 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 		host.EnvDatabaseURL+"="+d.dbURL,
 		host.EnvMetricsAddr+"="+httpAddr,
 		host.EnvLogLevel+"=warn",
-		host.EnvCreditThreshold+"="+strconv.Itoa(tools.DefaultCreditApprovalThreshold),
+		host.EnvCreditThreshold+"="+strconv.Itoa(shop.DefaultCreditApprovalThreshold),
 		host.EnvCrashAfterCommit+"="+crashAfter,
 		host.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
 		host.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,

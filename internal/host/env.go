@@ -12,7 +12,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 )
 
 // Environment variables a worker reads.
@@ -128,7 +128,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		TaskQueue:           getenv(EnvTaskQueue),
 		DatabaseURL:         getenv(EnvDatabaseURL),
 		HTTPAddr:            getenv(EnvMetricsAddr),
-		Shop:                tools.ShopConfig{CreditApprovalThresholdCents: threshold},
+		Shop:                shop.Config{CreditApprovalThresholdCents: threshold},
 		OpenAI: planner.OpenAIConfig{
 			BaseURL: getenv(EnvOpenAIBaseURL),
 			APIKey:  getenv(EnvOpenAIAPIKey),

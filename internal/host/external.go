@@ -8,6 +8,7 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -65,7 +66,7 @@ func ExternalFromEnv(getenv func(string) string) (ExternalConfig, error) {
 
 // externalTools builds the external tools of ext: refund_payment, get_refund
 // and send_email.
-func externalTools(shop tools.ShopConfig, ext ExternalConfig) ([]tools.Tool, error) {
+func externalTools(shopCfg shop.Config, ext ExternalConfig) ([]tools.Tool, error) {
 	var pc *payments.Client
 	if ext.Payments.BaseURL != "" {
 		c, err := payments.New(ext.Payments)
@@ -86,7 +87,7 @@ func externalTools(shop tools.ShopConfig, ext ExternalConfig) ([]tools.Tool, err
 	if from := ext.SMTP.From; strings.Contains(from, "@") {
 		domain = strings.TrimRight(from[strings.LastIndex(from, "@")+1:], ">")
 	}
-	ts := payments.Tools(pc, payments.ToolsConfig{ApprovalThresholdCents: shop.CreditApprovalThresholdCents, KeyLifetime: ext.PaymentsKeyLifetime})
+	ts := payments.Tools(pc, payments.ToolsConfig{ApprovalThresholdCents: shopCfg.CreditApprovalThresholdCents, KeyLifetime: ext.PaymentsKeyLifetime})
 	return append(ts, mail.Tool(mc, domain)), nil
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -65,7 +66,7 @@ func faultTools(calls *[]string) []tools.Tool {
 			return map[string]string{"id": "re_1"}, nil
 		},
 	}
-	return append(tools.Shop(tools.ShopConfig{}), refund)
+	return append(shop.Tools(shop.Config{}), refund)
 }
 
 func TestFaultVariablesAreParsedAndChecked(t *testing.T) {
@@ -144,7 +145,7 @@ func TestAfterCommitFiresOnlyWhenThisAttemptCommitted(t *testing.T) {
 	pool := pgtest.NewPool(t, 4)
 	store, err := idempotency.New(pool, idempotency.Config{Owner: "worker-a"})
 	require.NoError(t, err)
-	all := tools.Shop(tools.ShopConfig{})
+	all := shop.Tools(shop.Config{})
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, all...)
 	require.NoError(t, err)
 	acts := &activities.Activities{Pool: pool, Store: store, Tools: reg, Metrics: metrics.New(prometheus.NewRegistry()),
@@ -153,14 +154,14 @@ func TestAfterCommitFiresOnlyWhenThisAttemptCommitted(t *testing.T) {
 		args := json.RawMessage(`{"amount_cents":5000,"currency":"EUR","order_id":"100` + string(rune('0'+n)) + `","reason":"damaged"}`)
 		hash, err := keys.ArgsHash(args)
 		require.NoError(t, err)
-		return activities.ToolInput{Tenant: "acme", RunID: "r1", Step: n, Tool: tools.IssueCredit, Args: args, ArgsHash: hash}
+		return activities.ToolInput{Tenant: "acme", RunID: "r1", Step: n, Tool: shop.ToolIssueCredit, Args: args, ArgsHash: hash}
 	}
 	// An earlier attempt, on another worker, committed step 1.
 	first, err := acts.RunTool(context.Background(), step(1))
 	require.NoError(t, err)
 	require.False(t, first.Replayed)
 
-	fs, err := parseFaults(Config{CrashAfterCommit: tools.IssueCredit, Logger: zap.NewNop()}, all)
+	fs, err := parseFaults(Config{CrashAfterCommit: shop.ToolIssueCredit, Logger: zap.NewNop()}, all)
 	require.NoError(t, err)
 	var sent signals
 	sent.catch(fs)

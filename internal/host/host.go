@@ -24,6 +24,7 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -63,7 +64,7 @@ type Config struct {
 	// DefaultHTTPAddr (METRICS_ADDR).
 	HTTPAddr string
 	// Shop configures the built-in tools (CREDIT_APPROVAL_THRESHOLD_CENTS).
-	Shop tools.ShopConfig
+	Shop shop.Config
 	// External configures refund_payment, get_refund and send_email.
 	External ExternalConfig
 	// ExtraTools are registered beside the built-in ones.
@@ -118,8 +119,8 @@ func (c Config) WithDefaults() Config {
 // Registry builds the worker's tool registry: the built-in tools (the shop
 // and the external tools of ext) and extra. issue_credit tells customers of
 // new credits by e-mail when ext names an SMTP server.
-func Registry(shop tools.ShopConfig, ext ExternalConfig, extra ...tools.Tool) (*tools.Registry, error) {
-	all, err := allTools(shop, ext, extra)
+func Registry(shopCfg shop.Config, ext ExternalConfig, extra ...tools.Tool) (*tools.Registry, error) {
+	all, err := allTools(shopCfg, ext, extra)
 	if err != nil {
 		return nil, err
 	}
@@ -127,15 +128,15 @@ func Registry(shop tools.ShopConfig, ext ExternalConfig, extra ...tools.Tool) (*
 }
 
 // allTools lists the built-in tools and extra.
-func allTools(shop tools.ShopConfig, ext ExternalConfig, extra []tools.Tool) ([]tools.Tool, error) {
-	if ext.SMTP.Addr != "" && shop.NotifyTool == "" {
-		shop.NotifyTool = mail.SendEmail
+func allTools(shopCfg shop.Config, ext ExternalConfig, extra []tools.Tool) ([]tools.Tool, error) {
+	if ext.SMTP.Addr != "" && shopCfg.NotifyTool == "" {
+		shopCfg.NotifyTool = mail.SendEmail
 	}
-	externals, err := externalTools(shop, ext)
+	externals, err := externalTools(shopCfg, ext)
 	if err != nil {
 		return nil, err
 	}
-	return append(append(tools.Shop(shop), externals...), extra...), nil
+	return append(append(shop.Tools(shopCfg), externals...), extra...), nil
 }
 
 // workerRegistry is the registry of a worker of cfg, with its fault

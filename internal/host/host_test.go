@@ -19,6 +19,7 @@ import (
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -51,7 +52,7 @@ func TestMetricsServesToolCalls(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
-	m.ToolCall(tools.IssueCredit, metrics.OutcomeReplayed)
+	m.ToolCall(shop.ToolIssueCredit, metrics.OutcomeReplayed)
 	code, body := get(t, host.Handler(pgtest.NewPool(t, 1), reg), "/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `oncerun_tool_calls_total{outcome="replayed",tool="issue_credit"} 1`)

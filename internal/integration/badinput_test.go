@@ -19,7 +19,6 @@ import (
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -397,7 +396,7 @@ func TestRunStatusCarriesStableErrors(t *testing.T) {
 		Schema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}},"required":["order_id"]}`),
 		Class:  tools.ClassRead,
 		Run: func(context.Context, tools.Call) (any, error) {
-			return nil, activities.Permanent(errors.New("order 1001 is archived"))
+			return nil, tools.Permanent(errors.New("order 1001 is archived"))
 		},
 	}
 	e.tools = append(e.tools, archived)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -228,8 +228,8 @@ VALUES ('acme', 'evil', E'Mallory\x1b]2;pwned\x07\x1b[2J', 'delivered', 100, 'EU
 	goal := "refund\x1b[31m\u202egnp.exe\nstep 9 done"
 	_, err = e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: workflows.WorkflowID("acme", run), TaskQueue: e.queue},
 		workflows.AgentRun, workflows.RunInput{Tenant: "acme", RunID: run, Goal: goal, Plan: []planner.Call{
-			call(tools.LookupOrder, `{"order_id":"evil"}`),
-			call(tools.IssueCredit, `{"order_id":"evil","reason":"r\u202e\u200b","amount_cents":25900,"currency":"EUR"}`),
+			call(shop.ToolLookupOrder, `{"order_id":"evil"}`),
+			call(shop.ToolIssueCredit, `{"order_id":"evil","reason":"r\u202e\u200b","amount_cents":25900,"currency":"EUR"}`),
 		}})
 	require.NoError(t, err)
 	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval })

@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/oncerun/oncerun/internal/host"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 )
 
 // composeFile is the part of docker-compose.yml that oncerun relies on.
@@ -120,7 +120,7 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 		assert.NotEmpty(t, f.Services[dep].Healthcheck.Test, "%s has a healthcheck", dep)
 	}
 	if th, err := strconv.Atoi(w.Environment[host.EnvCreditThreshold]); assert.NoError(t, err) {
-		assert.EqualValues(t, tools.DefaultCreditApprovalThreshold, th)
+		assert.EqualValues(t, shop.DefaultCreditApprovalThreshold, th)
 	}
 }
 

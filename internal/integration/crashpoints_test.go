@@ -22,7 +22,7 @@ import (
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -149,7 +149,7 @@ func TestCrashBeforeTheClaim(t *testing.T) {
 	require.NoError(t, err)
 
 	p.died("before the step's key is claimed")
-	credit := stepKey(t, run, 3, tools.IssueCredit)
+	credit := stepKey(t, run, 3, shop.ToolIssueCredit)
 	assert.Zero(t, e.count("credits", "tenant = 'acme'"), "no credit before the claim")
 	assert.Zero(t, e.count("idempotency_keys", "key = $1", credit), "no key before the claim")
 
@@ -179,7 +179,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 		require.NoError(t, err)
 
 		p.died("during the effect")
-		note := stepKey(t, run, 2, tools.AddOrderNote)
+		note := stepKey(t, run, 2, shop.ToolAddOrderNote)
 		assert.Zero(t, e.count("order_notes", "tenant = 'acme'"), "the note's write rolled back with the worker")
 		assert.Zero(t, e.count("idempotency_keys", "key = $1", note), "and its key with it")
 
@@ -267,8 +267,8 @@ func TestCrashAfterTheCommit(t *testing.T) {
 		require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 		assert.True(t, st.Steps[2].Replayed, "the retry replayed the step")
 		assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"), "one credit")
-		assert.Equal(t, 1.0, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.IssueCredit, "replayed")))
-		assert.Zero(t, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.IssueCredit, "executed")))
+		assert.Equal(t, 1.0, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolIssueCredit, "replayed")))
+		assert.Zero(t, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolIssueCredit, "executed")))
 	})
 	t.Run("external", func(t *testing.T) {
 		t.Parallel()
@@ -299,11 +299,11 @@ func TestCrashAfterTheCommit(t *testing.T) {
 func TestCrashAfterCommitWorkerLivesThroughAReplay(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.setShortTimeout(tools.IssueCredit)
+	e.setShortTimeout(shop.ToolIssueCredit)
 	block := &blockAfterCredit{committed: make(chan struct{})}
 	w1 := e.startWorker("w1", worker.Options{Interceptors: []interceptor.WorkerInterceptor{block}})
 	run := e.id("lives")
-	plan := append(refundPlan("5000"), call(tools.IssueCredit, `{"order_id":"1002","reason":"late","amount_cents":700,"currency":"EUR"}`))
+	plan := append(refundPlan("5000"), call(shop.ToolIssueCredit, `{"order_id":"1002","reason":"late","amount_cents":700,"currency":"EUR"}`))
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan})
 	require.NoError(t, err)
 	select {
@@ -349,8 +349,8 @@ func TestCrashDuringAWorkflowTask(t *testing.T) {
 	assert.Equal(t, 1, e.count("order_notes", "tenant = 'acme' AND order_id = '1001'"), "one note")
 	assert.False(t, st.Steps[2].Replayed)
 	assert.True(t, e.historyHas(run, enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT), "the dead worker's task timed out")
-	assert.Zero(t, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.AddOrderNote, "executed"))+
-		testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.AddOrderNote, "replayed")),
+	assert.Zero(t, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolAddOrderNote, "executed"))+
+		testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolAddOrderNote, "replayed")),
 		"the note came from the history, not from running its step again")
 }
 

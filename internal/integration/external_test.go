@@ -21,6 +21,7 @@ import (
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -55,7 +56,7 @@ func setupExternal(t *testing.T, retention time.Duration) *externalWorld {
 	t.Cleanup(func() { _ = box.Close() })
 	mc, err := mail.New(mail.Config{Addr: box.Addr(), From: "support@" + mailDomain})
 	require.NoError(t, err)
-	e.tools = append(tools.Shop(tools.ShopConfig{NotifyTool: mail.SendEmail}),
+	e.tools = append(shop.Tools(shop.Config{NotifyTool: mail.SendEmail}),
 		append(payments.Tools(client, payments.ToolsConfig{}), mail.Tool(mc, mailDomain))...)
 	return &externalWorld{env: e, provider: provider, client: client, mailbox: box}
 }

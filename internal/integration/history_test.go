@@ -12,7 +12,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -22,7 +22,7 @@ func TestRejectedStepDoesNotRun(t *testing.T) {
 	run := e.id("r-reject")
 	ctx := context.Background()
 	e.startWorker("w1", worker.Options{})
-	plan := append(refundPlan("25900"), call(tools.GetCredit, `{"order_id":"1001","reason":"damaged"}`))
+	plan := append(refundPlan("25900"), call(shop.ToolGetCredit, `{"order_id":"1001","reason":"damaged"}`))
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan})
 	require.NoError(t, err)
 	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
@@ -49,7 +49,7 @@ func TestLongRunContinuesAsNewWithItsSteps(t *testing.T) {
 	e.startWorker("w1", worker.Options{})
 	var plan []planner.Call
 	for i := range 12 {
-		plan = append(plan, call(tools.AddOrderNote, fmt.Sprintf(`{"order_id":"1002","text":"note %d"}`, i+1)))
+		plan = append(plan, call(shop.ToolAddOrderNote, fmt.Sprintf(`{"order_id":"1002","text":"note %d"}`, i+1)))
 	}
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan,
 		Limits: workflows.Limits{HistoryLimit: 40}})

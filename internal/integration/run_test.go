@@ -16,7 +16,7 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -28,9 +28,9 @@ func call(tool, args string) planner.Call {
 // amount cents above the threshold waits for approval.
 func refundPlan(amount string) []planner.Call {
 	return []planner.Call{
-		call(tools.LookupOrder, `{"order_id":"1001"}`),
-		call(tools.AddOrderNote, `{"order_id":"1001","text":"parcel arrived damaged"}`),
-		call(tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":`+amount+`,"currency":"EUR"}`),
+		call(shop.ToolLookupOrder, `{"order_id":"1001"}`),
+		call(shop.ToolAddOrderNote, `{"order_id":"1001","text":"parcel arrived damaged"}`),
+		call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":`+amount+`,"currency":"EUR"}`),
 	}
 }
 
@@ -76,7 +76,7 @@ func TestRunSurvivesWorkerRestartDuringApproval(t *testing.T) {
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001'"))
 	assert.Equal(t, 1, e.count("order_notes", "tenant = 'acme' AND order_id = '1001'"))
 	assert.Equal(t, 1, e.count("approvals", "state = 'approved' AND decided_by = 'dana'"))
-	assert.Equal(t, 1.0, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.IssueCredit, "executed")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolIssueCredit, "executed")))
 }
 
 // blockAfterCredit lets the first issue_credit attempt commit its effect,
@@ -103,7 +103,7 @@ func (b *blockingActivity) ExecuteActivity(ctx context.Context, in *interceptor.
 	if err != nil || len(in.Args) == 0 {
 		return res, err
 	}
-	if tin, ok := in.Args[0].(activities.ToolInput); ok && tin.Tool == tools.IssueCredit {
+	if tin, ok := in.Args[0].(activities.ToolInput); ok && tin.Tool == shop.ToolIssueCredit {
 		close(b.committed)
 		<-ctx.Done()
 		return nil, errors.New("worker died after the commit")
@@ -118,7 +118,7 @@ func TestCrashAfterCommitIsReplayedNotReexecuted(t *testing.T) {
 	// A short timeout, so Temporal retries soon after the first attempt
 	// goes silent.
 	for i := range e.tools {
-		if e.tools[i].Name == tools.IssueCredit {
+		if e.tools[i].Name == shop.ToolIssueCredit {
 			e.tools[i].Timeout = 2 * time.Second
 		}
 	}
@@ -144,8 +144,8 @@ func TestCrashAfterCommitIsReplayedNotReexecuted(t *testing.T) {
 	assert.True(t, credit.Replayed, "the retried step returned the stored result")
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"), "exactly one credit")
 	assert.Equal(t, 1, e.count("idempotency_keys", "key = $1 AND state = 'completed'", credit.Key))
-	assert.Equal(t, 1.0, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.IssueCredit, "replayed")))
-	assert.Zero(t, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(tools.IssueCredit, "executed")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolIssueCredit, "replayed")))
+	assert.Zero(t, testutil.ToFloat64(w2.metrics.ToolCalls.WithLabelValues(shop.ToolIssueCredit, "executed")))
 	var stored json.RawMessage
 	require.NoError(t, e.pool.QueryRow(ctx, "SELECT result FROM idempotency_keys WHERE key = $1", credit.Key).Scan(&stored))
 	assert.JSONEq(t, string(stored), string(credit.Result), "the step's result is the first attempt's")

@@ -31,6 +31,7 @@ import (
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -94,7 +95,7 @@ func setup(t testing.TB) *env {
 	return &env{
 		t: t, pool: pool, tc: tc, queue: queue,
 		runs:  &runs.Client{Temporal: tc, TaskQueue: queue, Pool: pool},
-		tools: tools.Shop(tools.ShopConfig{}),
+		tools: shop.Tools(shop.Config{}),
 	}
 }
 

@@ -20,7 +20,7 @@ import (
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -63,7 +63,7 @@ func TestWatchdogPrunesKeysOfClosedRunsWithoutAlerts(t *testing.T) {
 	assert.Zero(t, res.Totals.Alerts)
 	assert.Zero(t, e.count("idempotency_keys", "run_id = $1", run))
 	assert.Zero(t, e.count("key_expiry_alerts", "true"))
-	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.KeysPruned.WithLabelValues(tools.AddOrderNote)))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.KeysPruned.WithLabelValues(shop.ToolAddOrderNote)))
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"), "the natural key outlives its pruned dedup key")
 }
 
@@ -107,8 +107,8 @@ func TestWatchdogAlertsOncePerKeyOfALiveRun(t *testing.T) {
 
 	assert.Equal(t, 1, e.count("key_expiry_alerts", "key = $1 AND policy = 'hold' AND run_state = 'running'", noteKey))
 	assert.Equal(t, 1, e.count("key_expiry_alerts", "key = $1 AND policy = 'prune'", noteKey))
-	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.KeysExpiredAlive.WithLabelValues(tools.AddOrderNote, "hold")))
-	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.KeysExpiredAlive.WithLabelValues(tools.AddOrderNote, "prune")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.KeysExpiredAlive.WithLabelValues(shop.ToolAddOrderNote, "hold")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(w.metrics.KeysExpiredAlive.WithLabelValues(shop.ToolAddOrderNote, "prune")))
 	e.webhook.Wait()
 	mu.Lock()
 	defer mu.Unlock()
@@ -148,8 +148,8 @@ FROM generate_series(100, 499) AS n`, run)
 	alerted := results[0].Totals.Alerts + results[1].Totals.Alerts
 	assert.Equal(t, 401, alerted, "every key alerted on exactly once between the two passes")
 	assert.Equal(t, 401, e.count("key_expiry_alerts", "run_id = $1", run))
-	metric := testutil.ToFloat64(w1.metrics.KeysExpiredAlive.WithLabelValues(tools.AddOrderNote, "hold")) +
-		testutil.ToFloat64(w2.metrics.KeysExpiredAlive.WithLabelValues(tools.AddOrderNote, "hold"))
+	metric := testutil.ToFloat64(w1.metrics.KeysExpiredAlive.WithLabelValues(shop.ToolAddOrderNote, "hold")) +
+		testutil.ToFloat64(w2.metrics.KeysExpiredAlive.WithLabelValues(shop.ToolAddOrderNote, "hold"))
 	assert.Equal(t, 401.0, metric)
 }
 
@@ -162,7 +162,7 @@ func TestKeysExpiringListsOnlyKeysOfOpenRuns(t *testing.T) {
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: live, Plan: refundPlan("25900")})
 	require.NoError(t, err)
 	_, err = e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: closed,
-		Plan: []planner.Call{call(tools.AddOrderNote, `{"order_id":"1002","text":"done"}`)}})
+		Plan: []planner.Call{call(shop.ToolAddOrderNote, `{"order_id":"1002","text":"done"}`)}})
 	require.NoError(t, err)
 	e.result("acme", closed)
 	e.waitFor("acme", live, "the credit's approval", func(s workflows.Status) bool {

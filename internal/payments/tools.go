@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -25,7 +26,7 @@ const (
 // ToolsConfig configures the payment tools.
 type ToolsConfig struct {
 	// ApprovalThresholdCents: refunds above it wait for approval. Default
-	// tools.DefaultCreditApprovalThreshold, the credits' threshold;
+	// shop.DefaultCreditApprovalThreshold, the credits' threshold;
 	// negative means every refund needs approval.
 	ApprovalThresholdCents int64
 	// KeyLifetime is how long the provider keeps idempotency keys. Default
@@ -56,7 +57,7 @@ type refundArgs struct {
 // under that key. A nil c makes tools that refuse every call (nothing is
 // sent), for plan checks where no provider is configured.
 func Tools(c *Client, cfg ToolsConfig) []tools.Tool {
-	threshold := cmp.Or(cfg.ApprovalThresholdCents, tools.DefaultCreditApprovalThreshold)
+	threshold := cmp.Or(cfg.ApprovalThresholdCents, shop.DefaultCreditApprovalThreshold)
 	return []tools.Tool{
 		{
 			Name: RefundPayment,

@@ -1,4 +1,4 @@
-package tools_test
+package shop_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -23,7 +24,7 @@ type shopFixture struct {
 
 func setup(t *testing.T) shopFixture {
 	t.Helper()
-	return shopFixture{pool: pgtest.NewPool(t, 4), reg: shopRegistry(t, tools.ShopConfig{})}
+	return shopFixture{pool: pgtest.NewPool(t, 4), reg: shopRegistry(t, shop.Config{})}
 }
 
 // call prepares step step of run r1 of tenant calling tool with args, as
@@ -92,7 +93,7 @@ func TestLookupOrder(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			var got map[string]any
-			f.read(t, tt.tenant, tools.LookupOrder, `{"order_id":"`+tt.order+`"}`, &got)
+			f.read(t, tt.tenant, shop.ToolLookupOrder, `{"order_id":"`+tt.order+`"}`, &got)
 			assert.Equal(t, tt.want, got)
 		})
 	}
@@ -115,10 +116,10 @@ func TestIssueCreditOncePerOrderAndReason(t *testing.T) {
 	f := setup(t)
 
 	var first, second, other creditResult
-	f.write(t, 1, tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":2500,"currency":"EUR"}`, &first)
+	f.write(t, 1, shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":2500,"currency":"EUR"}`, &first)
 	// Another step, another amount: the natural key still holds.
-	f.write(t, 2, tools.IssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":9900,"currency":"EUR"}`, &second)
-	f.write(t, 3, tools.IssueCredit, `{"order_id":"1001","reason":"late","amount_cents":100,"currency":"EUR"}`, &other)
+	f.write(t, 2, shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged","amount_cents":9900,"currency":"EUR"}`, &second)
+	f.write(t, 3, shop.ToolIssueCredit, `{"order_id":"1001","reason":"late","amount_cents":100,"currency":"EUR"}`, &other)
 
 	assert.True(t, first.Created)
 	assert.Equal(t, creditResult{
@@ -137,7 +138,7 @@ func TestIssueCreditOncePerOrderAndReason(t *testing.T) {
 func TestIssueCreditRollsBackWithItsTransaction(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	tl, c := f.call(t, "acme", 1, tools.IssueCredit, `{"order_id":"1002","reason":"late","amount_cents":700,"currency":"EUR"}`)
+	tl, c := f.call(t, "acme", 1, shop.ToolIssueCredit, `{"order_id":"1002","reason":"late","amount_cents":700,"currency":"EUR"}`)
 	ctx := context.Background()
 	tx, err := f.pool.Begin(ctx)
 	require.NoError(t, err)
@@ -155,18 +156,18 @@ func TestGetCredit(t *testing.T) {
 	const key = `{"order_id":"1003","reason":"lost"}`
 
 	var none map[string]any
-	f.read(t, "acme", tools.GetCredit, key, &none)
+	f.read(t, "acme", shop.ToolGetCredit, key, &none)
 	assert.Equal(t, map[string]any{"found": false, "order_id": "1003", "reason": "lost"}, none)
 
 	var issued, got creditResult
-	f.write(t, 1, tools.IssueCredit, `{"order_id":"1003","reason":"lost","amount_cents":8900,"currency":"EUR"}`, &issued)
-	f.read(t, "acme", tools.GetCredit, key, &got)
+	f.write(t, 1, shop.ToolIssueCredit, `{"order_id":"1003","reason":"lost","amount_cents":8900,"currency":"EUR"}`, &issued)
+	f.read(t, "acme", shop.ToolGetCredit, key, &got)
 	assert.True(t, got.Found)
 	issued.Found, issued.Created = true, false
 	assert.Equal(t, issued, got)
 
 	var otherTenant map[string]any
-	f.read(t, "globex", tools.GetCredit, key, &otherTenant)
+	f.read(t, "globex", shop.ToolGetCredit, key, &otherTenant)
 	assert.Equal(t, false, otherTenant["found"])
 }
 
@@ -180,7 +181,7 @@ func TestAddOrderNote(t *testing.T) {
 		Body           string `json:"body"`
 		IdempotencyKey string `json:"idempotency_key"`
 	}
-	f.write(t, 4, tools.AddOrderNote, `{"order_id":"1002","text":"customer called twice"}`, &note)
+	f.write(t, 4, shop.ToolAddOrderNote, `{"order_id":"1002","text":"customer called twice"}`, &note)
 
 	assert.NotZero(t, note.ID)
 	assert.Equal(t, "acme", note.Tenant)
@@ -189,4 +190,12 @@ func TestAddOrderNote(t *testing.T) {
 	assert.Equal(t, "v1/acme/r1/4/add_order_note", note.IdempotencyKey)
 	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM order_notes
 		WHERE id = $1 AND tenant = 'acme' AND order_id = '1002' AND body = 'customer called twice'`, note.ID))
+}
+
+// shopRegistry returns a registry of the shop's tools with cfg.
+func shopRegistry(t *testing.T, cfg shop.Config) *tools.Registry {
+	t.Helper()
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, shop.Tools(cfg)...)
+	require.NoError(t, err)
+	return reg
 }

@@ -1,4 +1,4 @@
-package tools
+package shop
 
 import (
 	"cmp"
@@ -6,23 +6,23 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/tools"
 )
 
-// Names of the built-in tools.
+// Names of the shop's tools.
 const (
-	LookupOrder  = "lookup_order"
-	GetCredit    = "get_credit"
-	IssueCredit  = "issue_credit"
-	AddOrderNote = "add_order_note"
+	ToolLookupOrder  = "lookup_order"
+	ToolGetCredit    = "get_credit"
+	ToolIssueCredit  = "issue_credit"
+	ToolAddOrderNote = "add_order_note"
 )
 
 // DefaultCreditApprovalThreshold is the amount, in cents, above which a
 // credit needs approval.
 const DefaultCreditApprovalThreshold = 10000
 
-// ShopConfig configures the built-in tools.
-type ShopConfig struct {
+// Config configures the shop's tools.
+type Config struct {
 	// CreditApprovalThresholdCents: issue_credit calls with amount_cents
 	// above it wait for approval. Default DefaultCreditApprovalThreshold;
 	// negative means every credit needs approval.
@@ -33,40 +33,41 @@ type ShopConfig struct {
 	NotifyTool string
 }
 
-// Shop returns the built-in tools of the demo domain, a support agent for
-// an online shop.
-func Shop(cfg ShopConfig) []Tool {
+// Tools returns the tools of the demo domain, a support agent for an online
+// shop: lookup_order, get_credit, issue_credit and add_order_note. They are
+// written against the public tools API, as a deployment's own tools are.
+func Tools(cfg Config) []tools.Tool {
 	threshold := cmp.Or(cfg.CreditApprovalThresholdCents, DefaultCreditApprovalThreshold)
-	return []Tool{
+	return []tools.Tool{
 		{
-			Name:        LookupOrder,
+			Name:        ToolLookupOrder,
 			Description: "Look up an order: customer, status, total and currency. Returns found=false for an unknown order.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","minLength":1,"maxLength":64}},"required":["order_id"],"additionalProperties":false}`),
-			Class:       ClassRead,
+			Class:       tools.ClassRead,
 			Run:         lookupOrder,
 		},
 		{
-			Name:        GetCredit,
+			Name:        ToolGetCredit,
 			Description: "Get the store credit granted on an order for a reason, if any. Returns found=false when there is none.",
 			Schema:      json.RawMessage(creditKeySchema),
-			Class:       ClassRead,
+			Class:       tools.ClassRead,
 			Run:         getCredit,
 		},
 		{
-			Name: IssueCredit,
+			Name: ToolIssueCredit,
 			Description: fmt.Sprintf("Grant store credit on an order. At most one credit per order and reason, ever. "+
 				"Credits above %d cents wait for a human approval.", threshold),
 			Schema:     json.RawMessage(issueCreditSchema),
-			Class:      ClassNatural,
+			Class:      tools.ClassNatural,
 			Approval:   creditApproval(threshold),
-			PairedRead: GetCredit,
+			PairedRead: ToolGetCredit,
 			Run:        issueCredit(cfg.NotifyTool),
 		},
 		{
-			Name:        AddOrderNote,
+			Name:        ToolAddOrderNote,
 			Description: "Add a note to an order, visible to the support team.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","minLength":1,"maxLength":64},"text":{"type":"string","minLength":1,"maxLength":2000}},"required":["order_id","text"],"additionalProperties":false}`),
-			Class:       ClassKeyed,
+			Class:       tools.ClassKeyed,
 			Run:         addOrderNote,
 		},
 	}
@@ -91,8 +92,8 @@ type creditArgs struct {
 	Currency    string `json:"currency"`
 }
 
-func creditApproval(threshold int64) ApprovalRule {
-	return When(fmt.Sprintf("amount_cents above %d", threshold), func(args json.RawMessage) (bool, error) {
+func creditApproval(threshold int64) tools.ApprovalRule {
+	return tools.When(fmt.Sprintf("amount_cents above %d", threshold), func(args json.RawMessage) (bool, error) {
 		var a creditArgs
 		if err := json.Unmarshal(args, &a); err != nil {
 			return false, fmt.Errorf("decode credit arguments: %w", err)
@@ -101,14 +102,14 @@ func creditApproval(threshold int64) ApprovalRule {
 	})
 }
 
-func lookupOrder(ctx context.Context, call Call) (any, error) {
+func lookupOrder(ctx context.Context, call tools.Call) (any, error) {
 	var a struct {
 		OrderID string `json:"order_id"`
 	}
 	if err := call.Decode(&a); err != nil {
 		return nil, err
 	}
-	o, found, err := shop.LookupOrder(ctx, call.DB, call.Key.Tenant, a.OrderID)
+	o, found, err := LookupOrder(ctx, call.DB, call.Key.Tenant, a.OrderID)
 	if err != nil {
 		return nil, err
 	}
@@ -117,16 +118,16 @@ func lookupOrder(ctx context.Context, call Call) (any, error) {
 	}
 	return struct {
 		Found bool `json:"found"`
-		shop.Order
+		Order
 	}{true, o}, nil
 }
 
-func getCredit(ctx context.Context, call Call) (any, error) {
+func getCredit(ctx context.Context, call tools.Call) (any, error) {
 	var a creditArgs
 	if err := call.Decode(&a); err != nil {
 		return nil, err
 	}
-	c, found, err := shop.GetCredit(ctx, call.DB, call.Key.Tenant, a.OrderID, a.Reason)
+	c, found, err := GetCredit(ctx, call.DB, call.Key.Tenant, a.OrderID, a.Reason)
 	if err != nil {
 		return nil, err
 	}
@@ -135,19 +136,19 @@ func getCredit(ctx context.Context, call Call) (any, error) {
 	}
 	return struct {
 		Found bool `json:"found"`
-		shop.Credit
+		Credit
 	}{true, c}, nil
 }
 
 // issueCredit grants the credit and, when notify names a tool and the
 // credit is new, queues an e-mail to the customer in the same transaction.
-func issueCredit(notify string) func(ctx context.Context, call Call) (any, error) {
-	return func(ctx context.Context, call Call) (any, error) {
+func issueCredit(notify string) func(ctx context.Context, call tools.Call) (any, error) {
+	return func(ctx context.Context, call tools.Call) (any, error) {
 		var a creditArgs
 		if err := call.Decode(&a); err != nil {
 			return nil, err
 		}
-		issued, err := shop.IssueCredit(ctx, call.Tx, shop.Credit{
+		issued, err := IssueCredit(ctx, call.Tx, Credit{
 			Tenant:         call.Key.Tenant,
 			OrderID:        a.OrderID,
 			Reason:         a.Reason,
@@ -158,7 +159,7 @@ func issueCredit(notify string) func(ctx context.Context, call Call) (any, error
 		if err != nil || !issued.Created || notify == "" || call.Outbox == nil {
 			return issued, err
 		}
-		o, found, err := shop.LookupOrder(ctx, call.Tx, call.Key.Tenant, a.OrderID)
+		o, found, err := LookupOrder(ctx, call.Tx, call.Key.Tenant, a.OrderID)
 		if err != nil || !found || o.CustomerEmail == "" {
 			return issued, err
 		}
@@ -181,7 +182,7 @@ func formatCents(c int64) string {
 	return fmt.Sprintf("%s%d.%02d", sign, c/100, c%100)
 }
 
-func addOrderNote(ctx context.Context, call Call) (any, error) {
+func addOrderNote(ctx context.Context, call tools.Call) (any, error) {
 	var a struct {
 		OrderID string `json:"order_id"`
 		Text    string `json:"text"`
@@ -189,7 +190,7 @@ func addOrderNote(ctx context.Context, call Call) (any, error) {
 	if err := call.Decode(&a); err != nil {
 		return nil, err
 	}
-	return shop.AddNote(ctx, call.Tx, shop.Note{
+	return AddNote(ctx, call.Tx, Note{
 		Tenant:         call.Key.Tenant,
 		OrderID:        a.OrderID,
 		Body:           a.Text,
