@@ -47,7 +47,7 @@ mutation: ## Build each named bug into the tests in turn (go test -overlay; the 
 
 .PHONY: worker
 worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
-	go run ./worker
+	go run ./starter worker
 
 .PHONY: record-histories
 record-histories: ## Re-record the workflow histories the replay test checks (after an intended change).

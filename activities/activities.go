@@ -79,7 +79,6 @@ func callFields(k keys.Key, extra ...zap.Field) []zap.Field {
 	}, extra...)
 }
 
-
 // temporalError maps a dedup store or registry error to the Temporal error
 // that makes the right retry decision.
 func temporalError(err error) error {

@@ -31,9 +31,9 @@ import (
 
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devstack"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	sandboxpayments "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/worker"
 )
 
 func main() {
@@ -52,20 +52,20 @@ func main() {
 		os.Exit(130)
 	}()
 	env := cli.Env{
-		DatabaseURL:     os.Getenv(host.EnvDatabaseURL),
-		TemporalAddress: os.Getenv(host.EnvTemporalAddress),
-		Namespace:       os.Getenv(host.EnvTemporalNamespace),
-		TaskQueue:       os.Getenv(host.EnvTaskQueue),
+		DatabaseURL:     os.Getenv(worker.EnvDatabaseURL),
+		TemporalAddress: os.Getenv(worker.EnvTemporalAddress),
+		Namespace:       os.Getenv(worker.EnvTemporalNamespace),
+		TaskQueue:       os.Getenv(worker.EnvTaskQueue),
 		User:            os.Getenv("USER"),
 		APIURL:          os.Getenv(cli.EnvAPI),
 		Token:           os.Getenv(cli.EnvToken),
 		Getenv:          os.Getenv,
 		Reconcile: func() ([]reconcile.Source, error) {
-			ext, err := host.ExternalFromEnv(os.Getenv)
+			ext, err := worker.ExternalFromEnv(os.Getenv)
 			if err != nil {
 				return nil, err
 			}
-			return host.ReconcileSources(ext)
+			return worker.ReconcileSources(ext)
 		},
 	}
 	root := cli.NewRoot(env)

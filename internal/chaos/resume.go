@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // How a worker process died.
@@ -29,7 +29,7 @@ type death struct {
 }
 
 // attempt is one line a worker logged as an activity attempt started or
-// returned (host.LogActivityStarted, host.LogActivityFinished).
+// returned (worker.LogActivityStarted, worker.LogActivityFinished).
 type attempt struct {
 	worker   string
 	pid      int
@@ -239,13 +239,13 @@ func (h *harness) resume() Resume {
 
 // readAttempts reads the attempt lines of a worker's log, in order; a log
 // that cannot be read has none.
-func readAttempts(worker, path string) []attempt {
+func readAttempts(workerName, path string) []attempt {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
 	}
 	defer f.Close()
-	started, finished := `"msg":"`+host.LogActivityStarted+`"`, `"msg":"`+host.LogActivityFinished+`"`
+	started, finished := `"msg":"`+worker.LogActivityStarted+`"`, `"msg":"`+worker.LogActivityFinished+`"`
 	var out []attempt
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
@@ -269,7 +269,7 @@ func readAttempts(worker, path string) []attempt {
 			continue
 		}
 		sec, frac := math.Modf(e.TS)
-		out = append(out, attempt{worker: worker, pid: e.PID, at: time.Unix(int64(sec), int64(frac*1e9)), finished: !isStart,
+		out = append(out, attempt{worker: workerName, pid: e.PID, at: time.Unix(int64(sec), int64(frac*1e9)), finished: !isStart,
 			activity: activityRef{e.WorkflowID, e.RunID, e.ActivityID, e.ActivityType, e.Local}, number: e.Attempt})
 	}
 	return out

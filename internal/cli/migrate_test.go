@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // run runs the CLI with args and returns what it printed.
@@ -62,7 +62,7 @@ func TestMigrateCommandBadInput(t *testing.T) {
 
 func TestDatabaseURLDefault(t *testing.T) {
 	t.Parallel()
-	assert.Equal(t, host.DefaultDatabaseURL, Env{}.databaseURL())
+	assert.Equal(t, worker.DefaultDatabaseURL, Env{}.databaseURL())
 	assert.Equal(t, "postgres://x", Env{DatabaseURL: "postgres://x"}.databaseURL())
-	assert.Equal(t, pgtest.DefaultURL, host.DefaultDatabaseURL, "tests and the CLI default to the same server")
+	assert.Equal(t, pgtest.DefaultURL, worker.DefaultDatabaseURL, "tests and the CLI default to the same server")
 }

@@ -17,8 +17,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/activities"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/worker"
 )
 
 func newReconcileCmd(conn *connections) *cobra.Command {
@@ -162,7 +162,7 @@ func (c *connections) database(ctx context.Context) (*pgxpool.Pool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.pool == nil {
-		pool, err := host.NewPool(ctx, c.env.databaseURL())
+		pool, err := worker.NewPool(ctx, c.env.databaseURL())
 		if err != nil {
 			return nil, err
 		}

@@ -15,16 +15,16 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/oncerun/oncerun/internal/edge"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // Env is what the process environment says; main reads it once.
 type Env struct {
-	// DatabaseURL is DATABASE_URL. Default host.DefaultDatabaseURL.
+	// DatabaseURL is DATABASE_URL. Default worker.DefaultDatabaseURL.
 	DatabaseURL string
-	// TemporalAddress is TEMPORAL_ADDRESS. Default host.DefaultTemporalAddress.
+	// TemporalAddress is TEMPORAL_ADDRESS. Default worker.DefaultTemporalAddress.
 	TemporalAddress string
 	// Namespace is TEMPORAL_NAMESPACE. Default "default".
 	Namespace string
@@ -47,7 +47,7 @@ type Env struct {
 	Reconcile func() ([]reconcile.Source, error)
 }
 
-func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, host.DefaultDatabaseURL) }
+func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, worker.DefaultDatabaseURL) }
 
 // NewRoot builds the oncerun command tree.
 func NewRoot(env Env) *cobra.Command {
@@ -104,9 +104,9 @@ func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, er
 		if c.env.Temporal != nil {
 			c.tc = c.env.Temporal
 		} else {
-			addr := cmp.Or(c.env.TemporalAddress, host.DefaultTemporalAddress)
+			addr := cmp.Or(c.env.TemporalAddress, worker.DefaultTemporalAddress)
 			tc, err := client.DialContext(ctx, client.Options{
-				HostPort: addr, Namespace: cmp.Or(c.env.Namespace, host.DefaultNamespace),
+				HostPort: addr, Namespace: cmp.Or(c.env.Namespace, worker.DefaultNamespace),
 				Logger: quietLogger(),
 			})
 			if err != nil {
@@ -116,7 +116,7 @@ func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, er
 		}
 	}
 	if withDB && c.pool == nil {
-		pool, err := host.NewPool(ctx, c.env.databaseURL())
+		pool, err := worker.NewPool(ctx, c.env.databaseURL())
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/approvals"
-	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/worker"
 )
 
 func newServeCmd(env Env) *cobra.Command {
@@ -25,14 +25,14 @@ when APPROVALS_TOKENS_FILE is set in its environment.`,
 			if getenv == nil {
 				getenv = func(string) string { return "" }
 			}
-			cfg, logLevel, err := host.ConfigFromEnv(getenv)
+			cfg, logLevel, err := worker.ConfigFromEnv(getenv)
 			if err != nil {
 				return err
 			}
-			if cfg.Logger, err = host.NewLogger(logLevel, false); err != nil {
+			if cfg.Logger, err = worker.NewLogger(logLevel, false); err != nil {
 				return err
 			}
-			return host.Serve(cmd.Context(), cfg)
+			return worker.Serve(cmd.Context(), cfg)
 		},
 	}
 }

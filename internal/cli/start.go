@@ -12,10 +12,10 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/edge"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -52,7 +52,7 @@ func ReadPlan(path string) ([]planner.Call, error) {
 // planRegistry is the registry plans are checked against: the built-in
 // tools.
 func planRegistry() (*tools.Registry, error) {
-	return host.Registry(shop.Config{}, host.ExternalConfig{})
+	return worker.Registry(shop.Config{}, worker.ExternalConfig{})
 }
 
 // parsePlan checks the content raw of the plan file named name.

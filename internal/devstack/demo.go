@@ -32,13 +32,13 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/edge"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/migrations"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -89,11 +89,11 @@ It recreates the database "oncerun_demo" on the DATABASE_URL server.`,
 			if err != nil {
 				return fmt.Errorf("find this program to run its worker: %w", err)
 			}
-			ext, err := host.ExternalFromEnv(getenv)
+			ext, err := worker.ExternalFromEnv(getenv)
 			if err != nil {
 				return err
 			}
-			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, host.DefaultDatabaseURL), wait: wait, ext: ext}
+			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, worker.DefaultDatabaseURL), wait: wait, ext: ext}
 			return d.run(cmd.Context())
 		},
 	}
@@ -125,7 +125,7 @@ type demo struct {
 	temporalRunID string
 	// ext names the payment provider and the SMTP server: the environment's,
 	// or the sandbox and the in-process server the demo starts.
-	ext       host.ExternalConfig
+	ext       worker.ExternalConfig
 	providers *providers
 	mailbox   *mailtest.Server
 }
@@ -187,7 +187,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.say("   It will kill itself right after the credit commits, before Temporal hears of it (%s=%s).",
-		host.EnvCrashAfterCommit, shop.ToolIssueCredit)
+		worker.EnvCrashAfterCommit, shop.ToolIssueCredit)
 	// The first query after a worker change may wait out the dead worker's
 	// sticky queue; follow retries until the run answers.
 	if _, err := d.follow(ctx, rc, func(workflows.Status) bool { return true }, seen); err != nil {
@@ -313,7 +313,7 @@ func (d *demo) setUp(ctx context.Context) error {
 	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err != nil {
 		return fmt.Errorf("connect to the embedded Temporal server: %w", err)
 	}
-	if d.pool, err = host.NewPool(ctx, d.dbURL); err != nil {
+	if d.pool, err = worker.NewPool(ctx, d.dbURL); err != nil {
 		return err
 	}
 	return d.serveApprovals(ctx)
@@ -352,7 +352,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg, err := host.Registry(shop.Config{}, host.ExternalConfig{})
+	reg, err := worker.Registry(shop.Config{}, worker.ExternalConfig{})
 	if err != nil {
 		return err
 	}
@@ -556,21 +556,21 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 	defer logFile.Close()
 	cmd := exec.Command(d.exe, "worker")
 	cmd.Env = append(os.Environ(),
-		host.EnvTemporalAddress+"="+d.temporal.Address(),
-		host.EnvTemporalNamespace+"="+d.temporal.Namespace(),
-		host.EnvTaskQueue+"="+workflows.DefaultTaskQueue,
-		host.EnvDatabaseURL+"="+d.dbURL,
-		host.EnvMetricsAddr+"="+httpAddr,
-		host.EnvLogLevel+"=warn",
-		host.EnvCreditThreshold+"="+strconv.Itoa(shop.DefaultCreditApprovalThreshold),
-		host.EnvCrashAfterCommit+"="+crashAfter,
-		host.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
-		host.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
-		host.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
-		host.EnvSMTPAddr+"="+d.ext.SMTP.Addr,
-		host.EnvSMTPUsername+"="+d.ext.SMTP.Username,
-		host.EnvSMTPPassword+"="+d.ext.SMTP.Password,
-		host.EnvSMTPFrom+"="+d.ext.SMTP.From,
+		worker.EnvTemporalAddress+"="+d.temporal.Address(),
+		worker.EnvTemporalNamespace+"="+d.temporal.Namespace(),
+		worker.EnvTaskQueue+"="+workflows.DefaultTaskQueue,
+		worker.EnvDatabaseURL+"="+d.dbURL,
+		worker.EnvMetricsAddr+"="+httpAddr,
+		worker.EnvLogLevel+"=warn",
+		worker.EnvCreditThreshold+"="+strconv.Itoa(shop.DefaultCreditApprovalThreshold),
+		worker.EnvCrashAfterCommit+"="+crashAfter,
+		worker.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
+		worker.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
+		worker.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
+		worker.EnvSMTPAddr+"="+d.ext.SMTP.Addr,
+		worker.EnvSMTPUsername+"="+d.ext.SMTP.Username,
+		worker.EnvSMTPPassword+"="+d.ext.SMTP.Password,
+		worker.EnvSMTPFrom+"="+d.ext.SMTP.From,
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

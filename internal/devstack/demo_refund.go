@@ -10,10 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -84,11 +84,11 @@ func (d *demo) reconcile(ctx context.Context) (int, string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.exe, "reconcile", "--json", "--settlement", "1ms")
 	cmd.Env = append(cmd.Environ(),
-		host.EnvDatabaseURL+"="+d.dbURL,
-		host.EnvTemporalAddress+"="+d.temporal.Address(),
-		host.EnvTemporalNamespace+"="+d.temporal.Namespace(),
-		host.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
-		host.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
+		worker.EnvDatabaseURL+"="+d.dbURL,
+		worker.EnvTemporalAddress+"="+d.temporal.Address(),
+		worker.EnvTemporalNamespace+"="+d.temporal.Namespace(),
+		worker.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
+		worker.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
 	)
 	out, err := cmd.Output()
 	if err != nil {

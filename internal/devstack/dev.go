@@ -16,7 +16,7 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/edge"
-	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -37,7 +37,7 @@ type DevConfig struct {
 	TemporalPort int
 	// Worker configures the worker; a TemporalAddress in it means "use
 	// that server, embed none".
-	Worker host.Config
+	Worker worker.Config
 	// Out receives the banner.
 	Out io.Writer
 }
@@ -45,7 +45,7 @@ type DevConfig struct {
 // Dev runs the dev stack until ctx is done.
 func Dev(ctx context.Context, cfg DevConfig) error {
 	w := cfg.Worker
-	temporalLine := fmt.Sprintf("Temporal    %s, namespace %s (TEMPORAL_ADDRESS)", w.TemporalAddress, cmp.Or(w.Namespace, host.DefaultNamespace))
+	temporalLine := fmt.Sprintf("Temporal    %s, namespace %s (TEMPORAL_ADDRESS)", w.TemporalAddress, cmp.Or(w.Namespace, worker.DefaultNamespace))
 	if w.TemporalAddress == "" {
 		srv, err := devserver.Start(devserver.Config{DataDir: cfg.DataDir, Port: cfg.TemporalPort, Namespace: w.Namespace})
 		if err != nil {
@@ -112,7 +112,7 @@ Ctrl-C stops everything; a second Ctrl-C forces.
 		approvalsURL = "http://" + addr + "/"
 		banner()
 	}
-	return host.Run(ctx, w)
+	return worker.Run(ctx, w)
 }
 
 func newDevCmd(getenv func(string) string) *cobra.Command {
@@ -128,14 +128,14 @@ used and none is embedded. Without APPROVALS_TOKENS_FILE, the first start
 makes a development token for tenant acme and prints it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			worker, logLevel, err := host.ConfigFromEnv(getenv)
+			wcfg, logLevel, err := worker.ConfigFromEnv(getenv)
 			if err != nil {
 				return err
 			}
-			if worker.Logger, err = host.NewLogger(logLevel, true); err != nil {
+			if wcfg.Logger, err = worker.NewLogger(logLevel, true); err != nil {
 				return err
 			}
-			cfg.Worker = worker
+			cfg.Worker = wcfg
 			cfg.Out = cmd.OutOrStdout()
 			return Dev(cmd.Context(), cfg)
 		},
@@ -147,19 +147,36 @@ makes a development token for tenant acme and prints it.`,
 
 func newWorkerCmd(getenv func(string) string) *cobra.Command {
 	return &cobra.Command{
-		Use:    "worker",
-		Short:  "Run a worker (as `go run ./worker` does)",
-		Hidden: true,
-		Args:   cobra.NoArgs,
+		Use:   "worker",
+		Short: "Run a worker: oncerun's workflows and activities, /healthz and /metrics, and the approvals service when a tokens file is set",
+		Long: `Run a worker process. It connects to Temporal and PostgreSQL, applies pending
+migrations, polls its task queue, serves /healthz and Prometheus /metrics, and
+stops gracefully on SIGTERM or Ctrl-C. With APPROVALS_TOKENS_FILE set it also
+serves the approvals API and inbox. Run as many as you like: they are
+stateless.
+
+Environment (defaults in brackets; the README lists every variable):
+
+  TEMPORAL_ADDRESS                 Temporal frontend [127.0.0.1:7233]
+  TEMPORAL_NAMESPACE               namespace [default]
+  TEMPORAL_TASK_QUEUE              task queue [oncerun]
+  DATABASE_URL                     PostgreSQL [postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable]
+  METRICS_ADDR                     /healthz and /metrics [127.0.0.1:9464]
+  CREDIT_APPROVAL_THRESHOLD_CENTS  credits above it need approval [10000]
+  OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL   the openai planner [off without a model]
+  LOG_LEVEL                        debug, info, warn or error [info]
+  APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens [off]
+  APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			worker, logLevel, err := host.ConfigFromEnv(getenv)
+			wcfg, logLevel, err := worker.ConfigFromEnv(getenv)
 			if err != nil {
 				return err
 			}
-			if worker.Logger, err = host.NewLogger(logLevel, false); err != nil {
+			if wcfg.Logger, err = worker.NewLogger(logLevel, false); err != nil {
 				return err
 			}
-			return host.Run(cmd.Context(), worker)
+			return worker.Run(cmd.Context(), wcfg)
 		},
 	}
 }
@@ -169,9 +186,9 @@ func newWorkerCmd(getenv func(string) string) *cobra.Command {
 // directory's tokens.json is used, created on the first start with one
 // operator token for tenant acme; the token is printed that once and kept in
 // dev-token beside it. It returns the banner's line about the token.
-func devToken(dataDir string, ap *host.ApprovalsConfig) (string, error) {
+func devToken(dataDir string, ap *worker.ApprovalsConfig) (string, error) {
 	if ap.TokensFile != "" {
-		return "token       from " + host.EnvApprovalsTokensFile, nil
+		return "token       from " + worker.EnvApprovalsTokensFile, nil
 	}
 	dataDir = cmp.Or(dataDir, devserver.DefaultDataDir)
 	ap.TokensFile = filepath.Join(dataDir, "tokens.json")
@@ -197,16 +214,16 @@ func devToken(dataDir string, ap *host.ApprovalsConfig) (string, error) {
 
 // exports are the variables the CLI needs to reach this stack when it is
 // not on the defaults.
-func exports(w host.Config) string {
+func exports(w worker.Config) string {
 	var vars []string
-	if w.TemporalAddress != host.DefaultTemporalAddress {
-		vars = append(vars, host.EnvTemporalAddress+"="+w.TemporalAddress)
+	if w.TemporalAddress != worker.DefaultTemporalAddress {
+		vars = append(vars, worker.EnvTemporalAddress+"="+w.TemporalAddress)
 	}
-	if w.Namespace != host.DefaultNamespace {
-		vars = append(vars, host.EnvTemporalNamespace+"="+w.Namespace)
+	if w.Namespace != worker.DefaultNamespace {
+		vars = append(vars, worker.EnvTemporalNamespace+"="+w.Namespace)
 	}
 	if w.TaskQueue != workflows.DefaultTaskQueue {
-		vars = append(vars, host.EnvTaskQueue+"="+w.TaskQueue)
+		vars = append(vars, worker.EnvTaskQueue+"="+w.TaskQueue)
 	}
 	if len(vars) == 0 {
 		return ""

@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // demoPayments are the payments of the demo shop's orders (see the orders
@@ -31,7 +31,7 @@ type providers struct {
 // startProviders starts a sandbox payment provider (its ledger in
 // dataDir/sandbox-payments) unless ext names a provider, and an SMTP server
 // unless ext names one, and points ext at them.
-func startProviders(ctx context.Context, dataDir string, ext *host.ExternalConfig) (*providers, error) {
+func startProviders(ctx context.Context, dataDir string, ext *worker.ExternalConfig) (*providers, error) {
 	p := &providers{}
 	if ext.Payments.BaseURL == "" {
 		run, err := payments.Start(ctx, payments.Config{

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/approvals"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -59,7 +59,7 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	}
 	a := &approvalsEnv{env: e, tokens: e.apTokenOf}
 	tokens := e.apTokens
-	reg, err := host.Registry(shop.Config{}, host.ExternalConfig{})
+	reg, err := worker.Registry(shop.Config{}, worker.ExternalConfig{})
 	require.NoError(e.t, err)
 	cfg := approvals.Config{
 		Runs: &runs.Client{Temporal: e.tc, TaskQueue: e.queue, Pool: e.pool}, Pool: e.pool,

@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/approvals"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -92,7 +92,7 @@ func TestStartRefusesInputThatCouldWedgeARun(t *testing.T) {
 func TestEveryDecisionRequestOnAStepLeavesOneAuditRow(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	a := e.serveApprovals(func(c *approvals.Config) { c.MaxBodyBytes = 4096 })
 	run := e.id("audit")
 	step := a.startPending("ops", run)
@@ -200,7 +200,7 @@ WHERE tenant = 'acme' AND run_id = $1 AND step = 2 ORDER BY id DESC LIMIT 1`, ru
 func TestARepeatForOtherArgumentsIsAMismatch(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	a := e.serveApprovals(nil)
 	run := e.id("repeat")
 	hash := a.startPending("ops", run).ArgsHash
@@ -319,7 +319,7 @@ func (p *stallProxy) resume() {
 func TestApprovalsAnswerWhenTheDatabaseStalls(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	a := e.serveApprovals(nil)
 	run := e.id("stall")
 	step := a.startPending("ops", run)
@@ -328,7 +328,7 @@ func TestApprovalsAnswerWhenTheDatabaseStalls(t *testing.T) {
 	require.NoError(t, err)
 	proxy := newStallProxy(t, dbURL.Host)
 	dbURL.Host = proxy.ln.Addr().String()
-	pool, err := host.NewPool(context.Background(), dbURL.String())
+	pool, err := worker.NewPool(context.Background(), dbURL.String())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := e.serveApprovals(func(c *approvals.Config) {
@@ -400,7 +400,7 @@ func TestRunStatusCarriesStableErrors(t *testing.T) {
 		},
 	}
 	e.tools = append(e.tools, archived)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, e.tools...)
 	require.NoError(t, err)
 	a := e.serveApprovals(func(c *approvals.Config) { c.Tools = reg })
@@ -430,7 +430,7 @@ func TestRunStatusCarriesStableErrors(t *testing.T) {
 func TestScriptedRunHistoryDoesNotCarryThePlanEveryTurn(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	run := e.id("window")
 	var plan []map[string]any
 	for i := range 40 {
@@ -485,7 +485,7 @@ func planningTurns(t *testing.T, e *env, runID string) (turns, scheduled, larges
 func TestInboxFormsWithBadValues(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	a := e.serveApprovals(func(c *approvals.Config) { c.MaxBodyBytes = 4096 })
 	run := e.id("inbox-bad")
 	step := a.startPending("ops", run)

@@ -13,8 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // composeFile is the part of docker-compose.yml that oncerun relies on.
@@ -62,7 +62,7 @@ func TestComposePostgresMatchesDefaultURL(t *testing.T) {
 	require.NoError(t, err, "postgres image %q has a numeric major version tag", pg.Image)
 	assert.GreaterOrEqual(t, major, 13, "oncerun needs PostgreSQL 13 or later")
 
-	u, err := url.Parse(host.DefaultDatabaseURL)
+	u, err := url.Parse(worker.DefaultDatabaseURL)
 	require.NoError(t, err)
 	assert.Contains(t, pg.Ports, u.Hostname()+":"+u.Port()+":5432", "the default URL's host and port are published")
 	assert.Equal(t, u.User.Username(), pg.Environment["POSTGRES_USER"])
@@ -85,23 +85,23 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 	}
 	w := f.Services["worker"]
 	for name := range w.Environment {
-		assert.Contains(t, host.EnvNames, name, "the worker does not read %s", name)
+		assert.Contains(t, worker.EnvNames, name, "the worker does not read %s", name)
 	}
 	assert.Equal(t, "Dockerfile", w.Build.Dockerfile)
 	dockerfile, err := os.ReadFile(filepath.Join("../..", w.Build.Context, w.Build.Dockerfile))
 	require.NoError(t, err)
-	assert.Contains(t, string(dockerfile), "go build -trimpath -o /out/worker ./worker")
-	assert.Contains(t, string(dockerfile), `ENTRYPOINT ["/usr/local/bin/worker"]`)
+	assert.Contains(t, string(dockerfile), "go build -trimpath -o /out/oncerun ./starter")
+	assert.Contains(t, string(dockerfile), `ENTRYPOINT ["/usr/local/bin/oncerun", "worker"]`)
 
 	// TEMPORAL_ADDRESS names the temporal service on the port it publishes.
-	tHost, tPort, err := net.SplitHostPort(w.Environment[host.EnvTemporalAddress])
+	tHost, tPort, err := net.SplitHostPort(w.Environment[worker.EnvTemporalAddress])
 	require.NoError(t, err)
 	require.Contains(t, f.Services, tHost)
 	assert.True(t, publishes(f.Services[tHost], tPort), "temporal publishes %s", tPort)
-	assert.Equal(t, w.Environment[host.EnvTemporalAddress], f.Services["temporal-ui"].Environment["TEMPORAL_ADDRESS"])
+	assert.Equal(t, w.Environment[worker.EnvTemporalAddress], f.Services["temporal-ui"].Environment["TEMPORAL_ADDRESS"])
 
 	// DATABASE_URL names the postgres service with its user and database.
-	u, err := url.Parse(w.Environment[host.EnvDatabaseURL])
+	u, err := url.Parse(w.Environment[worker.EnvDatabaseURL])
 	require.NoError(t, err)
 	pg := f.Services[u.Hostname()]
 	assert.Equal(t, "5432", u.Port())
@@ -110,7 +110,7 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 
 	// /healthz and /metrics are served where the port is published and the
 	// healthcheck looks.
-	_, mPort, err := net.SplitHostPort(w.Environment[host.EnvMetricsAddr])
+	_, mPort, err := net.SplitHostPort(w.Environment[worker.EnvMetricsAddr])
 	require.NoError(t, err)
 	assert.True(t, publishes(w, mPort))
 	assert.Contains(t, strings.Join(w.Healthcheck.Test, " "), ":"+mPort+"/healthz")
@@ -119,7 +119,7 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 		assert.Equal(t, "service_healthy", w.DependsOn[dep].Condition, "the worker waits for %s", dep)
 		assert.NotEmpty(t, f.Services[dep].Healthcheck.Test, "%s has a healthcheck", dep)
 	}
-	if th, err := strconv.Atoi(w.Environment[host.EnvCreditThreshold]); assert.NoError(t, err) {
+	if th, err := strconv.Atoi(w.Environment[worker.EnvCreditThreshold]); assert.NoError(t, err) {
 		assert.EqualValues(t, shop.DefaultCreditApprovalThreshold, th)
 	}
 }

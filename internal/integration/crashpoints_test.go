@@ -17,12 +17,12 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/interceptor"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -50,7 +50,7 @@ func buildWorker(t *testing.T) string {
 		}
 		binDirs = append(binDirs, dir)
 		workerBin = filepath.Join(dir, "worker")
-		if out, err := exec.Command("go", "build", "-o", workerBin, "../../worker").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", "build", "-o", workerBin, "../../starter").CombinedOutput(); err != nil {
 			workerBinErr = fmt.Errorf("build worker: %w\n%s", err, out)
 		}
 	})
@@ -71,7 +71,7 @@ type workerProcess struct {
 func startWorkerProcess(t *testing.T, e *env, w *externalWorld, extra ...string) *workerProcess {
 	t.Helper()
 	bin := buildWorker(t)
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, "worker")
 	cmd.Env = append(cmd.Environ(),
 		"TEMPORAL_ADDRESS="+frontend, "TEMPORAL_NAMESPACE="+namespace, "TEMPORAL_TASK_QUEUE="+e.queue,
 		"DATABASE_URL="+e.pool.Config().ConnString(), "METRICS_ADDR="+freeAddr(t), "APPROVALS_TOKENS_FILE=")
@@ -143,7 +143,7 @@ func (e *env) setShortTimeout(tool string) {
 func TestCrashBeforeTheClaim(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	p := startWorkerProcess(t, e, nil, host.EnvCrashAt+"=before-claim:issue_credit")
+	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=before-claim:issue_credit")
 	run := e.id("before-claim")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 	require.NoError(t, err)
@@ -153,7 +153,7 @@ func TestCrashBeforeTheClaim(t *testing.T) {
 	assert.Zero(t, e.count("credits", "tenant = 'acme'"), "no credit before the claim")
 	assert.Zero(t, e.count("idempotency_keys", "key = $1", credit), "no key before the claim")
 
-	e.startWorker("w2", worker.Options{})
+	e.startWorker("w2", sdkworker.Options{})
 	st := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001'"), "one credit")
@@ -173,7 +173,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 	t.Run("keyed", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		p := startWorkerProcess(t, e, nil, host.EnvCrashAt+"=during-effect:add_order_note")
+		p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=during-effect:add_order_note")
 		run := e.id("during-note")
 		_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 		require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 		assert.Zero(t, e.count("order_notes", "tenant = 'acme'"), "the note's write rolled back with the worker")
 		assert.Zero(t, e.count("idempotency_keys", "key = $1", note), "and its key with it")
 
-		e.startWorker("w2", worker.Options{})
+		e.startWorker("w2", sdkworker.Options{})
 		st := e.result("acme", run)
 		require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 		assert.Equal(t, 1, e.count("order_notes", "tenant = 'acme' AND order_id = '1001'"), "one note")
@@ -196,7 +196,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 		// The provider holds the request for 3 s: the worker dies while it
 		// is being processed.
 		require.NoError(t, w.provider.SetFault("delay=3s", 1))
-		p := startWorkerProcess(t, w.env, w, host.EnvCrashAt+"=during-effect:refund_payment")
+		p := startWorkerProcess(t, w.env, w, worker.EnvCrashAt+"=during-effect:refund_payment")
 		run := w.id("during-refund")
 		w.startRefund(run, payment, 2500)
 
@@ -204,7 +204,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 		require.Eventually(t, func() bool { return len(w.refunds(payment)) == 1 }, 30*time.Second, 50*time.Millisecond,
 			"the provider applies the dead worker's request")
 
-		w.startWorker("w2", worker.Options{})
+		w.startWorker("w2", sdkworker.Options{})
 		st := w.result("acme", run)
 		require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)
 		ledger := w.refunds(payment)
@@ -228,7 +228,7 @@ func TestCrashAfterTheProviderAppliedAndForgotTheKey(t *testing.T) {
 	t.Parallel()
 	w := setupExternal(t, time.Second)
 	payment := w.pay("pay_"+w.id("forgot"), 10000)
-	p := startWorkerProcess(t, w.env, w, host.EnvCrashAt+"=after-apply:refund_payment")
+	p := startWorkerProcess(t, w.env, w, worker.EnvCrashAt+"=after-apply:refund_payment")
 	run := w.id("after-apply")
 	w.startRefund(run, payment, 2500)
 
@@ -236,7 +236,7 @@ func TestCrashAfterTheProviderAppliedAndForgotTheKey(t *testing.T) {
 	require.Len(t, w.refunds(payment), 1, "the provider applied the refund")
 	time.Sleep(time.Second) // past the provider's key retention
 
-	w.startWorker("w2", worker.Options{})
+	w.startWorker("w2", sdkworker.Options{})
 	st := w.result("acme", run)
 	require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)
 	ledger := w.refunds(payment)
@@ -255,14 +255,14 @@ func TestCrashAfterTheCommit(t *testing.T) {
 	t.Run("natural", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		p := startWorkerProcess(t, e, nil, host.EnvCrashAt+"=after-commit:issue_credit")
+		p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=after-commit:issue_credit")
 		run := e.id("after-commit")
 		_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 		require.NoError(t, err)
 
 		p.died("after the step committed")
 		assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"), "the credit committed")
-		w2 := e.startWorker("w2", worker.Options{})
+		w2 := e.startWorker("w2", sdkworker.Options{})
 		st := e.result("acme", run)
 		require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 		assert.True(t, st.Steps[2].Replayed, "the retry replayed the step")
@@ -274,7 +274,7 @@ func TestCrashAfterTheCommit(t *testing.T) {
 		t.Parallel()
 		w := setupExternal(t, time.Second)
 		payment := w.pay("pay_"+w.id("commit"), 10000)
-		p := startWorkerProcess(t, w.env, w, host.EnvCrashAt+"=after-commit:refund_payment")
+		p := startWorkerProcess(t, w.env, w, worker.EnvCrashAt+"=after-commit:refund_payment")
 		run := w.id("after-commit-refund")
 		w.startRefund(run, payment, 2500)
 
@@ -282,7 +282,7 @@ func TestCrashAfterTheCommit(t *testing.T) {
 		key := stepKey(t, run, 1, payments.RefundPayment)
 		assert.Equal(t, 1, w.count("idempotency_keys", "key = $1 AND state = 'completed'", key), "the refund is recorded")
 		time.Sleep(time.Second) // past the provider's key retention
-		w.startWorker("w2", worker.Options{})
+		w.startWorker("w2", sdkworker.Options{})
 		st := w.result("acme", run)
 		require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)
 		assert.True(t, st.Steps[0].Replayed)
@@ -301,7 +301,7 @@ func TestCrashAfterCommitWorkerLivesThroughAReplay(t *testing.T) {
 	e := setup(t)
 	e.setShortTimeout(shop.ToolIssueCredit)
 	block := &blockAfterCredit{committed: make(chan struct{})}
-	w1 := e.startWorker("w1", worker.Options{Interceptors: []interceptor.WorkerInterceptor{block}})
+	w1 := e.startWorker("w1", sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{block}})
 	run := e.id("lives")
 	plan := append(refundPlan("5000"), call(shop.ToolIssueCredit, `{"order_id":"1002","reason":"late","amount_cents":700,"currency":"EUR"}`))
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan})
@@ -313,12 +313,12 @@ func TestCrashAfterCommitWorkerLivesThroughAReplay(t *testing.T) {
 	}
 	w1.Stop()
 
-	p := startWorkerProcess(t, e, nil, host.EnvCrashAt+"=after-commit:issue_credit")
+	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=after-commit:issue_credit")
 	p.died("after the step committed")
 	assert.Contains(t, p.logs.String(), `"step":4`, "it died after step 4")
 	assert.Equal(t, 2, e.count("credits", "tenant = 'acme'"), "step 3 was replayed, step 4 committed")
 
-	e.startWorker("w3", worker.Options{})
+	e.startWorker("w3", sdkworker.Options{})
 	st := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 	assert.True(t, st.Steps[2].Replayed, "the crash worker replayed step 3")
@@ -333,7 +333,7 @@ func TestCrashAfterCommitWorkerLivesThroughAReplay(t *testing.T) {
 func TestCrashDuringAWorkflowTask(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	p := startWorkerProcess(t, e, nil, host.EnvCrashAt+"=workflow-task:issue_credit")
+	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=workflow-task:issue_credit")
 	run := e.id("workflow-task")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 	require.NoError(t, err)
@@ -342,7 +342,7 @@ func TestCrashDuringAWorkflowTask(t *testing.T) {
 	assert.Zero(t, e.count("credits", "tenant = 'acme'"), "the step was never scheduled")
 	assert.Equal(t, 1, e.count("order_notes", "tenant = 'acme'"))
 
-	w2 := e.startWorker("w2", worker.Options{})
+	w2 := e.startWorker("w2", sdkworker.Options{})
 	st := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001'"), "one credit")
@@ -361,7 +361,7 @@ func TestCrashDuringAWorkflowTask(t *testing.T) {
 func TestCrashDuringAnApprovalWait(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	p := startWorkerProcess(t, e, nil, host.EnvCrashAt+"=approval-wait:issue_credit")
+	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=approval-wait:issue_credit")
 	run := e.id("approval-wait")
 	ctx := context.Background()
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
@@ -375,7 +375,7 @@ func TestCrashDuringAnApprovalWait(t *testing.T) {
 	require.NoError(t, e.tc.SignalWorkflow(ctx, workflows.WorkflowID("acme", run), "", workflows.SignalApproval,
 		workflows.Approval{Step: 3, Decision: workflows.DecisionApprove, Approver: "dana", ArgsHash: hash}))
 
-	e.startWorker("w2", worker.Options{})
+	e.startWorker("w2", sdkworker.Options{})
 	st := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
 	assert.Equal(t, workflows.StepDone, st.Steps[2].State)
@@ -394,14 +394,14 @@ func TestStaleWorkerComesBackAfterItsLease(t *testing.T) {
 	t.Parallel()
 	w := setupExternal(t, time.Second)
 	payment := w.pay("pay_"+w.id("stale"), 10000)
-	p := startWorkerProcess(t, w.env, w, host.EnvStallAt+"=after-lease:refund_payment")
+	p := startWorkerProcess(t, w.env, w, worker.EnvStallAt+"=after-lease:refund_payment")
 	run := w.id("stale")
 	w.startRefund(run, payment, 2500)
 	p.logged("fault injection: stopping this worker before the effect")
 	key := stepKey(t, run, 1, payments.RefundPayment)
 	assert.Empty(t, w.refunds(payment))
 
-	w.startWorker("w2", worker.Options{})
+	w.startWorker("w2", sdkworker.Options{})
 	st := w.result("acme", run)
 	require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)
 	ledger := w.refunds(payment)

@@ -12,7 +12,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // A process started while Temporal is not reachable yet keeps trying and
@@ -44,7 +44,7 @@ func TestDialTemporalWaitsForAServerThatComesUpLater(t *testing.T) {
 		}
 	}()
 	start := time.Now()
-	c, err := host.DialTemporal(context.Background(), client.Options{HostPort: addr, Namespace: namespace}, time.Minute, zap.NewNop())
+	c, err := worker.DialTemporal(context.Background(), client.Options{HostPort: addr, Namespace: namespace}, time.Minute, zap.NewNop())
 	require.NoError(t, err)
 	defer c.Close()
 	assert.GreaterOrEqual(t, time.Since(start), 1500*time.Millisecond, "it connected only once the server was there")

@@ -324,7 +324,7 @@ VALUES ('acme', 'r-mail', 1, 1, 'v1/acme/r-mail/1/send_email.1', 'send_email', '
 func TestRefundOnceWhenTheWorkerIsKilledAroundTheEffect(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "worker")
-	out, err := exec.Command("go", "build", "-o", bin, "../../worker").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../../starter").CombinedOutput()
 	require.NoError(t, err, string(out))
 	for _, point := range []string{"before", "after"} {
 		t.Run(point, func(t *testing.T) {
@@ -333,7 +333,7 @@ func TestRefundOnceWhenTheWorkerIsKilledAroundTheEffect(t *testing.T) {
 			db := w.pool.Config().ConnString()
 			payment := w.pay("pay_"+w.id("k"), 10000)
 			logs := &syncBuffer{}
-			cmd := exec.Command(bin)
+			cmd := exec.Command(bin, "worker")
 			cmd.Env = append(cmd.Environ(),
 				"TEMPORAL_ADDRESS="+frontend, "TEMPORAL_NAMESPACE="+namespace, "TEMPORAL_TASK_QUEUE="+w.queue,
 				"DATABASE_URL="+db, "METRICS_ADDR="+freeAddr(t),

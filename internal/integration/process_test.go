@@ -58,7 +58,7 @@ func freeAddr(t *testing.T) string {
 func TestWorkerProcess(t *testing.T) {
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, "../../worker")
+	build := exec.Command("go", "build", "-o", bin, "../../starter")
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, string(out))
 
@@ -72,7 +72,7 @@ func TestWorkerProcess(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, approvals.AppendToken(tokensFile, entry))
 	apAddr := freeAddr(t)
-	cmd := exec.Command(bin)
+	cmd := exec.Command(bin, "worker")
 	cmd.Env = append(cmd.Environ(),
 		"TEMPORAL_ADDRESS="+frontend,
 		"TEMPORAL_NAMESPACE="+namespace,

@@ -10,12 +10,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/approvals"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -211,7 +211,7 @@ WHERE tenant = 'acme' AND run_id = $1`, other)
 func TestResolveSignalsAnOpenRun(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	a := e.serveApprovals(nil)
 	run := e.id("open")
 	step := a.startPending("ops", run)
@@ -325,7 +325,7 @@ func TestResolveAnswersWhenTheDatabaseStalls(t *testing.T) {
 	require.NoError(t, err)
 	proxy := newStallProxy(t, dbURL.Host)
 	dbURL.Host = proxy.ln.Addr().String()
-	pool, err := host.NewPool(context.Background(), dbURL.String())
+	pool, err := worker.NewPool(context.Background(), dbURL.String())
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := e.serveApprovals(func(c *approvals.Config) {
@@ -352,7 +352,7 @@ func TestResolveAnswersWhenTheDatabaseStalls(t *testing.T) {
 func TestResolveCLI(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	a := e.serveApprovals(nil)
 	closed := e.id("cli-closed")
 	e.seedResolution("acme", closed, 2, 1)

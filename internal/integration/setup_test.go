@@ -17,7 +17,7 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.temporal.io/server/temporaltest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
@@ -25,7 +25,6 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/alerts"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
@@ -33,6 +32,7 @@ import (
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -107,23 +107,23 @@ func (e *env) id(name string) string {
 
 // worker is a started worker of the test's own, with its own metrics.
 type testWorker struct {
-	worker.Worker
+	sdkworker.Worker
 	metrics *metrics.Metrics
 }
 
 // startWorker starts a worker on the test's queue. Its store has an owner
 // of its own, as a separate process would.
-func (e *env) startWorker(name string, opts worker.Options) *testWorker {
+func (e *env) startWorker(name string, opts sdkworker.Options) *testWorker {
 	e.t.Helper()
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, e.tools...)
 	require.NoError(e.t, err)
-	planners, err := host.Planners(planner.OpenAIConfig{})
+	planners, err := worker.Planners(planner.OpenAIConfig{})
 	require.NoError(e.t, err)
 	log := e.logger(name)
 	store, err := idempotency.New(e.pool, idempotency.Config{Logger: log, Owner: name + "-" + e.queue})
 	require.NoError(e.t, err)
 	m := metrics.New(prometheus.NewRegistry())
-	w := host.NewWorker(e.tc, e.queue, &activities.Activities{
+	w := worker.NewWorker(e.tc, e.queue, &activities.Activities{
 		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
 		Runs: activities.TemporalRuns{Client: e.tc}, Alerts: e.webhook,
 	}, opts)
@@ -138,7 +138,7 @@ func (e *env) startWorker(name string, opts worker.Options) *testWorker {
 }
 
 type onceStopper struct {
-	worker.Worker
+	sdkworker.Worker
 	stopped *bool
 }
 
@@ -149,7 +149,7 @@ func (w onceStopper) Stop() {
 	}
 }
 
-func stopOnce(w worker.Worker, stopped *bool) worker.Worker { return onceStopper{w, stopped} }
+func stopOnce(w sdkworker.Worker, stopped *bool) sdkworker.Worker { return onceStopper{w, stopped} }
 
 // waitFor polls the run's status until cond holds or a minute passes.
 func (e *env) waitFor(tenant, runID string, what string, cond func(workflows.Status) bool) workflows.Status {

@@ -20,16 +20,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/devstack"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -156,9 +156,9 @@ func startDevStack(b *testing.B) *devStack {
 	go func() {
 		exited <- devstack.Dev(ctx, devstack.DevConfig{
 			DataDir: dataDir, TemporalPort: port, Out: out,
-			Worker: host.Config{
+			Worker: worker.Config{
 				DatabaseURL: db.URL, HTTPAddr: httpAddr, TaskQueue: fmt.Sprintf("oncerun-tp-%d", queues.Add(1)),
-				Approvals: host.ApprovalsConfig{Addr: apAddr}, Logger: devLogger(),
+				Approvals: worker.ApprovalsConfig{Addr: apAddr}, Logger: devLogger(),
 			},
 		})
 	}()
@@ -183,14 +183,14 @@ func startDevStack(b *testing.B) *devStack {
 		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
 	require.NoError(b, err)
 	b.Cleanup(tc.Close)
-	pool, err := host.NewPool(ctx, db.URL)
+	pool, err := worker.NewPool(ctx, db.URL)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
 	s := &devStack{
 		api: &approvals.Client{BaseURL: "http://" + apAddr, Token: strings.TrimSpace(string(token))},
 		tc:  tc, plainQueue: fmt.Sprintf("plain-tp-%d", queues.Add(1)),
 	}
-	pw := worker.New(tc, s.plainQueue, worker.Options{})
+	pw := sdkworker.New(tc, s.plainQueue, sdkworker.Options{})
 	pw.RegisterWorkflow(PlainNotesWorkflow)
 	pw.RegisterActivity(&plainNotes{pool: pool})
 	require.NoError(b, pw.Start())

@@ -14,13 +14,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -49,7 +49,7 @@ func (e *env) watchdog(policy string, batch int) workflows.WatchdogResult {
 func TestWatchdogPrunesKeysOfClosedRunsWithoutAlerts(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	w := e.startWorker("w1", worker.Options{})
+	w := e.startWorker("w1", sdkworker.Options{})
 	run := e.id("r-closed")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 	require.NoError(t, err)
@@ -82,7 +82,7 @@ func TestWatchdogAlertsOncePerKeyOfALiveRun(t *testing.T) {
 	}))
 	t.Cleanup(hook.Close)
 	e.webhook = &alerts.Webhook{URL: hook.URL, Backoff: time.Millisecond}
-	w := e.startWorker("w1", worker.Options{})
+	w := e.startWorker("w1", sdkworker.Options{})
 	run := e.id("r-live")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
 	require.NoError(t, err)
@@ -121,8 +121,8 @@ func TestWatchdogAlertsOncePerKeyOfALiveRun(t *testing.T) {
 func TestConcurrentWatchdogsNeverDoubleCount(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	w1 := e.startWorker("w1", worker.Options{})
-	w2 := e.startWorker("w2", worker.Options{})
+	w1 := e.startWorker("w1", sdkworker.Options{})
+	w2 := e.startWorker("w2", sdkworker.Options{})
 	run := e.id("r-many")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ FROM generate_series(100, 499) AS n`, run)
 func TestKeysExpiringListsOnlyKeysOfOpenRuns(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.startWorker("w1", worker.Options{})
+	e.startWorker("w1", sdkworker.Options{})
 	ctx := context.Background()
 	live, closed := e.id("r-open"), e.id("r-done")
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: live, Plan: refundPlan("25900")})
@@ -194,9 +194,9 @@ func TestWatchdogScheduleIsCreatedOnceAndUpdated(t *testing.T) {
 	ctx := context.Background()
 	// An ID of the test's own: the worker process test creates the default.
 	id := "oncerun-expiry-watchdog-test"
-	require.NoError(t, host.EnsureWatchdogSchedule(ctx, temporalClient, "q-sched", host.WatchdogConfig{Interval: time.Hour, ScheduleID: id}))
-	require.NoError(t, host.EnsureWatchdogSchedule(ctx, temporalClient, "q-sched",
-		host.WatchdogConfig{Interval: 2 * time.Hour, Policy: "prune", ScheduleID: id}),
+	require.NoError(t, worker.EnsureWatchdogSchedule(ctx, temporalClient, "q-sched", worker.WatchdogConfig{Interval: time.Hour, ScheduleID: id}))
+	require.NoError(t, worker.EnsureWatchdogSchedule(ctx, temporalClient, "q-sched",
+		worker.WatchdogConfig{Interval: 2 * time.Hour, Policy: "prune", ScheduleID: id}),
 		"a second worker's start finds the schedule and updates it")
 
 	desc, err := temporalClient.ScheduleClient().GetHandle(ctx, id).Describe(ctx)

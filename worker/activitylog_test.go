@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/activities"
 )
@@ -30,7 +30,7 @@ func TestActivityLogLinesAroundEachAttempt(t *testing.T) {
 	require.NoError(t, err)
 	var s testsuite.WorkflowTestSuite
 	env := s.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{newActivityLog(log)}})
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{newActivityLog(log)}})
 	var startedLines int
 	env.RegisterActivityWithOptions(func(ctx context.Context, in activities.ToolInput) (string, error) {
 		startedLines = bytes.Count(buf.Bytes(), []byte(`"msg":"`+LogActivityStarted+`"`))

@@ -1,4 +1,4 @@
-package host_test
+package worker_test
 
 import (
 	"context"
@@ -15,12 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncerun/oncerun/internal/host"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/worker"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -35,7 +35,7 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 func TestHealthzFollowsTheDatabase(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.NewPool(t, 2)
-	h := host.Handler(pool, prometheus.NewRegistry())
+	h := worker.Handler(pool, prometheus.NewRegistry())
 	code, body := get(t, h, "/healthz")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Equal(t, "ok\n", body)
@@ -43,7 +43,7 @@ func TestHealthzFollowsTheDatabase(t *testing.T) {
 	closed, err := pgxpool.New(context.Background(), pool.Config().ConnString())
 	require.NoError(t, err)
 	closed.Close()
-	code, body = get(t, host.Handler(closed, prometheus.NewRegistry()), "/healthz")
+	code, body = get(t, worker.Handler(closed, prometheus.NewRegistry()), "/healthz")
 	assert.Equal(t, http.StatusServiceUnavailable, code)
 	assert.Contains(t, body, "database unreachable")
 }
@@ -53,23 +53,23 @@ func TestMetricsServesToolCalls(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m := metrics.New(reg)
 	m.ToolCall(shop.ToolIssueCredit, metrics.OutcomeReplayed)
-	code, body := get(t, host.Handler(pgtest.NewPool(t, 1), reg), "/metrics")
+	code, body := get(t, worker.Handler(pgtest.NewPool(t, 1), reg), "/metrics")
 	assert.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `oncerun_tool_calls_total{outcome="replayed",tool="issue_credit"} 1`)
 }
 
 func TestPlannersOfferOpenAIOnlyWithAModel(t *testing.T) {
 	t.Parallel()
-	ps, err := host.Planners(planner.OpenAIConfig{})
+	ps, err := worker.Planners(planner.OpenAIConfig{})
 	require.NoError(t, err)
 	assert.Contains(t, ps, planner.NameScript)
 	assert.NotContains(t, ps, planner.NameOpenAI)
 
-	ps, err = host.Planners(planner.OpenAIConfig{Model: "llama3", BaseURL: "http://127.0.0.1:11434/v1"})
+	ps, err = worker.Planners(planner.OpenAIConfig{Model: "llama3", BaseURL: "http://127.0.0.1:11434/v1"})
 	require.NoError(t, err)
 	assert.Contains(t, ps, planner.NameOpenAI)
 
-	_, err = host.Planners(planner.OpenAIConfig{Model: "llama3", BaseURL: "not a url"})
+	_, err = worker.Planners(planner.OpenAIConfig{Model: "llama3", BaseURL: "not a url"})
 	require.ErrorContains(t, err, "BaseURL")
 }
 
@@ -80,7 +80,7 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 		Retention: 24 * time.Hour,
 		Run:       func(context.Context, tools.Call) (any, error) { return nil, nil },
 	}
-	err := host.Run(context.Background(), host.Config{
+	err := worker.Run(context.Background(), worker.Config{
 		ExtraTools:      []tools.Tool{bad},
 		DatabaseURL:     "postgres://nobody@127.0.0.1:1/none",
 		TemporalAddress: "127.0.0.1:1",
@@ -92,14 +92,14 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		host.EnvCreditThreshold:     "ten",
-		host.EnvWatchdogInterval:    "soon",
-		host.EnvWatchdogBatch:       "0",
-		host.EnvExpiryPolicy:        "forget",
-		host.EnvWatchdogDutyCycle:   "1.5",
-		host.EnvLogActivityAttempts: "sometimes",
+		worker.EnvCreditThreshold:     "ten",
+		worker.EnvWatchdogInterval:    "soon",
+		worker.EnvWatchdogBatch:       "0",
+		worker.EnvExpiryPolicy:        "forget",
+		worker.EnvWatchdogDutyCycle:   "1.5",
+		worker.EnvLogActivityAttempts: "sometimes",
 	} {
-		_, _, err := host.ConfigFromEnv(func(n string) string {
+		_, _, err := worker.ConfigFromEnv(func(n string) string {
 			if n == name {
 				return value
 			}
@@ -108,9 +108,9 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), name)
 	}
-	cfg, _, err := host.ConfigFromEnv(func(n string) string {
-		return map[string]string{host.EnvCreditThreshold: "500", host.EnvWatchdogInterval: "1m", host.EnvExpiryPolicy: "prune",
-			host.EnvWatchdogDutyCycle: "0.2", host.EnvLogActivityAttempts: "true"}[n]
+	cfg, _, err := worker.ConfigFromEnv(func(n string) string {
+		return map[string]string{worker.EnvCreditThreshold: "500", worker.EnvWatchdogInterval: "1m", worker.EnvExpiryPolicy: "prune",
+			worker.EnvWatchdogDutyCycle: "0.2", worker.EnvLogActivityAttempts: "true"}[n]
 	})
 	require.NoError(t, err)
 	assert.InDelta(t, 0.2, cfg.Watchdog.DutyCycle, 1e-9)
@@ -124,9 +124,9 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 // reference in step with what a worker reads.
 func TestReadmeDocumentsEveryVariable(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
-	for _, name := range host.EnvNames {
+	for _, name := range worker.EnvNames {
 		assert.Contains(t, string(readme), "`"+name+"`", "README's environment table lacks %s", name)
 	}
 }

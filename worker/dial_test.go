@@ -1,4 +1,4 @@
-package host_test
+package worker_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/host"
+	"github.com/oncerun/oncerun/worker"
 )
 
 // freeAddr returns a loopback address nothing listens on.
@@ -27,16 +27,16 @@ func freeAddr(t *testing.T) string {
 func TestDialTemporalGivesUpAfterItsWaitNamingTheVariable(t *testing.T) {
 	t.Parallel()
 	addr := freeAddr(t)
-	_, err := host.DialTemporal(context.Background(), client.Options{HostPort: addr}, 1200*time.Millisecond, zap.NewNop())
+	_, err := worker.DialTemporal(context.Background(), client.Options{HostPort: addr}, 1200*time.Millisecond, zap.NewNop())
 	require.Error(t, err)
 	assert.ErrorContains(t, err, addr)
-	assert.ErrorContains(t, err, host.EnvTemporalConnectWait)
+	assert.ErrorContains(t, err, worker.EnvTemporalConnectWait)
 	assert.Regexp(t, `\(([2-9]|\d\d+) tries`, err.Error(), "it tried again before giving up")
 }
 
 func TestDialTemporalWithANegativeWaitTriesOnce(t *testing.T) {
 	t.Parallel()
-	_, err := host.DialTemporal(context.Background(), client.Options{HostPort: freeAddr(t)}, -1, zap.NewNop())
+	_, err := worker.DialTemporal(context.Background(), client.Options{HostPort: freeAddr(t)}, -1, zap.NewNop())
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "(1 tries")
 }

@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"cmp"
@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/temporal"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
@@ -97,7 +97,7 @@ func NewReconcile(cfg ReconcileConfig, pool *pgxpool.Pool, sources []reconcile.S
 
 // RegisterReconcile registers the reconciliation workflow on w. The
 // activity is a method of activities.Activities, registered with it.
-func RegisterReconcile(w worker.Worker) {
+func RegisterReconcile(w sdkworker.Worker) {
 	w.RegisterWorkflow(workflows.Reconcile)
 }
 

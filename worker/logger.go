@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"go.temporal.io/sdk/log"

@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"cmp"
@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
@@ -233,7 +233,7 @@ func Run(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
 	}
 	fatal := make(chan error, 1)
-	opts := worker.Options{
+	opts := sdkworker.Options{
 		WorkerStopTimeout: shutdownTimeout,
 		OnFatalError:      func(err error) { fatal <- err },
 	}

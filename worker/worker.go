@@ -1,8 +1,8 @@
-package host
+package worker
 
 import (
 	"go.temporal.io/sdk/client"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/workflows"
@@ -10,11 +10,11 @@ import (
 
 // NewWorker returns a Temporal worker on taskQueue with oncerun's workflow
 // and acts registered. The caller starts and stops it.
-func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, opts worker.Options) worker.Worker {
+func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, opts sdkworker.Options) sdkworker.Worker {
 	if taskQueue == "" {
 		taskQueue = workflows.DefaultTaskQueue
 	}
-	w := worker.New(c, taskQueue, opts)
+	w := sdkworker.New(c, taskQueue, opts)
 	w.RegisterWorkflow(workflows.AgentRun)
 	w.RegisterWorkflow(workflows.Watchdog)
 	RegisterReconcile(w)

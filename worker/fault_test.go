@@ -1,4 +1,4 @@
-package host
+package worker
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/interceptor"
 	"go.temporal.io/sdk/testsuite"
-	"go.temporal.io/sdk/worker"
+	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
@@ -167,7 +167,7 @@ func TestAfterCommitFiresOnlyWhenThisAttemptCommitted(t *testing.T) {
 	sent.catch(fs)
 	var suite testsuite.WorkflowTestSuite
 	env := suite.NewTestActivityEnvironment()
-	env.SetWorkerOptions(worker.Options{Interceptors: []interceptor.WorkerInterceptor{&faultInterceptor{fs: fs}}})
+	env.SetWorkerOptions(sdkworker.Options{Interceptors: []interceptor.WorkerInterceptor{&faultInterceptor{fs: fs}}})
 	env.RegisterActivity(acts)
 
 	val, err := env.ExecuteActivity(acts.RunTool, step(1))
