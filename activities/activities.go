@@ -10,12 +10,8 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
-	"github.com/oncerun/oncerun/internal/metrics"
-	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -41,24 +37,24 @@ type Activities struct {
 	// Pool is the worker's PostgreSQL pool.
 	Pool *pgxpool.Pool
 	// Store is the dedup store every keyed call goes through.
-	Store *idempotency.Store
+	Store *Store
 	// Tools is the worker's validated tool registry.
 	Tools *tools.Registry
 	// Planners maps a planner name, as runs spell it, to the planner.
-	Planners map[string]planner.Planner
+	Planners map[string]Planner
 	// Log receives one line per tool call outcome. Default: none.
 	Log *zap.Logger
 	// Metrics counts tool calls. Nil counts nothing.
-	Metrics *metrics.Metrics
+	Metrics *Metrics
 	// Runs tells the expiry watchdog which runs are open.
 	Runs RunStates
 	// Alerts posts the watchdog's alerts to a webhook. Nil posts nothing.
-	Alerts *alerts.Webhook
+	Alerts *AlertWebhook
 	// Reconcile configures the reconciliation pass (ReconcilePass). Nil:
 	// the pass does nothing and says so.
-	Reconcile *reconcile.Config
+	Reconcile *ReconcileConfig
 	// ReconcileMetrics receives each reconciliation report. Nil: none.
-	ReconcileMetrics *reconcile.Metrics
+	ReconcileMetrics *ReconcileMetrics
 }
 
 func (a *Activities) log() *zap.Logger {

@@ -24,7 +24,7 @@ type PlanInput struct {
 	// Plan is the part of a scripted run's plan the planner needs this
 	// turn: the next call alone, or nothing when every call was proposed.
 	// Runs of earlier releases sent the whole plan.
-	Plan []planner.Call `json:"plan,omitempty"`
+	Plan []tools.ProposedCall `json:"plan,omitempty"`
 	// PlanOffset is the position of Plan[0] in the run's whole plan.
 	PlanOffset int `json:"plan_offset,omitempty"`
 	// Proposed counts the calls proposed on earlier turns, less PlanOffset:
@@ -32,7 +32,7 @@ type PlanInput struct {
 	Proposed int `json:"proposed"`
 	// History is every earlier call and its outcome; a scripted run sends
 	// none.
-	History []planner.Observation `json:"history,omitempty"`
+	History []Observation `json:"history,omitempty"`
 }
 
 // MaxMessageBytes bounds the planner's final message as a run records it.
@@ -48,7 +48,7 @@ type PlanOutput struct {
 // PlannedCall is one proposed call, checked.
 type PlannedCall struct {
 	// Proposed is the call as the planner proposed it.
-	Proposed planner.Call `json:"proposed"`
+	Proposed tools.ProposedCall `json:"proposed"`
 	// Invalid, when set, says why the call was refused; nothing else is set
 	// and the call never runs.
 	Invalid string `json:"invalid,omitempty"`

@@ -12,8 +12,8 @@ import (
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
-	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -28,8 +28,8 @@ type StartRequest struct {
 	// without).
 	Planner string `json:"planner,omitempty"`
 	// Plan lists the calls of a scripted run.
-	Plan   []planner.Call `json:"plan,omitempty"`
-	Limits *StartLimits   `json:"limits,omitempty"`
+	Plan   []tools.ProposedCall `json:"plan,omitempty"`
+	Limits *StartLimits         `json:"limits,omitempty"`
 }
 
 // StartLimits bound a run started through the API.

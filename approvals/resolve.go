@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -169,7 +168,7 @@ func resolvedFlash(q url.Values) string {
 // with the checks, the audit row (via cli, role local) and the answers of
 // the API: a repeat of the answer of record is Repeated, another answer is
 // refused. Every refusal is an error whose message says why.
-func ResolveDirect(ctx context.Context, pool *pgxpool.Pool, rc *runs.Client, tenant, resolver, runID string, step int64, req ResolveRequest) (ResolveResponse, error) {
+func ResolveDirect(ctx context.Context, pool *pgxpool.Pool, rc *Runs, tenant, resolver, runID string, step int64, req ResolveRequest) (ResolveResponse, error) {
 	s := &Server{cfg: Config{Pool: pool, Runs: rc}.WithDefaults()}
 	s.log = s.cfg.Log
 	in := resolveRequestInput(Identity{Name: resolver, Tenant: tenant, Role: roleLocal}, runID, step, req, viaCLI)

@@ -21,7 +21,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/edge"
-	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -42,7 +41,7 @@ const (
 // Config configures a [Server].
 type Config struct {
 	// Runs starts runs, reads their status and signals decisions. Required.
-	Runs *runs.Client
+	Runs *Runs
 	// Pool holds the approvals and approval_decisions tables. Required.
 	Pool *pgxpool.Pool
 	// Tokens authenticates requests. Required.

@@ -16,7 +16,6 @@ import (
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
-	"github.com/oncerun/oncerun/internal/planner"
 )
 
 // ErrInvalidTool reports a tool definition the registry refuses.
@@ -189,10 +188,10 @@ func (r *Registry) Names() []string {
 }
 
 // Specs describes the tools to a planner, sorted by name.
-func (r *Registry) Specs() []planner.ToolSpec {
-	specs := make([]planner.ToolSpec, len(r.tools))
+func (r *Registry) Specs() []Spec {
+	specs := make([]Spec, len(r.tools))
 	for i, e := range r.tools {
-		specs[i] = planner.ToolSpec{Name: e.Name, Description: e.Description, Schema: e.Schema}
+		specs[i] = Spec{Name: e.Name, Description: e.Description, Schema: e.Schema}
 	}
 	return specs
 }
@@ -219,7 +218,7 @@ type Prepared struct {
 // edge.MaxJSONDepth deep, and matches the tool's schema. Every
 // refusal wraps [ErrInvalidCall] and says what is wrong in words a planner
 // can act on.
-func (r *Registry) Prepare(call planner.Call) (Prepared, error) {
+func (r *Registry) Prepare(call ProposedCall) (Prepared, error) {
 	e, ok := r.byName[call.Tool]
 	if !ok {
 		return Prepared{}, fmt.Errorf("unknown tool %q (known: %s): %w",

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
-	"github.com/oncerun/oncerun/internal/keys"
 )
 
 // Class is a tool's effect class: how its effect is made once.
@@ -171,7 +170,7 @@ type Outbox interface {
 type Call struct {
 	// Key is the step's idempotency key: tenant, run, step and tool. An
 	// external tool sends Key.String() as the provider's idempotency key.
-	Key keys.Key
+	Key Key
 	// Args are the arguments in canonical JSON, already checked against the
 	// tool's schema.
 	Args json.RawMessage

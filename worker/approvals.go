@@ -81,7 +81,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if !cfg.Approvals.Enabled() {
 		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", EnvApprovalsTokensFile)
 	}
-	reg, err := Registry(cfg.Shop, cfg.External, cfg.ExtraTools...)
+	reg, err := Registry(cfg)
 	if err != nil {
 		return err
 	}

@@ -35,13 +35,13 @@ type ExternalConfig struct {
 	// Payments is the provider of refund_payment and get_refund. With no
 	// BaseURL the tools are registered (plans may name them) but refuse
 	// every call.
-	Payments payments.Config
+	Payments PaymentsConfig
 	// PaymentsKeyLifetime is how long the provider keeps idempotency keys.
 	// Default payments.DefaultKeyLifetime.
 	PaymentsKeyLifetime time.Duration
 	// SMTP is the server of send_email. With no Addr, send_email refuses
 	// every call and issue_credit sends no e-mail.
-	SMTP mail.Config
+	SMTP SMTPConfig
 }
 
 // ExternalFromEnv reads ExternalConfig from getenv.
@@ -94,7 +94,7 @@ func externalTools(shopCfg shop.Config, ext ExternalConfig) ([]tools.Tool, error
 // ReconcileSources are the tools of ext whose effects reconciliation
 // compares with a provider's ledger: refund_payment, when a provider is
 // configured.
-func ReconcileSources(ext ExternalConfig) ([]reconcile.Source, error) {
+func ReconcileSources(ext ExternalConfig) ([]ReconcileSource, error) {
 	if ext.Payments.BaseURL == "" {
 		return nil, nil
 	}
@@ -104,3 +104,14 @@ func ReconcileSources(ext ExternalConfig) ([]reconcile.Source, error) {
 	}
 	return []reconcile.Source{payments.ReconcileSource(c)}, nil
 }
+
+// PaymentsConfig configures the payment provider's client of
+// refund_payment and get_refund.
+type PaymentsConfig = payments.Config
+
+// SMTPConfig configures the SMTP client of send_email.
+type SMTPConfig = mail.Config
+
+// ReconcileSource is a provider's ledger the reconciler compares oncerun's
+// records with.
+type ReconcileSource = reconcile.Source

@@ -77,11 +77,11 @@ func ReconcileConfigFromEnv(getenv func(string) string) (ReconcileConfig, error)
 	return c, nil
 }
 
-// NewReconcile builds the reconciliation pass of a worker's activities
+// newReconcile builds the reconciliation pass of a worker's activities
 // (Activities.Reconcile) and its gauges, registered on reg. runs tells
 // whether a run is still open, so that a pending outbox message of an open
 // run is not taken for drift.
-func NewReconcile(cfg ReconcileConfig, pool *pgxpool.Pool, sources []reconcile.Source, runs activities.RunStates,
+func newReconcile(cfg ReconcileConfig, pool *pgxpool.Pool, sources []reconcile.Source, runs activities.RunStates,
 	log *zap.Logger, reg prometheus.Registerer) (*reconcile.Config, *reconcile.Metrics) {
 	rc := &reconcile.Config{
 		Pool: pool, Sources: sources, Settlement: cfg.Settlement, Lookback: cfg.Lookback, AlertAge: cfg.AlertAge, Log: log,

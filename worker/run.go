@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,16 +64,28 @@ type Config struct {
 	// HTTPAddr is where /healthz and /metrics are served. Default
 	// DefaultHTTPAddr (METRICS_ADDR).
 	HTTPAddr string
-	// Shop configures the built-in tools (CREDIT_APPROVAL_THRESHOLD_CENTS).
-	Shop shop.Config
+	// Tools are the deployment's own tools, registered beside the built-in
+	// ones (or instead of them, with OmitBuiltinTools) in the one registry
+	// the worker, the approvals service and the plan checks share.
+	Tools []tools.Tool
+	// OmitBuiltinTools leaves the built-in tools out of the registry: the
+	// demo shop's (lookup_order, get_credit, issue_credit, add_order_note)
+	// and the external ones (refund_payment, get_refund, send_email).
+	OmitBuiltinTools bool
+	// Setup, when set, runs once at start, after oncerun's migrations and
+	// before the worker polls: a deployment creates or migrates the tables
+	// its own tools write. It must be safe to run by several processes at
+	// once (CREATE TABLE IF NOT EXISTS, or a lock).
+	Setup func(ctx context.Context, pool *pgxpool.Pool) error
+	// Shop configures the built-in shop tools
+	// (CREDIT_APPROVAL_THRESHOLD_CENTS).
+	Shop ShopConfig
 	// External configures refund_payment, get_refund and send_email.
 	External ExternalConfig
-	// ExtraTools are registered beside the built-in ones.
-	ExtraTools []tools.Tool
 	// OpenAI configures the openai planner; with no Model the planner is
 	// not offered and runs that ask for it fail with a clear error
 	// (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
-	OpenAI planner.OpenAIConfig
+	OpenAI OpenAIConfig
 	// Watchdog configures the expiry watchdog's schedule.
 	Watchdog WatchdogConfig
 	// Reconcile configures the reconciliation schedule.
@@ -116,19 +129,33 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Registry builds the worker's tool registry: the built-in tools (the shop
-// and the external tools of ext) and extra. issue_credit tells customers of
-// new credits by e-mail when ext names an SMTP server.
-func Registry(shopCfg shop.Config, ext ExternalConfig, extra ...tools.Tool) (*tools.Registry, error) {
-	all, err := allTools(shopCfg, ext, extra)
+// ShopConfig configures the built-in tools of the demo shop.
+type ShopConfig = shop.Config
+
+// OpenAIConfig configures the openai planner: any OpenAI-compatible chat
+// completions endpoint.
+type OpenAIConfig = planner.OpenAIConfig
+
+// Registry builds the one tool registry of a deployment configured by cfg:
+// the built-in tools (unless cfg.OmitBuiltinTools) and cfg.Tools. The
+// worker, the approvals service (`oncerun serve`, `oncerun dev`) and the
+// CLI's plan checks all build theirs with it, so a plan one accepts the
+// others run. issue_credit tells customers of new credits by e-mail when
+// cfg.External names an SMTP server.
+func Registry(cfg Config) (*tools.Registry, error) {
+	all, err := allTools(cfg)
 	if err != nil {
 		return nil, err
 	}
 	return newRegistry(all)
 }
 
-// allTools lists the built-in tools and extra.
-func allTools(shopCfg shop.Config, ext ExternalConfig, extra []tools.Tool) ([]tools.Tool, error) {
+// allTools lists the tools of cfg: the built-in ones, then cfg.Tools.
+func allTools(cfg Config) ([]tools.Tool, error) {
+	if cfg.OmitBuiltinTools {
+		return slices.Clone(cfg.Tools), nil
+	}
+	shopCfg, ext := cfg.Shop, cfg.External
 	if ext.SMTP.Addr != "" && shopCfg.NotifyTool == "" {
 		shopCfg.NotifyTool = mail.SendEmail
 	}
@@ -136,13 +163,13 @@ func allTools(shopCfg shop.Config, ext ExternalConfig, extra []tools.Tool) ([]to
 	if err != nil {
 		return nil, err
 	}
-	return append(append(shop.Tools(shopCfg), externals...), extra...), nil
+	return slices.Concat(shop.Tools(shopCfg), externals, cfg.Tools), nil
 }
 
 // workerRegistry is the registry of a worker of cfg, with its fault
 // injection, if any, and the faults.
 func workerRegistry(cfg Config) (*tools.Registry, faults, error) {
-	all, err := allTools(cfg.Shop, cfg.External, cfg.ExtraTools)
+	all, err := allTools(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -164,8 +191,8 @@ func newRegistry(all []tools.Tool) (*tools.Registry, error) {
 
 // Planners returns the planners a worker offers: script always, openai when
 // a model is configured.
-func Planners(openai planner.OpenAIConfig) (map[string]planner.Planner, error) {
-	ps := map[string]planner.Planner{planner.NameScript: planner.Script{}}
+func Planners(openai OpenAIConfig) (map[string]activities.Planner, error) {
+	ps := map[string]activities.Planner{planner.NameScript: planner.Script{}}
 	if openai.Model == "" {
 		return ps, nil
 	}
@@ -199,6 +226,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := migrate(ctx, pool, log); err != nil {
 		return err
 	}
+	if cfg.Setup != nil {
+		if err := cfg.Setup(ctx, pool); err != nil {
+			return fmt.Errorf("setup of the deployment's tables: %w", err)
+		}
+	}
 	store, err := idempotency.New(pool, idempotency.Config{Logger: log})
 	if err != nil {
 		return err
@@ -223,7 +255,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	rcfg, rmet := NewReconcile(cfg.Reconcile, pool, sources, activities.TemporalRuns{Client: tc}, log, promReg)
+	rcfg, rmet := newReconcile(cfg.Reconcile, pool, sources, activities.TemporalRuns{Client: tc}, log, promReg)
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
 		Runs: activities.TemporalRuns{Client: tc}, Alerts: webhook, Reconcile: rcfg, ReconcileMetrics: rmet,

@@ -81,7 +81,7 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 		Run:       func(context.Context, tools.Call) (any, error) { return nil, nil },
 	}
 	err := worker.Run(context.Background(), worker.Config{
-		ExtraTools:      []tools.Tool{bad},
+		Tools:           []tools.Tool{bad},
 		DatabaseURL:     "postgres://nobody@127.0.0.1:1/none",
 		TemporalAddress: "127.0.0.1:1",
 	})

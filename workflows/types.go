@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -98,8 +99,8 @@ type RunInput struct {
 	// when Plan is set, "openai" otherwise.
 	Planner string `json:"planner,omitempty"`
 	// Plan lists the calls of a scripted run.
-	Plan   []planner.Call `json:"plan,omitempty"`
-	Limits Limits         `json:"limits,omitzero"`
+	Plan   []tools.ProposedCall `json:"plan,omitempty"`
+	Limits Limits               `json:"limits,omitzero"`
 	// StartedBy names who started the run (a token's name, a user); it is
 	// shown beside the run's approval requests and is not part of the
 	// run's identity.
@@ -205,9 +206,9 @@ func (in RunInput) runnable() error {
 
 // Carry is what a run hands to its next generation on Continue-As-New.
 type Carry struct {
-	Steps    []Step                `json:"steps"`
-	History  []planner.Observation `json:"history"`
-	Proposed int                   `json:"proposed"`
+	Steps    []Step                   `json:"steps"`
+	History  []activities.Observation `json:"history"`
+	Proposed int                      `json:"proposed"`
 	// Generation counts the Continue-As-News so far.
 	Generation int       `json:"generation"`
 	StartedAt  time.Time `json:"started_at"`

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -74,7 +75,7 @@ func TestReadPlanRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ReadPlan(writePlan(t, tc.content))
+			_, err := ReadPlan(writePlan(t, tc.content), builtinRegistry(t))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.NotContains(t, err.Error(), "invalid tool arguments", "the limit is named, not mistaken for a tool's")
@@ -92,8 +93,9 @@ func FuzzPlanFile(f *testing.F) {
 	f.Add([]byte(`{"steps":[{"tool":"lookup_order","args":{"order_id":"1001"}}],"steps":[]}`))
 	f.Add([]byte(`{"steps":[{"tool":"add_order_note","args":{"order_id":"\u202e1","text":"\ud83d\ude00"}}]}`))
 	pool := pgtest.NewPool(f, 2)
+	reg := builtinRegistry(f)
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		calls, err := parsePlan("fuzz.json", raw)
+		calls, err := parsePlan("fuzz.json", raw, reg)
 		if err != nil {
 			return
 		}
@@ -102,8 +104,6 @@ func FuzzPlanFile(f *testing.F) {
 		tx, err := pool.Begin(t.Context())
 		require.NoError(t, err)
 		defer func() { _ = tx.Rollback(t.Context()) }()
-		reg, err := planRegistry()
-		require.NoError(t, err)
 		for i, c := range calls {
 			p, err := reg.Prepare(c)
 			require.NoError(t, err)
@@ -113,4 +113,13 @@ VALUES ('acme', 'fuzz', $1, $2, $3, $4, '', '', now(), now())`, i+1, c.Tool, p.A
 			require.NoError(t, err, "step %d: %s %s", i+1, c.Tool, p.Args)
 		}
 	})
+}
+
+// builtinRegistry is the registry of a deployment with the built-in tools
+// only, as `oncerun start` checks plans against it.
+func builtinRegistry(t testing.TB) *tools.Registry {
+	t.Helper()
+	reg, err := Env{}.Registry()
+	require.NoError(t, err)
+	return reg
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -45,6 +46,40 @@ type Env struct {
 	// Reconcile returns the ledgers `oncerun reconcile` compares, as main
 	// configures them. Nil: no ledger; the command checks the outbox only.
 	Reconcile func() ([]reconcile.Source, error)
+	// Configure adds the deployment's part to every worker configuration
+	// the commands build (its tools, its tables' setup), so that the
+	// worker, `serve`, `dev` and the plan check of `start` share one
+	// registry. Nil: the built-in tools only.
+	Configure func(*worker.Config)
+}
+
+// WorkerConfig is the worker configuration of this environment: what
+// Getenv says (see worker.ConfigFromEnv), with the deployment's part
+// (Configure) added. It also returns LOG_LEVEL.
+func (e Env) WorkerConfig() (worker.Config, string, error) {
+	getenv := e.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	cfg, level, err := worker.ConfigFromEnv(getenv)
+	if err != nil {
+		return worker.Config{}, "", err
+	}
+	if e.Configure != nil {
+		e.Configure(&cfg)
+	}
+	return cfg, level, nil
+}
+
+// Registry is the deployment's tool registry, as its workers build it
+// (worker.Registry of [Env.WorkerConfig]): the one plans are checked
+// against.
+func (e Env) Registry() (*tools.Registry, error) {
+	cfg, _, err := e.WorkerConfig()
+	if err != nil {
+		return nil, err
+	}
+	return worker.Registry(cfg)
 }
 
 func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, worker.DefaultDatabaseURL) }

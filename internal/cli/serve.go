@@ -21,11 +21,7 @@ and reaches runs through TEMPORAL_ADDRESS; a worker serves the same service
 when APPROVALS_TOKENS_FILE is set in its environment.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			getenv := env.Getenv
-			if getenv == nil {
-				getenv = func(string) string { return "" }
-			}
-			cfg, logLevel, err := worker.ConfigFromEnv(getenv)
+			cfg, logLevel, err := env.WorkerConfig()
 			if err != nil {
 				return err
 			}

@@ -13,9 +13,7 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
-	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -29,11 +27,11 @@ type PlanFile struct {
 // which is at most workflows.MaxRunInputBytes.
 const MaxPlanFileBytes = workflows.MaxRunInputBytes
 
-// ReadPlan reads and checks a plan file against the built-in tools: the
-// file must be a JSON object with a non-empty "steps" array, read strictly
+// ReadPlan reads and checks a plan file against reg, the deployment's tool
+// registry (see [Env.Registry]): the file must be a JSON object with a non-empty "steps" array, read strictly
 // (field names exactly as documented, none twice, none unknown), and each
 // step must name a known tool with arguments that match its schema.
-func ReadPlan(path string) ([]planner.Call, error) {
+func ReadPlan(path string, reg *tools.Registry) ([]planner.Call, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("plan: %w", err)
@@ -46,17 +44,11 @@ func ReadPlan(path string) ([]planner.Call, error) {
 	if len(raw) > MaxPlanFileBytes {
 		return nil, fmt.Errorf("plan %s is larger than %d bytes, the limit of a plan file (a run's whole input is at most that)", path, MaxPlanFileBytes)
 	}
-	return parsePlan(path, raw)
-}
-
-// planRegistry is the registry plans are checked against: the built-in
-// tools.
-func planRegistry() (*tools.Registry, error) {
-	return worker.Registry(shop.Config{}, worker.ExternalConfig{})
+	return parsePlan(path, raw, reg)
 }
 
 // parsePlan checks the content raw of the plan file named name.
-func parsePlan(name string, raw []byte) ([]planner.Call, error) {
+func parsePlan(name string, raw []byte, reg *tools.Registry) ([]planner.Call, error) {
 	var pf PlanFile
 	if err := edge.Decode(raw, &pf); err != nil {
 		return nil, fmt.Errorf("plan %s is not a valid plan file: %w", name, err)
@@ -66,10 +58,6 @@ func parsePlan(name string, raw []byte) ([]planner.Call, error) {
 	}
 	if len(pf.Steps) > workflows.MaxPlanCalls {
 		return nil, fmt.Errorf("plan %s has %d steps; a plan has at most %d", name, len(pf.Steps), workflows.MaxPlanCalls)
-	}
-	reg, err := planRegistry()
-	if err != nil {
-		return nil, err
 	}
 	for i, c := range pf.Steps {
 		if c.Malformed != "" {
@@ -103,7 +91,11 @@ Without a plan, the openai planner works towards --goal.`,
 				return errors.New("give --plan FILE or --goal TEXT")
 			}
 			if planPath != "" {
-				plan, err := ReadPlan(planPath)
+				reg, err := conn.env.Registry()
+				if err != nil {
+					return err
+				}
+				plan, err := ReadPlan(planPath, reg)
 				if err != nil {
 					return err
 				}

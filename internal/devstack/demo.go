@@ -352,7 +352,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg, err := worker.Registry(shop.Config{}, worker.ExternalConfig{})
+	reg, err := worker.Registry(worker.Config{})
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,7 @@ import (
 // worker's variables are read when dev or worker runs, so a bad one does not
 // break the other commands.
 func Commands(env cli.Env, getenv func(string) string) []*cobra.Command {
-	return []*cobra.Command{newDevCmd(getenv), newDemoCmd(env, getenv), newWorkerCmd(getenv), newTemporalServerCmd(), newChaosCmd(env)}
+	return []*cobra.Command{newDevCmd(env), newDemoCmd(env, getenv), newWorkerCmd(env), newTemporalServerCmd(), newChaosCmd(env)}
 }
 
 // DevConfig configures [Dev].
@@ -115,7 +115,7 @@ Ctrl-C stops everything; a second Ctrl-C forces.
 	return worker.Run(ctx, w)
 }
 
-func newDevCmd(getenv func(string) string) *cobra.Command {
+func newDevCmd(env cli.Env) *cobra.Command {
 	var cfg DevConfig
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -128,7 +128,7 @@ used and none is embedded. Without APPROVALS_TOKENS_FILE, the first start
 makes a development token for tenant acme and prints it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			wcfg, logLevel, err := worker.ConfigFromEnv(getenv)
+			wcfg, logLevel, err := env.WorkerConfig()
 			if err != nil {
 				return err
 			}
@@ -145,7 +145,7 @@ makes a development token for tenant acme and prints it.`,
 	return cmd
 }
 
-func newWorkerCmd(getenv func(string) string) *cobra.Command {
+func newWorkerCmd(env cli.Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "worker",
 		Short: "Run a worker: oncerun's workflows and activities, /healthz and /metrics, and the approvals service when a tokens file is set",
@@ -169,7 +169,7 @@ Environment (defaults in brackets; the README lists every variable):
   APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			wcfg, logLevel, err := worker.ConfigFromEnv(getenv)
+			wcfg, logLevel, err := env.WorkerConfig()
 			if err != nil {
 				return err
 			}

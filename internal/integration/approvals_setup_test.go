@@ -16,7 +16,6 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/runs"
-	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -59,7 +58,7 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	}
 	a := &approvalsEnv{env: e, tokens: e.apTokenOf}
 	tokens := e.apTokens
-	reg, err := worker.Registry(shop.Config{}, worker.ExternalConfig{})
+	reg, err := worker.Registry(worker.Config{})
 	require.NoError(e.t, err)
 	cfg := approvals.Config{
 		Runs: &runs.Client{Temporal: e.tc, TaskQueue: e.queue, Pool: e.pool}, Pool: e.pool,

@@ -2,12 +2,8 @@ package integration
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -33,29 +29,10 @@ import (
 // before the effect also check that nothing was applied when the worker
 // died.
 
-var (
-	workerBinOnce sync.Once
-	workerBin     string
-	workerBinErr  error
-)
-
-// buildWorker builds the worker command once for the package's tests.
+// buildWorker builds the command whose `worker` the tests run.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	workerBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "oncerun-worker-")
-		if err != nil {
-			workerBinErr = err
-			return
-		}
-		binDirs = append(binDirs, dir)
-		workerBin = filepath.Join(dir, "worker")
-		if out, err := exec.Command("go", "build", "-o", workerBin, "../../starter").CombinedOutput(); err != nil {
-			workerBinErr = fmt.Errorf("build worker: %w\n%s", err, out)
-		}
-	})
-	require.NoError(t, workerBinErr)
-	return workerBin
+	return buildStarter(t)
 }
 
 // workerProcess is the worker command running against a test's world.

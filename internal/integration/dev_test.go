@@ -93,12 +93,6 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 		"APPROVALS_ADDR=" + apAddr, "APPROVALS_TOKENS_FILE="}
 	runID := "r-" + queue
 	ctx := context.Background()
-	connect := func() *runs.Client {
-		tc, err := client.Dial(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
-		require.NoError(t, err)
-		t.Cleanup(tc.Close)
-		return &runs.Client{Temporal: tc, TaskQueue: queue}
-	}
 
 	dev := startDev(t, bin, dataDir, port, env)
 	assert.Contains(t, dev.out.String(), fmt.Sprintf("127.0.0.1:%d, namespace default (embedded", port))
@@ -119,7 +113,7 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	_, code, err := api.Start(ctx, approvals.StartRequest{RunID: runID, Plan: refundPlan("25900")})
 	require.NoError(t, err)
 	assert.Equal(t, 201, code)
-	rc := connect()
+	rc := connectDev(t, port, queue)
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)
 	dev.interrupt(t)
 
@@ -129,7 +123,7 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	assert.NotContains(t, dev.out.String(), "s3cret")
 	assert.Contains(t, dev.out.String(), ":xxxxx@")
 	assert.Contains(t, dev.out.String(), "the development token is in "+filepath.Join(dataDir, "dev-token"))
-	rc = connect()
+	rc = connectDev(t, port, queue)
 	waitState(t, rc, runID, workflows.RunWaitingForApproval)
 	hash, err := api.StepHash(ctx, runID, 3)
 	require.NoError(t, err, "the token made on the first start still works after the restart")
@@ -140,6 +134,16 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	assert.Equal(t, workflows.StepDone, final.Steps[2].State)
 	assert.Equal(t, "dev", final.Steps[2].Approval.Approver)
 	dev.interrupt(t)
+}
+
+// connectDev is a runs client on the task queue queue of the dev stack whose
+// embedded Temporal listens on port.
+func connectDev(t *testing.T, port int, queue string) *runs.Client {
+	t.Helper()
+	tc, err := client.Dial(client.Options{HostPort: fmt.Sprintf("127.0.0.1:%d", port), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))})
+	require.NoError(t, err)
+	t.Cleanup(tc.Close)
+	return &runs.Client{Temporal: tc, TaskQueue: queue}
 }
 
 func waitState(t *testing.T, rc *runs.Client, runID string, want workflows.RunState) workflows.Status {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -323,9 +322,7 @@ VALUES ('acme', 'r-mail', 1, 1, 'v1/acme/r-mail/1/send_email.1', 'send_email', '
 // over.
 func TestRefundOnceWhenTheWorkerIsKilledAroundTheEffect(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "worker")
-	out, err := exec.Command("go", "build", "-o", bin, "../../starter").CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildStarter(t)
 	for _, point := range []string{"before", "after"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()

@@ -57,10 +57,7 @@ func freeAddr(t *testing.T) string {
 // service, completes a run started through the API, and exits 0 on SIGTERM.
 func TestWorkerProcess(t *testing.T) {
 	t.Parallel()
-	bin := filepath.Join(t.TempDir(), "worker")
-	build := exec.Command("go", "build", "-o", bin, "../../starter")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildStarter(t)
 
 	db := pgtest.NewEmptyDB(t)
 	httpAddr := freeAddr(t)
