@@ -130,3 +130,23 @@ func TestReadmeDocumentsEveryVariable(t *testing.T) {
 		assert.Contains(t, string(readme), "`"+name+"`", "README's environment table lacks %s", name)
 	}
 }
+
+// TestRegistryHoldsTheDeploymentsTools checks the one registry every entry
+// point builds: the deployment's tools beside the built-in ones, or alone
+// with OmitBuiltinTools.
+func TestRegistryHoldsTheDeploymentsTools(t *testing.T) {
+	t.Parallel()
+	own := tools.Tool{
+		Name: "award_points", Class: tools.ClassRead, Schema: json.RawMessage(`{"type":"object"}`),
+		Run: func(context.Context, tools.Call) (any, error) { return nil, nil },
+	}
+	reg, err := worker.Registry(worker.Config{Tools: []tools.Tool{own}})
+	require.NoError(t, err)
+	assert.Contains(t, reg.Names(), "award_points")
+	assert.Contains(t, reg.Names(), shop.ToolIssueCredit)
+	assert.Contains(t, reg.Names(), "refund_payment")
+
+	reg, err = worker.Registry(worker.Config{Tools: []tools.Tool{own}, OmitBuiltinTools: true})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"award_points"}, reg.Names())
+}

@@ -214,4 +214,23 @@ var mutations = []Mutation{
 		Packages: []string{"./activities"},
 		Tests:    []string{"TestKeyOfALiveRunExpiringLogsAnError"},
 	},
+	// A deployment's tools reach every entry point (issue 15).
+	{
+		Name:     "registry-drops-deployment-tools",
+		Bug:      "the one registry leaves the deployment's own tools out: its workers, serve, dev and the plan checks refuse plans that call them",
+		File:     "worker/run.go",
+		Old:      "return slices.Concat(shop.Tools(shopCfg), externals, cfg.Tools), nil",
+		New:      "return slices.Concat(shop.Tools(shopCfg), externals), nil",
+		Packages: []string{"./worker"},
+		Tests:    []string{"TestRegistryHoldsTheDeploymentsTools"},
+	},
+	{
+		Name:     "cli-ignores-deployment",
+		Bug:      "the CLI builds its worker configuration from the environment alone: serve, dev and start's plan check never see the deployment's tools",
+		File:     "internal/cli/root.go",
+		Old:      "\tif e.Configure != nil {\n\t\te.Configure(&cfg)\n\t}\n",
+		New:      "",
+		Packages: []string{"./internal/cli"},
+		Tests:    []string{"TestStartChecksPlansAgainstTheDeploymentsRegistry"},
+	},
 }
