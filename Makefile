@@ -31,7 +31,7 @@ migrate: ## Apply the database migrations to DATABASE_URL.
 .PHONY: test
 test: ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL).
 	go vet ./...
-	go tool workflowcheck ./workflows/...
+	go tool workflowcheck ./workflows/... ./internal/watchdog/...
 	go test -race -count=1 -timeout 20m ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
@@ -39,7 +39,7 @@ test: ## Vet, check workflow determinism, run every test with the race detector,
 lint: ## Run go vet, staticcheck and workflowcheck.
 	go vet ./...
 	go tool staticcheck ./...
-	go tool workflowcheck ./workflows/...
+	go tool workflowcheck ./workflows/... ./internal/watchdog/...
 
 .PHONY: mutation
 mutation: ## Build each named bug into the tests in turn (go test -overlay; the source tree is never written, so it is safe while editing or building) and run the tests that must catch it; exits 1 if one survives (needs PostgreSQL at DATABASE_URL).
@@ -50,9 +50,10 @@ worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
 	go run ./starter worker
 
 .PHONY: record-histories
-record-histories: ## Re-record the workflow histories the replay test checks (after an intended change).
-	rm -f workflows/testdata/histories/*.json
+record-histories: ## Re-record the workflow histories the replay tests check (after an intended change): runs' in workflows/, the watchdog's passes in internal/watchdog/.
+	rm -f workflows/testdata/histories/*.json internal/watchdog/testdata/histories/*.json
 	ONCERUN_RECORD_HISTORIES=$(CURDIR)/workflows/testdata/histories go test -count=1 ./internal/integration/
+	mv workflows/testdata/histories/*-Watchdog-*.json internal/watchdog/testdata/histories/
 
 .PHONY: chaos
 chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; count every effect where it landed.
@@ -68,7 +69,7 @@ bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratio
 	go test -run '^$$' -bench BenchmarkIssueCredit -benchtime 2s -count 6 ./internal/idempotency/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkDevStackThroughput -benchtime 1x -count 3 -timeout 30m ./internal/integration/ | tee -a $(BENCH_OUT)
-	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime 1x -timeout 30m ./activities/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime 1x -timeout 30m ./internal/watchdog/ | tee -a $(BENCH_OUT)
 	@echo; echo "== Store.Do against the bare transaction (ratio = 1 + vs base)"
 	go tool benchstat -filter '.name:IssueCredit' -col /impl $(BENCH_OUT)
 	@echo; echo "== Runs against plain Temporal, and pruning"
@@ -76,7 +77,7 @@ bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratio
 
 .PHONY: bench-prune
 bench-prune: ## Prune 1,000,000 expired keys at the watchdog's pace (about 8 minutes; ONCERUN_BENCH_DUTY=1 for back to back); keys/s and claim p99 during pruning vs idle.
-	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime=1x -timeout 30m ./activities/
+	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime=1x -timeout 30m ./internal/watchdog/
 
 .PHONY: bench-approvals
 bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token lookup, known vs unknown.

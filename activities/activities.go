@@ -46,10 +46,6 @@ type Activities struct {
 	Log *zap.Logger
 	// Metrics counts tool calls. Nil counts nothing.
 	Metrics *Metrics
-	// Runs tells the expiry watchdog which runs are open.
-	Runs RunStates
-	// Alerts posts the watchdog's alerts to a webhook. Nil posts nothing.
-	Alerts *AlertWebhook
 	// Reconcile configures the reconciliation pass (ReconcilePass). Nil:
 	// the pass does nothing and says so.
 	Reconcile *ReconcileConfig

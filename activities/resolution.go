@@ -4,21 +4,21 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 )
 
 // Resolution row states, as the resolutions table spells them.
 const (
-	ResolutionPending    = "pending"
-	ResolutionApplied    = "applied"
-	ResolutionNotApplied = "not_applied"
+	ResolutionPending    = approvalstore.ResolutionPending
+	ResolutionApplied    = approvalstore.ResolutionApplied
+	ResolutionNotApplied = approvalstore.ResolutionNotApplied
 )
 
 // ResolutionRequest records a step whose outcome is unknown, for people to
@@ -42,14 +42,13 @@ type ResolutionRequest struct {
 // RequestResolution writes the pending row of a step whose outcome is
 // unknown. A retried request finds the row written and changes nothing.
 func (a *Activities) RequestResolution(ctx context.Context, in ResolutionRequest) error {
-	_, err := a.Pool.Exec(ctx, `
-INSERT INTO resolutions (tenant, run_id, step, round, tool, key, args, args_hash, goal, first_sent_at, known, requested_at, deadline)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
-ON CONFLICT (tenant, run_id, step, round) DO NOTHING`,
-		in.Tenant, in.RunID, in.Step, in.Round, in.Tool, in.Key, in.Args, in.ArgsHash, storable(in.Goal),
-		in.FirstSentAt, storable(in.Known), in.RequestedAt, in.Deadline)
+	err := approvalstore.RecordUnresolved(ctx, a.Pool, approvalstore.Resolution{
+		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Round: in.Round, Tool: in.Tool, Key: in.Key, Args: in.Args,
+		ArgsHash: in.ArgsHash, Goal: in.Goal, FirstSentAt: in.FirstSentAt, Known: in.Known, RequestedAt: in.RequestedAt,
+		Deadline: in.Deadline,
+	})
 	if err != nil {
-		return dataError(fmt.Errorf("record that step %d of run %s needs resolution: %w", in.Step, in.RunID, err))
+		return dataError(err)
 	}
 	a.log().Warn("step needs resolution: its outcome is unknown", zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID),
 		zap.Int64("step", in.Step), zap.String("tool", in.Tool), zap.String("key", in.Key), zap.Int("round", in.Round),
@@ -105,12 +104,12 @@ func (a *Activities) ApplyResolution(ctx context.Context, in ResolutionAnswer) (
 	if in.Applied {
 		state = ResolutionApplied
 	}
-	_, err = a.Pool.Exec(ctx, `
-UPDATE resolutions SET state = $5, resolved_by = $6, resolved_at = $7, result = $8, note = $9
-WHERE tenant = $1 AND run_id = $2 AND step = $3 AND round = $4 AND state = 'pending'`,
-		in.Tenant, in.RunID, in.Step, in.Round, state, storable(in.By), in.At, out.Result, storable(in.Note))
+	err = approvalstore.RecordResolved(ctx, a.Pool, approvalstore.Resolution{
+		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Round: in.Round, State: state, ResolvedBy: in.By,
+		ResolvedAt: &in.At, Result: out.Result, Note: in.Note,
+	})
 	if err != nil {
-		return ApplyResolutionOutput{}, dataError(fmt.Errorf("record the resolution of step %d of run %s: %w", in.Step, in.RunID, err))
+		return ApplyResolutionOutput{}, dataError(err)
 	}
 	a.log().Info("resolution applied", callFields(key, zap.String("outcome", state), zap.String("by", in.By), zap.Int("round", in.Round))...)
 	return ApplyResolutionOutput{Result: out.Result, Replayed: out.Replayed}, nil

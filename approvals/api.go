@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -224,7 +225,7 @@ func (s *Server) decideAPI(verb string) func(http.ResponseWriter, *http.Request,
 		}
 		in := decideInput{
 			id: id, runID: r.PathValue("run_id"), step: step, decision: workflows.Decision(verb),
-			remote: remoteAddr(r), agent: r.UserAgent(), via: viaAPI,
+			remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaAPI,
 		}
 		var req DecideRequest
 		// A body that does not decode is refused once the request is

@@ -18,10 +18,13 @@
 // # Decisions
 //
 // A decision is bound to the arguments hash the approver saw. It is written
-// to the approval_decisions table (who, when, what, from which address)
-// before it is signalled to the run; the first accepted decision of a step is
-// its decision of record, a repeat of it is answered with the original, and a
-// different one is refused. Refused attempts are recorded too.
+// to the audit table (who, when, what, from which address) before it is
+// signalled to the run; the first accepted decision of a step is its
+// decision of record, a repeat of it is answered with the original, and a
+// different one is refused. Refused attempts are recorded too. The service,
+// the inbox and the CLI without ONCERUN_API decide through the same code
+// (runs.Client.Decide over internal/approvalstore, which owns the tables);
+// this package only maps its refusals to HTTP answers.
 //
 // # Resolutions
 //
@@ -29,7 +32,7 @@
 // needs_resolution until a person says whether the effect happened:
 // applied (with the provider's result, if known) or not_applied. Such steps
 // are listed under needs_resolution with kind outcome_unknown, and answers
-// are recorded in resolution_decisions, one answer of record per round,
+// are recorded in their own audit table, one answer of record per round,
 // with the guarantees of decisions.
 //
 // # Inbox

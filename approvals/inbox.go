@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -386,7 +387,7 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 	_, err := s.decide(r.Context(), decideInput{
 		id: sess.id, runID: runID, step: step, decision: decision,
 		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
-		remote: remoteAddr(r), agent: r.UserAgent(), via: viaInbox,
+		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
 	})
 	if err != nil {
 		s.formFailed(w, r, p, "decision", runID, step, err)

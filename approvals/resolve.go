@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/workflows"
+	"go.uber.org/zap"
 )
 
 // Kinds of the items of the approvals list.
@@ -62,8 +62,8 @@ type ResolveDecision struct {
 	Role      Role      `json:"role,omitempty"`
 	Note      string    `json:"note,omitempty"`
 	DecidedAt time.Time `json:"decided_at"`
-	// Via is api, inbox or cli, or run when the run recorded an answer sent
-	// around this service and the CLI.
+	// Via is api or inbox through this service, cli with the CLI without
+	// ONCERUN_API.
 	Via string `json:"via"`
 }
 
@@ -87,10 +87,6 @@ type ResolutionInfo struct {
 	Decision *ResolveDecision `json:"decision,omitempty"`
 }
 
-// roleLocal is the role recorded for an answer given with the CLI without
-// ONCERUN_API: no token, but the database and Temporal credentials.
-const roleLocal Role = "local"
-
 func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity) {
 	step, err := stepNumber(r.PathValue("step"))
 	if err != nil {
@@ -101,7 +97,7 @@ func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity)
 	// A body that does not decode is refused once the request is audited,
 	// if it names a step.
 	bad := s.decodeBody(w, r, &req)
-	in := resolveRequestInput(id, r.PathValue("run_id"), step, req, viaAPI)
+	in := resolveRequestInput(id, r.PathValue("run_id"), step, req, approvalstore.ViaAPI)
 	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
 	res, err := s.resolve(r.Context(), in)
 	if err != nil {
@@ -144,7 +140,7 @@ func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
 			bad = errorf(http.StatusBadRequest, "invalid_request", "round %q is not a round number", v)
 		}
 	}
-	in := resolveRequestInput(sess.id, runID, step, req, viaInbox)
+	in := resolveRequestInput(sess.id, runID, step, req, approvalstore.ViaInbox)
 	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
 	if _, err := s.resolve(r.Context(), in); err != nil {
 		s.formFailed(w, r, p, "answer", runID, step, err)
@@ -163,15 +159,53 @@ func resolvedFlash(q url.Values) string {
 	return "You answered " + string(o) + " for step " + q.Get("step") + " of run " + q.Get("run") + "."
 }
 
-// ResolveDirect records an answer given with direct access to the database
-// and to Temporal (the CLI without ONCERUN_API) and sends it to the run,
-// with the checks, the audit row (via cli, role local) and the answers of
-// the API: a repeat of the answer of record is Repeated, another answer is
-// refused. Every refusal is an error whose message says why.
-func ResolveDirect(ctx context.Context, pool *pgxpool.Pool, rc *Runs, tenant, resolver, runID string, step int64, req ResolveRequest) (ResolveResponse, error) {
-	s := &Server{cfg: Config{Pool: pool, Runs: rc}.WithDefaults()}
-	s.log = s.cfg.Log
-	in := resolveRequestInput(Identity{Name: resolver, Tenant: tenant, Role: roleLocal}, runID, step, req, viaCLI)
-	in.remote, in.agent = "local", "oncerun-cli"
-	return s.resolve(ctx, in)
+// resolveDecisionOf is the answer of record rec as the API shows it.
+func resolveDecisionOf(rec approvalstore.ResolutionDecision) ResolveDecision {
+	return ResolveDecision{RunID: rec.RunID, Step: rec.Step, Round: rec.Round, Outcome: workflows.Outcome(rec.Decision),
+		Result: rec.Result, Resolver: rec.Resolver, Role: Role(rec.Role), Note: rec.Note, DecidedAt: rec.DecidedAt, Via: rec.Via}
+}
+
+// resolveInput is one resolve request.
+type resolveInput struct {
+	id      Identity
+	runID   string
+	step    int64
+	round   int
+	outcome workflows.Outcome
+	result  json.RawMessage
+	note    string
+	remote  string
+	agent   string
+	via     string
+	// invalid, when set, is what the transport found wrong with the request;
+	// it is refused with it once its audit row is written.
+	invalid *apiError
+}
+
+// resolve records an answer about a step whose outcome is unknown and sends
+// it to the run, through the one path every answer takes
+// (runs.Client.Resolve, as decide does for approvals): every request on a
+// step of the caller's tenant that has needed resolution leaves one audit
+// row in the answers' audit table; one naming no such step leaves none.
+func (s *Server) resolve(ctx context.Context, in resolveInput) (ResolveResponse, error) {
+	ctx, cancel := s.dbContext(ctx)
+	defer cancel()
+	req := approvalstore.ResolveRequest{
+		Tenant: in.id.Tenant, RunID: in.runID, Step: in.step, Round: in.round, Outcome: string(in.outcome), Result: in.result,
+		Note: in.note, Resolver: in.id.Name, Role: string(in.id.Role), MayResolve: in.id.Role.CanDecide(),
+		RemoteAddr: in.remote, UserAgent: in.agent, Via: in.via,
+	}
+	if in.invalid != nil {
+		req.Invalid = in.invalid
+	}
+	res, err := s.cfg.Runs.Resolve(ctx, s.cfg.Pool, req)
+	if rec := res.Decision; rec.ID != 0 && !res.Repeated {
+		s.log.Info("resolution recorded", zap.String("tenant", in.id.Tenant), zap.String("run_id", in.runID),
+			zap.Int64("step", in.step), zap.Int("round", rec.Round), zap.String("outcome", rec.Decision),
+			zap.String("resolver", in.id.Name), zap.String("via", in.via), zap.String("remote_addr", in.remote))
+	}
+	if err != nil {
+		return ResolveResponse{}, refusal(err, in.id, "resolving")
+	}
+	return ResolveResponse{Resolution: resolveDecisionOf(res.Decision), Repeated: res.Repeated}, nil
 }

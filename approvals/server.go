@@ -20,7 +20,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -42,7 +44,7 @@ const (
 type Config struct {
 	// Runs starts runs, reads their status and signals decisions. Required.
 	Runs *Runs
-	// Pool holds the approvals and approval_decisions tables. Required.
+	// Pool holds the approvals tables (internal/approvalstore). Required.
 	Pool *pgxpool.Pool
 	// Tokens authenticates requests. Required.
 	Tokens TokenSource
@@ -126,6 +128,10 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// The signal of a recorded decision has QueryTimeout too.
+	rc := *cfg.Runs
+	rc.SignalTimeout = cfg.QueryTimeout
+	cfg.Runs = &rc
 	pages, err := template.New("").Funcs(pageFuncs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("approvals templates: %w", err)
@@ -240,6 +246,45 @@ func (e *apiError) Error() string { return e.message }
 
 func errorf(status int, code, format string, args ...any) *apiError {
 	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+}
+
+// refusal is the API's answer to an error of the path every decision and
+// answer takes (doing is "deciding" or "resolving", for a forbidden one's
+// message): the transport's own refusal as it was; a refusal of
+// approvalstore's by its sentinel; a recorded decision whose signal failed
+// as 409 run_closed when the run can never apply it, 503 otherwise. Other
+// errors are returned as they are (see fail).
+func refusal(err error, id Identity, doing string) error {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var ue *runs.UndeliveredError
+	if errors.As(err, &ue) {
+		if errors.Is(ue.Err, runs.ErrNotFound) {
+			return errorf(http.StatusConflict, "run_closed", "%s", ue.Error())
+		}
+		return errorf(http.StatusServiceUnavailable, "unavailable", "%s", ue.Error())
+	}
+	var re *approvalstore.RefusedError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch re.Err {
+	case approvalstore.ErrNotFound, approvalstore.ErrNotPending:
+		return errorf(http.StatusNotFound, "not_found", "%s", re.Message)
+	case approvalstore.ErrForbidden:
+		return errorf(http.StatusForbidden, "forbidden", "%s is a %s; %s takes an approver or operator token", id.Name, id.Role, doing)
+	case approvalstore.ErrInvalid:
+		return errorf(http.StatusBadRequest, "invalid_request", "%s", re.Message)
+	case approvalstore.ErrConflict:
+		return errorf(http.StatusConflict, "decision_conflict", "%s", re.Message)
+	case approvalstore.ErrArgsHashMismatch:
+		return errorf(http.StatusConflict, "args_hash_mismatch", "%s", re.Message)
+	case approvalstore.ErrResolvedOtherwise:
+		return errorf(http.StatusConflict, "resolved_otherwise", "%s", re.Message)
+	}
+	return err
 }
 
 // ErrorBody is the body of every error response.

@@ -30,11 +30,11 @@ func TestMigrateConcurrentProcessesApplyEachMigrationOnce(t *testing.T) {
 	var applied []string
 	for i := range starters {
 		require.NoError(t, errs[i], "starter %d", i)
-		assert.EqualValues(t, 11, results[i].Version, "starter %d", i)
+		assert.EqualValues(t, 12, results[i].Version, "starter %d", i)
 		applied = append(applied, results[i].Applied...)
 	}
 	assert.ElementsMatch(t, []string{"001_idempotency_keys.sql", "002_credits.sql", "003_order_notes.sql",
-		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql", "008_audit_invalid_requests.sql", "009_external_effects.sql", "010_transactional_claim.sql", "011_validate_args_hash_check.sql"}, applied,
+		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql", "008_audit_invalid_requests.sql", "009_external_effects.sql", "010_transactional_claim.sql", "011_validate_args_hash_check.sql", "012_cli_decisions.sql"}, applied,
 		"every migration is applied by exactly one starter")
 
 	conn := pgtest.Connect(t, db)
@@ -50,7 +50,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	res, err := migrations.Migrate(context.Background(), pgtest.Connect(t, db))
 	require.NoError(t, err)
 	assert.Empty(t, res.Applied)
-	assert.EqualValues(t, 11, res.Version)
+	assert.EqualValues(t, 12, res.Version)
 }
 
 func TestStateCheckRejectsUnknownState(t *testing.T) {
@@ -96,6 +96,27 @@ func TestArgsHashCheckAcceptsOnlyLowerCaseHexOf64(t *testing.T) {
 		err := insert(name, hash)
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), "idempotency_keys_args_hash_check", name)
+	}
+}
+
+// TestDecisionViaCheck: an approval decision records where it came from,
+// the CLI without ONCERUN_API included (migration 012), and nothing else.
+func TestDecisionViaCheck(t *testing.T) {
+	t.Parallel()
+	conn := pgtest.Connect(t, pgtest.NewDB(t))
+	insert := func(via string) error {
+		_, err := conn.Exec(context.Background(), `INSERT INTO approval_decisions
+			(tenant, run_id, step, decision, outcome, args_hash, approver, role, remote_addr, via)
+			VALUES ('t', 'r', 1, 'approve', 'repeated', repeat('a', 64), 'dana', 'local', 'local', $1)`, via)
+		return err
+	}
+	for _, via := range []string{"api", "inbox", "cli"} {
+		require.NoError(t, insert(via), via)
+	}
+	for _, via := range []string{"run", "", "CLI"} {
+		err := insert(via)
+		require.Error(t, err, via)
+		assert.Contains(t, err.Error(), "approval_decisions_via_check", via)
 	}
 }
 

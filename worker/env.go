@@ -67,26 +67,9 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			return Config{}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
 		}
 	}
-	var wd WatchdogConfig
-	if s := getenv(EnvWatchdogInterval); s != "" {
-		if wd.Interval, err = time.ParseDuration(s); err != nil || wd.Interval <= 0 {
-			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 5m", EnvWatchdogInterval, s)
-		}
-	}
-	if s := getenv(EnvWatchdogBatch); s != "" {
-		if wd.BatchSize, err = strconv.Atoi(s); err != nil || wd.BatchSize <= 0 {
-			return Config{}, "", fmt.Errorf("%s %q is not a positive integer", EnvWatchdogBatch, s)
-		}
-	}
-	if s := getenv(EnvWatchdogDutyCycle); s != "" {
-		if wd.DutyCycle, err = strconv.ParseFloat(s, 64); err != nil || !(wd.DutyCycle > 0 && wd.DutyCycle <= 1) {
-			return Config{}, "", fmt.Errorf("%s %q is not a share in (0, 1] such as 0.05", EnvWatchdogDutyCycle, s)
-		}
-	}
-	switch wd.Policy = getenv(EnvExpiryPolicy); wd.Policy {
-	case "", "hold", "prune":
-	default:
-		return Config{}, "", fmt.Errorf("%s %q is not hold or prune", EnvExpiryPolicy, wd.Policy)
+	wd, err := WatchdogConfigFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
 	}
 	ap, err := ApprovalsConfigFromEnv(getenv)
 	if err != nil {

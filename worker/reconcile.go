@@ -14,8 +14,8 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -78,17 +78,17 @@ func ReconcileConfigFromEnv(getenv func(string) string) (ReconcileConfig, error)
 }
 
 // newReconcile builds the reconciliation pass of a worker's activities
-// (Activities.Reconcile) and its gauges, registered on reg. runs tells
+// (Activities.Reconcile) and its gauges, registered on reg. rs tells
 // whether a run is still open, so that a pending outbox message of an open
 // run is not taken for drift.
-func newReconcile(cfg ReconcileConfig, pool *pgxpool.Pool, sources []reconcile.Source, runs activities.RunStates,
+func newReconcile(cfg ReconcileConfig, pool *pgxpool.Pool, sources []reconcile.Source, rs runs.States,
 	log *zap.Logger, reg prometheus.Registerer) (*reconcile.Config, *reconcile.Metrics) {
 	rc := &reconcile.Config{
 		Pool: pool, Sources: sources, Settlement: cfg.Settlement, Lookback: cfg.Lookback, AlertAge: cfg.AlertAge, Log: log,
 	}
-	if runs != nil {
+	if rs != nil {
 		rc.RunOpen = func(ctx context.Context, tenant, runID string) (bool, error) {
-			open, _, err := runs.RunState(ctx, tenant, runID)
+			open, _, err := rs.RunState(ctx, tenant, runID)
 			return open, err
 		}
 	}

@@ -25,7 +25,9 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -86,7 +88,9 @@ type Config struct {
 	// not offered and runs that ask for it fail with a clear error
 	// (OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL).
 	OpenAI OpenAIConfig
-	// Watchdog configures the expiry watchdog's schedule.
+	// Watchdog configures the expiry watchdog (WATCHDOG_INTERVAL,
+	// WATCHDOG_BATCH_SIZE, WATCHDOG_DUTY_CYCLE, EXPIRY_POLICY); zero fields
+	// take its defaults.
 	Watchdog WatchdogConfig
 	// Reconcile configures the reconciliation schedule.
 	Reconcile ReconcileConfig
@@ -255,11 +259,14 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	rcfg, rmet := newReconcile(cfg.Reconcile, pool, sources, activities.TemporalRuns{Client: tc}, log, promReg)
+	runStates := &runs.Client{Temporal: tc}
+	rcfg, rmet := newReconcile(cfg.Reconcile, pool, sources, runStates, log, promReg)
+	m := metrics.New(promReg)
 	acts := &activities.Activities{
-		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: metrics.New(promReg),
-		Runs: activities.TemporalRuns{Client: tc}, Alerts: webhook, Reconcile: rcfg, ReconcileMetrics: rmet,
+		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
+		Reconcile: rcfg, ReconcileMetrics: rmet,
 	}
+	wd := &WatchdogActivities{Pool: pool, Tools: reg, Runs: runStates, Alerts: webhook, Metrics: m, Log: log}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
@@ -276,13 +283,13 @@ func Run(ctx context.Context, cfg Config) error {
 		fs.announce()
 		opts.Interceptors = append(opts.Interceptors, &faultInterceptor{fs: fs})
 	}
-	w := NewWorker(tc, cfg.TaskQueue, acts, opts)
+	w := NewWorker(tc, cfg.TaskQueue, acts, wd, opts)
 	if err := w.Start(); err != nil {
 		ln.Close()
 		return fmt.Errorf("start worker: %w", err)
 	}
 	defer w.Stop()
-	if err := EnsureWatchdogSchedule(ctx, tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
+	if err := watchdog.EnsureSchedule(ctx, tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
 		ln.Close()
 		return err
 	}

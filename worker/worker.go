@@ -5,18 +5,23 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// NewWorker returns a Temporal worker on taskQueue with oncerun's workflow
-// and acts registered. The caller starts and stops it.
-func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, opts sdkworker.Options) sdkworker.Worker {
+// NewWorker returns a Temporal worker on taskQueue with oncerun's workflows
+// and acts registered, and the expiry watchdog's workflow and activity with
+// wd (none when wd is nil: another worker on the queue must run them). The
+// caller starts and stops it.
+func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, wd *WatchdogActivities, opts sdkworker.Options) sdkworker.Worker {
 	if taskQueue == "" {
 		taskQueue = workflows.DefaultTaskQueue
 	}
 	w := sdkworker.New(c, taskQueue, opts)
 	w.RegisterWorkflow(workflows.AgentRun)
-	w.RegisterWorkflow(workflows.Watchdog)
+	if wd != nil {
+		watchdog.Register(w, wd)
+	}
 	RegisterReconcile(w)
 	w.RegisterActivity(acts)
 	return w

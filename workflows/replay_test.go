@@ -13,7 +13,8 @@ import (
 // TestReplayRecordedHistories replays the histories of representative runs,
 // recorded from a real server by the integration tests
 // (ONCERUN_RECORD_HISTORIES), against today's workflow code. A change that
-// would break runs in flight fails here.
+// would break runs in flight fails here. The expiry watchdog's passes are
+// replayed by internal/watchdog.
 func TestReplayRecordedHistories(t *testing.T) {
 	t.Parallel()
 	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
@@ -24,7 +25,6 @@ func TestReplayRecordedHistories(t *testing.T) {
 			t.Parallel()
 			r := worker.NewWorkflowReplayer()
 			r.RegisterWorkflow(workflows.AgentRun)
-			r.RegisterWorkflow(workflows.Watchdog)
 			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
@@ -113,8 +115,8 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 			c.Mails += got
 		}
 	}
-	var inFlight int
-	if err := h.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight' AND run_id = ANY($1)`, closed).Scan(&inFlight); err != nil {
+	inFlight, err := idempotency.CountInFlight(ctx, h.pool, closed)
+	if err != nil {
 		return nil, err
 	}
 	if inFlight > 0 {
@@ -259,23 +261,15 @@ func (c *Counts) checkSteps(p runPlan, st workflows.Status, want func(step int64
 // decisionsOfRecord reads the accepted decision of every step from the
 // approvals audit.
 func (h *harness) decisionsOfRecord(ctx context.Context) (map[stepRef]workflows.Decision, error) {
-	rows, err := h.pool.Query(ctx, `SELECT run_id, step, decision FROM approval_decisions WHERE tenant = $1 AND outcome = 'accepted'`, tenant)
+	records, err := approvalstore.DecisionsOfRecord(ctx, h.pool, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("read the decisions of record: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	out := map[stepRef]workflows.Decision{}
-	for rows.Next() {
-		var (
-			ref stepRef
-			d   string
-		)
-		if err := rows.Scan(&ref.runID, &ref.step, &d); err != nil {
-			return nil, err
-		}
-		out[ref] = workflows.Decision(d)
+	out := make(map[stepRef]workflows.Decision, len(records))
+	for _, d := range records {
+		out[stepRef{runID: d.RunID, step: d.Step}] = workflows.Decision(d.Decision)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // deliveries reads the state of each run's credit e-mail in the outbox.

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -12,7 +10,6 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
-	"github.com/oncerun/oncerun/workflows"
 )
 
 // Environment variables of the CLI's API mode.
@@ -89,39 +86,4 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 			state, when(it.RequestedAt), when(it.Deadline))
 	}
 	return tw.Flush()
-}
-
-// decideViaAPI sends a decision through the API and says what became of it.
-func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, d decisionFlags) error {
-	hash := d.argsHash
-	if hash == "" {
-		var err error
-		if hash, err = api.StepHash(ctx, d.runID, d.step); err != nil {
-			if errors.Is(err, approvals.ErrNoSuchStep) {
-				return fmt.Errorf("run %s has no step %d waiting for approval", d.runID, d.step)
-			}
-			return err
-		}
-	}
-	res, status, err := api.Decide(ctx, d.runID, d.step, d.decision, approvals.DecideRequest{ArgsHash: hash, Comment: d.comment})
-	if err != nil {
-		return err
-	}
-	rec := res.Decision
-	past := map[workflows.Decision]string{workflows.DecisionApprove: "approved", workflows.DecisionReject: "rejected"}
-	if status == 200 {
-		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", d.step, d.runID, past[rec.Decision], rec.Approver, when(rec.DecidedAt))
-		return nil
-	}
-	fmt.Fprintf(out, "%s step %d of run %s as %s; the run applies the decision\n", past[rec.Decision], d.step, d.runID, rec.Approver)
-	return nil
-}
-
-// decisionFlags are a decision command's flags.
-type decisionFlags struct {
-	runID    string
-	step     int64
-	decision workflows.Decision
-	argsHash string
-	comment  string
 }

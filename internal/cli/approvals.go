@@ -1,14 +1,19 @@
 package cli
 
 import (
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -107,24 +112,34 @@ item with its kind); --json then prints the API's items.`,
 }
 
 func newDecideCmd(conn *connections, verb string) *cobra.Command {
-	d := runs.Decision{Decision: workflows.DecisionApprove}
-	past := "approved"
+	f := decisionFlags{decision: workflows.DecisionApprove}
 	if verb == "reject" {
-		d.Decision, past = workflows.DecisionReject, "rejected"
+		f.decision = workflows.DecisionReject
 	}
 	cmd := &cobra.Command{
 		Use:   verb + " [--tenant T] --run-id R --step N",
 		Short: fmt.Sprintf("%s a step waiting for approval", map[string]string{"approve": "Approve", "reject": "Reject"}[verb]),
 		Long: fmt.Sprintf(`Send the %s decision to a step waiting for approval. The decision is bound
 to the step's arguments hash (or to --args-hash, the hash you reviewed): if
-the step's arguments differ, the run does not apply it.
+the step's arguments differ, it is refused.
+
+Every decision is recorded in the audit table (who, when, how, what)
+before it is sent to the run, by the same code whichever way it comes. The
+first decision of a step is its decision of record: the same decision again
+is harmless, another one is refused.
 
 With ONCERUN_API set, the decision goes through the approvals service: your
-token names you and your tenant, and the service records the decision.`, verb),
+token names you and your tenant. Without it, the command asks the run
+whether the step waits for approval (otherwise it stops and records
+nothing), records the decision with DATABASE_URL (via cli, role local, as
+--as) and signals the run through Temporal.
+
+--json prints the decision of record: run_id, step, decision, approver,
+role, comment, args_hash, decided_at and via, with repeated.`, verb),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if d.Step < 1 {
-				return fmt.Errorf("--step %d: steps are numbered from 1", d.Step)
+			if f.step < 1 {
+				return fmt.Errorf("--step %d: steps are numbered from 1", f.step)
 			}
 			api, err := conn.api()
 			if err != nil {
@@ -134,46 +149,142 @@ token names you and your tenant, and the service records the decision.`, verb),
 				if err := refuseInAPIMode(map[string]bool{"tenant": cmd.Flags().Changed("tenant"), "as": cmd.Flags().Changed("as")}); err != nil {
 					return err
 				}
-				return decideViaAPI(cmd.Context(), cmd.OutOrStdout(), api, decisionFlags{
-					runID: d.RunID, step: d.Step, decision: d.Decision, argsHash: d.ArgsHash, comment: d.Comment})
+				return decideViaAPI(cmd.Context(), cmd.OutOrStdout(), api, f)
 			}
-			if d.Tenant == "" {
-				return errors.New("give --tenant T (or set ONCERUN_API to decide through the approvals service)")
-			}
-			if d.Approver == "" {
-				d.Approver = conn.env.User
-			}
-			if d.Approver == "" {
-				return errors.New("give --as NAME: the decision needs an approver's name")
-			}
-			rc, err := conn.client(cmd.Context(), false)
-			if err != nil {
-				return err
-			}
-			step, err := rc.Decide(cmd.Context(), d, 10*time.Second)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if step.State == workflows.StepPendingApproval {
-				fmt.Fprintf(out, "sent: %s step %d of run %s; the run has not applied it yet (is a worker running?)\n",
-					past, d.Step, d.RunID)
-				return nil
-			}
-			fmt.Fprintf(out, "%s step %d (%s) of run %s as %s; the step is now %s\n",
-				past, d.Step, step.Tool, d.RunID, d.Approver, step.State)
-			return nil
+			return decideDirect(cmd, conn, f)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&d.Tenant, "tenant", "", "tenant of the run (required without ONCERUN_API)")
-	f.StringVar(&d.RunID, "run-id", "", "the run's id (required)")
-	f.Int64Var(&d.Step, "step", 0, "the step's number (required)")
-	f.StringVar(&d.Approver, "as", "", "your name, recorded with the decision (default $USER)")
-	f.StringVar(&d.Comment, "comment", "", "a comment recorded with the decision")
-	f.StringVar(&d.ArgsHash, "args-hash", "", "the arguments hash you reviewed (default: the step's)")
+	fl := cmd.Flags()
+	fl.StringVar(&f.tenant, "tenant", "", "tenant of the run (required without ONCERUN_API)")
+	fl.StringVar(&f.runID, "run-id", "", "the run's id (required)")
+	fl.Int64Var(&f.step, "step", 0, "the step's number (required)")
+	fl.StringVar(&f.as, "as", "", "your name, recorded with the decision (default $USER)")
+	fl.StringVar(&f.comment, "comment", "", "a comment recorded with the decision")
+	fl.StringVar(&f.argsHash, "args-hash", "", "the arguments hash you reviewed (default: the step's)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the decision of record as JSON")
 	for _, name := range []string{"run-id", "step"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
 	return cmd
+}
+
+// decisionFlags are a decision command's flags.
+type decisionFlags struct {
+	tenant, runID, as string
+	step              int64
+	decision          workflows.Decision
+	argsHash          string
+	comment           string
+	asJSON            bool
+}
+
+// pastTense says what a decision did to a step.
+var pastTense = map[workflows.Decision]string{workflows.DecisionApprove: "approved", workflows.DecisionReject: "rejected"}
+
+// decideViaAPI sends a decision through the API and says what became of it.
+func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f decisionFlags) error {
+	hash := f.argsHash
+	if hash == "" {
+		var err error
+		if hash, err = api.StepHash(ctx, f.runID, f.step); err != nil {
+			if errors.Is(err, approvals.ErrNoSuchStep) {
+				return fmt.Errorf("run %s has no step %d waiting for approval", f.runID, f.step)
+			}
+			return err
+		}
+	}
+	res, status, err := api.Decide(ctx, f.runID, f.step, f.decision, approvals.DecideRequest{ArgsHash: hash, Comment: f.comment})
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(out, res)
+	}
+	rec := res.Decision
+	if status == 200 {
+		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", f.step, f.runID, pastTense[rec.Decision], rec.Approver, when(rec.DecidedAt))
+		return nil
+	}
+	fmt.Fprintf(out, "%s step %d of run %s as %s; the run applies the decision\n", pastTense[rec.Decision], f.step, f.runID, rec.Approver)
+	return nil
+}
+
+// decideDirect decides without the approvals service: it asks the run
+// whether the step waits for approval, then records the decision through
+// the path every decision takes (runs.Client.Decide: the checks, the row
+// lock and the audit row, via cli, then the signal), and waits a little
+// for the run to apply it.
+func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error {
+	if f.tenant == "" {
+		return errors.New("give --tenant T (or set ONCERUN_API to decide through the approvals service)")
+	}
+	approver := cmp.Or(f.as, conn.env.User)
+	if approver == "" {
+		return errors.New("give --as NAME: the decision needs an approver's name")
+	}
+	if err := (workflows.Approval{Decision: f.decision, Approver: approver}).Validate(); err != nil {
+		return fmt.Errorf("--as: %w", err)
+	}
+	if err := edge.Text("comment", f.comment, workflows.MaxCommentBytes); err != nil {
+		return fmt.Errorf("--%w", err)
+	}
+	ctx := cmd.Context()
+	rc, err := conn.client(ctx, true)
+	if err != nil {
+		return err
+	}
+	st, err := rc.Status(ctx, f.tenant, f.runID)
+	if err != nil {
+		return err
+	}
+	if f.step > int64(len(st.Steps)) {
+		return fmt.Errorf("run %s has no step %d: %w", f.runID, f.step, runs.ErrNotFound)
+	}
+	step := st.Steps[f.step-1]
+	if step.State != workflows.StepPendingApproval {
+		// Nothing is recorded for a step the run does not wait on.
+		decided := ""
+		if ap := step.Approval; ap != nil && ap.Decision != "" {
+			decided = fmt.Sprintf("; it was %s by %s at %s", pastTense[ap.Decision], ap.Approver, when(ap.DecidedAt))
+		}
+		return fmt.Errorf("run %s step %d (%s) is %s: %w%s", f.runID, f.step, step.Tool, step.State, runs.ErrNotPending, decided)
+	}
+	d, err := rc.Decide(ctx, rc.Pool, approvalstore.DecisionRequest{
+		Tenant: f.tenant, RunID: f.runID, Step: f.step, Decision: string(f.decision), ArgsHash: cmp.Or(f.argsHash, step.ArgsHash),
+		Comment: f.comment, Approver: approver, Role: approvalstore.RoleLocal, MayDecide: true,
+		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
+	})
+	if err != nil {
+		return err
+	}
+	rec := d.Decision
+	if !d.Repeated {
+		if step, err = rc.AwaitDecision(ctx, rec, 10*time.Second); err != nil {
+			return err
+		}
+	}
+	out := cmd.OutOrStdout()
+	switch {
+	case f.asJSON:
+		return writeJSON(out, approvals.DecideResponse{Decision: decisionJSON(rec), Repeated: d.Repeated})
+	case d.Repeated:
+		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", f.step, f.runID, pastTense[f.decision], rec.Approver, when(rec.DecidedAt))
+	case step.State == workflows.StepPendingApproval:
+		fmt.Fprintf(out, "%s step %d of run %s as %s; the run has not applied it yet (is a worker running?)\n",
+			pastTense[f.decision], f.step, f.runID, approver)
+	default:
+		fmt.Fprintf(out, "%s step %d (%s) of run %s as %s; the step is now %s\n",
+			pastTense[f.decision], f.step, step.Tool, f.runID, approver, step.State)
+	}
+	return nil
+}
+
+// cliUserAgent is the user agent the audit tables record for the CLI
+// without ONCERUN_API.
+const cliUserAgent = "oncerun-cli"
+
+// decisionJSON is a decision of record as the approvals API shows it.
+func decisionJSON(rec approvalstore.Decision) approvals.Decision {
+	return approvals.Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
+		Role: approvals.Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }

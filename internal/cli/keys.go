@@ -6,26 +6,23 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/watchdog"
 )
 
-// ExpiringKey is a key that will expire soon while its run is open.
+// ExpiringKey is a key that will expire soon while its run is open, as
+// `keys --expiring --json` prints it.
 type ExpiringKey struct {
-	Tenant    string    `db:"tenant" json:"tenant"`
-	Key       string    `db:"key" json:"key"`
-	RunID     string    `db:"run_id" json:"run_id"`
-	Step      int64     `db:"step" json:"step"`
-	Tool      string    `db:"tool" json:"tool"`
-	State     string    `db:"state" json:"state"`
-	ExpiresAt time.Time `db:"expires_at" json:"expires_at"`
-	RunState  string    `db:"-" json:"run_state"`
+	Tenant    string    `json:"tenant"`
+	Key       string    `json:"key"`
+	RunID     string    `json:"run_id"`
+	Step      int64     `json:"step"`
+	Tool      string    `json:"tool"`
+	State     string    `json:"state"`
+	ExpiresAt time.Time `json:"expires_at"`
+	RunState  string    `json:"run_state"`
 }
-
-// maxExpiring bounds the keys one listing looks at.
-const maxExpiring = 10000
 
 func newKeysCmd(conn *connections) *cobra.Command {
 	var (
@@ -60,45 +57,20 @@ state, expires_at and run_state.`,
 			if err != nil {
 				return err
 			}
-			rows, err := rc.Pool.Query(ctx, `
-SELECT tenant, key, run_id, step, tool, state, expires_at
-FROM idempotency_keys
-WHERE expires_at < statement_timestamp() + $1::interval AND ($2 = '' OR tenant = $2)
-ORDER BY expires_at
-LIMIT $3`, within, tenant, maxExpiring)
+			found, complete, err := watchdog.Expiring(ctx, rc.Pool, rc, within, tenant)
 			if err != nil {
-				return fmt.Errorf("list expiring keys: %w", err)
+				return err
 			}
-			due, err := pgx.CollectRows(rows, pgx.RowToStructByName[ExpiringKey])
-			if err != nil {
-				return fmt.Errorf("list expiring keys: %w", err)
-			}
-			runs := activities.TemporalRuns{Client: rc.Temporal}
-			states := map[[2]string]string{}
-			list := []ExpiringKey{}
-			for _, k := range due {
-				ref := [2]string{k.Tenant, k.RunID}
-				state, seen := states[ref]
-				if !seen {
-					open, word, err := runs.RunState(ctx, k.Tenant, k.RunID)
-					if err != nil {
-						return err
-					}
-					if !open {
-						word = ""
-					}
-					states[ref], state = word, word
-				}
-				if state != "" {
-					k.RunState = state
-					list = append(list, k)
-				}
+			list := make([]ExpiringKey, len(found))
+			for i, k := range found {
+				list[i] = ExpiringKey{Tenant: k.Tenant, Key: k.Key, RunID: k.RunID, Step: k.Step, Tool: k.Tool,
+					State: string(k.State), ExpiresAt: k.ExpiresAt, RunState: k.RunState}
 			}
 			out := cmd.OutOrStdout()
-			if len(due) == maxExpiring {
+			if !complete {
 				// Keys of closed runs that the watchdog has not pruned yet may
 				// crowd out later keys of open runs.
-				fmt.Fprintf(cmd.ErrOrStderr(), "note: looked at the %d keys expiring first; more may exist\n", maxExpiring)
+				fmt.Fprintf(cmd.ErrOrStderr(), "note: looked at the %d keys expiring first; more may exist\n", watchdog.MaxExpiring)
 			}
 			if asJSON {
 				return writeJSON(out, list)

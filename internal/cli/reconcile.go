@@ -16,8 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -176,22 +176,15 @@ func (c *connections) database(ctx context.Context) (*pgxpool.Pool, error) {
 func (c *connections) runOpen() func(ctx context.Context, tenant, runID string) (bool, error) {
 	var (
 		once sync.Once
-		runs activities.RunStates
+		rc   *runs.Client
 		err  error
 	)
 	return func(ctx context.Context, tenant, runID string) (bool, error) {
-		once.Do(func() {
-			rc, derr := c.client(ctx, false)
-			if derr != nil {
-				err = derr
-				return
-			}
-			runs = activities.TemporalRuns{Client: rc.Temporal}
-		})
+		once.Do(func() { rc, err = c.client(ctx, false) })
 		if err != nil {
 			return false, err
 		}
-		open, _, err := runs.RunState(ctx, tenant, runID)
+		open, _, err := rc.RunState(ctx, tenant, runID)
 		return open, err
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -35,8 +36,8 @@ outcome nobody could tell. Check with the provider, then say:
                JSON, the provider's answer if you have it; default null)
   not_applied  it did not happen; the run sends it again under the same key
 
-The answer is recorded in resolution_decisions (who, when, what) before it
-is sent to the run. The first answer about a round is the answer of record:
+The answer is recorded in the audit table (who, when, how, what) before it
+is sent to the run, by the same code whichever way it comes. The first answer about a round is the answer of record:
 the same answer again is harmless, another one is refused.
 
 With ONCERUN_API set, the answer goes through the approvals service: your
@@ -119,8 +120,9 @@ func (f resolveFlags) request() (approvals.ResolveRequest, error) {
 }
 
 // resolveDirect answers without the approvals service: it asks the run
-// whether the step needs resolution, then records and sends the answer as
-// the service would.
+// whether the step needs resolution (otherwise it stops and records
+// nothing), then records and sends the answer through the path every
+// answer takes (runs.Client.Resolve), via cli.
 func resolveDirect(cmd *cobra.Command, conn *connections, f resolveFlags, req approvals.ResolveRequest) (approvals.ResolveResponse, error) {
 	if f.tenant == "" {
 		return approvals.ResolveResponse{}, errors.New("give --tenant T (or set ONCERUN_API to resolve through the approvals service)")
@@ -159,7 +161,22 @@ func resolveDirect(cmd *cobra.Command, conn *connections, f resolveFlags, req ap
 		// The answer is about the round the run waits on.
 		req.Round = step.Resolution.Round
 	}
-	return approvals.ResolveDirect(cmd.Context(), rc.Pool, rc, f.tenant, resolver, f.runID, f.step, req)
+	res, err := rc.Resolve(cmd.Context(), rc.Pool, approvalstore.ResolveRequest{
+		Tenant: f.tenant, RunID: f.runID, Step: f.step, Round: req.Round, Outcome: req.Outcome, Result: req.Result,
+		Note: req.Note, Resolver: resolver, Role: approvalstore.RoleLocal, MayResolve: true,
+		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
+	})
+	if err != nil {
+		return approvals.ResolveResponse{}, err
+	}
+	return approvals.ResolveResponse{Resolution: resolutionJSON(res.Decision), Repeated: res.Repeated}, nil
+}
+
+// resolutionJSON is an answer of record as the approvals API shows it.
+func resolutionJSON(rec approvalstore.ResolutionDecision) approvals.ResolveDecision {
+	return approvals.ResolveDecision{RunID: rec.RunID, Step: rec.Step, Round: rec.Round, Outcome: workflows.Outcome(rec.Decision),
+		Result: rec.Result, Resolver: rec.Resolver, Role: approvals.Role(rec.Role), Note: rec.Note, DecidedAt: rec.DecidedAt,
+		Via: rec.Via}
 }
 
 func printResolution(out io.Writer, res approvals.ResolveResponse, asJSON bool) error {

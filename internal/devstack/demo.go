@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,9 +30,11 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -241,23 +244,20 @@ func (d *demo) approve(ctx context.Context) error {
 		// worker that applies it dies right after the credit commits, and
 		// a dead worker answers no query.
 		for {
-			var who, decision string
-			err := d.pool.QueryRow(ctx, `
-SELECT coalesce(d.approver, a.decided_by), coalesce(d.decision, a.state)
-FROM approvals a
-LEFT JOIN approval_decisions d
-       ON d.tenant = a.tenant AND d.run_id = a.run_id AND d.step = a.step AND d.outcome = 'accepted'
-WHERE a.tenant = $1 AND a.run_id = $2 AND a.step = 3 AND (d.id IS NOT NULL OR a.state <> 'pending')`,
-				demoTenant, demoRun).Scan(&who, &decision)
-			if err == nil {
-				d.say("   %s decided step 3: %s.", who, decision)
-				if decision != string(workflows.DecisionApprove) && decision != "approved" {
-					return fmt.Errorf("step 3 was not approved (%s); the demo needs the credit approved", decision)
+			l, err := approvalstore.Lookup(ctx, d.pool, demoTenant, demoRun, 3)
+			if err != nil && !errors.Is(err, approvalstore.ErrNotFound) {
+				return err
+			}
+			if rec := l.Record; rec != nil {
+				d.say("   %s decided step 3: %s.", rec.Approver, rec.Decision)
+				if rec.Decision != approvalstore.DecisionApprove {
+					return fmt.Errorf("step 3 was not approved (%s); the demo needs the credit approved", rec.Decision)
 				}
 				return nil
 			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
+			if err == nil && l.State != approvalstore.StatePending {
+				// Its deadline came first.
+				return fmt.Errorf("step 3 was not approved (%s); the demo needs the credit approved", l.State)
 			}
 			select {
 			case <-ctx.Done():
@@ -451,9 +451,7 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 		"exactly one credit exists for order 1001")
 	d.check(d.count(ctx, `SELECT count(*) FROM order_notes WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
 		"exactly one note exists on order 1001")
-	d.check(d.count(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND step IN (2, 3) AND tool <> 'send_email.1'
-		AND state = 'completed' AND attempts = 1`, demoRun) == 2,
-		"the note's and the credit's keys are completed, each claimed once")
+	d.check(d.claimedOnce(ctx, 2, 3) == 2, "the note's and the credit's keys are completed, each claimed once")
 	m, err := last.metrics()
 	d.check(err == nil, "read the third worker's /metrics")
 	d.check(m["issue_credit/replayed"] == 1 && m["issue_credit/executed"] == 0,
@@ -461,13 +459,31 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 		m["issue_credit/replayed"], m["issue_credit/executed"])
 	d.check(m["lookup_order/executed"] == 0 && m["add_order_note/executed"] == 0,
 		"it re-executed none of the steps done before the crashes (Temporal replayed them from history)")
-	d.check(d.count(ctx, `SELECT count(*) FROM approval_decisions WHERE tenant = $1 AND run_id = $2 AND step = 3
-		AND outcome = 'accepted' AND decision = 'approve' AND approver = 'dana@acme'`, demoTenant, demoRun) == 1,
-		"the approval is in the audit table once, as dana@acme's")
+	step3, err := approvalstore.Lookup(ctx, d.pool, demoTenant, demoRun, 3)
+	rec := step3.Record
+	d.check(err == nil && rec != nil && rec.Decision == approvalstore.DecisionApprove && rec.Approver == "dana@acme",
+		"the approval is in the audit table as dana@acme's decision of record (one per step)")
 	d.verifyRefund(ctx, st, m)
 	again, code, err := d.operator.Start(ctx, demoStart())
 	d.check(err == nil && code == http.StatusOK && again.Existing && again.TemporalRunID == d.temporalRunID,
 		"starting run %q again through the API returns the same run (HTTP %d)", demoRun, code)
+}
+
+// claimedOnce counts the steps' keys (the steps' own, not their
+// follow-on messages') that the demo run completed on its first claim.
+func (d *demo) claimedOnce(ctx context.Context, steps ...int64) int {
+	ks, err := idempotency.KeysOfRun(ctx, d.pool, demoTenant, demoRun)
+	if err != nil {
+		d.say("  (query failed: %v)", err)
+		return -1
+	}
+	n := 0
+	for _, k := range ks {
+		if slices.Contains(steps, k.Step) && k.Tool != "send_email.1" && k.State == idempotency.StateCompleted && k.Attempts == 1 {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *demo) count(ctx context.Context, sql string, args ...any) int {

@@ -33,6 +33,16 @@
 // retry later; one that meets an expired lease takes it over and gets
 // [ErrOutcomeUnknown], never a silent re-run.
 //
+// # Keys outside a call
+//
+// This package is the one owner of the table: every statement on it is
+// here. The expiry watchdog prunes through [DueKeys], [LockDueKeys],
+// [DeleteKeys] and [HoldKeys]; `oncerun keys --expiring` lists through
+// [ExpiringKeys], and a run pausing for approval checks its keys with
+// [RunKeysExpiringBefore]. Checks of what became of calls read
+// [KeyRecord]s ([KeysOf], [KeysOfRun], [CompletedKeys], [CountInFlight]).
+// Each takes the caller's pool or transaction.
+//
 // # Guarantees
 //
 // The same key with another arguments hash is a bug in the caller (key reuse)

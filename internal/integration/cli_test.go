@@ -68,7 +68,7 @@ func TestCLIStartApproveStatus(t *testing.T) {
 	require.ErrorContains(t, err, "not pending", out)
 
 	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "3", "--args-hash", strings.Repeat("0", 64))
-	require.ErrorContains(t, err, "is not the step's", out)
+	require.ErrorContains(t, err, "is not the pending step's", out)
 
 	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "3", "--comment", "damaged parcel")
 	require.NoError(t, err, out)

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -68,9 +67,7 @@ func TestDevServerKeepsRunsAcrossRestart(t *testing.T) {
 	e.waitFor("acme", run, "an answer after the restart", func(s workflows.Status) bool {
 		return s.State == workflows.RunWaitingForApproval
 	})
-	_, err = e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: run, Step: 3,
-		Decision: workflows.DecisionApprove, Approver: "dana"}, 30*time.Second)
-	require.NoError(t, err)
+	e.decide(run, 3, workflows.DecisionApprove, "dana", "")
 	final := e.result("acme", run)
 	assert.Equal(t, workflows.RunCompleted, final.State)
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme'"))

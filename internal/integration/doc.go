@@ -5,5 +5,7 @@
 //
 // Run with ONCERUN_RECORD_HISTORIES=<dir> to write the histories of the runs
 // these tests complete as JSON files into dir; workflows/testdata/histories
-// holds the recorded set that the replay test checks.
+// holds the recorded set that the replay test checks, and
+// internal/watchdog/testdata/histories the watchdog's passes (make
+// record-histories moves them there).
 package integration

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
@@ -185,15 +186,22 @@ func TestUnknownRefundWaitsForAPersonsResolve(t *testing.T) {
 			assert.Contains(t, out, "needs_resolution")
 			assert.Contains(t, out, "oncerun resolve")
 
+			// The CLI without the approvals service records the answer as the
+			// service does, then signals the run.
+			args := []string{"resolve", "--tenant", "acme", "--run-id", run, "--step", "1",
+				"--outcome", string(outcome), "--as", "olga", "--note", "checked the dashboard", "--json"}
 			if outcome == workflows.OutcomeApplied {
-				res := workflows.Resolution{Step: 1, Outcome: outcome, Resolver: "olga", Note: "checked the dashboard"}
-				res.Result, _ = json.Marshal(ledger[0])
-				require.NoError(t, w.runs.Resolve(context.Background(), "acme", run, res))
-			} else {
-				out, err = w.oncerun("resolve", "--tenant", "acme", "--run-id", run, "--step", "1",
-					"--outcome", "not_applied", "--as", "olga", "--note", "checked the dashboard")
-				require.NoError(t, err, out)
+				result, err := json.Marshal(ledger[0])
+				require.NoError(t, err)
+				args = append(args, "--result", string(result))
 			}
+			out, err = w.oncerun(args...)
+			require.NoError(t, err, out)
+			var answered approvals.ResolveResponse
+			require.NoError(t, json.Unmarshal([]byte(out), &answered), out)
+			assert.False(t, answered.Repeated)
+			assert.Equal(t, []string{"olga", "cli", "local", string(outcome)}, []string{answered.Resolution.Resolver,
+				answered.Resolution.Via, string(answered.Resolution.Role), string(answered.Resolution.Outcome)})
 			st = w.result("acme", run)
 			require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)
 			assert.Len(t, w.refunds(payment), 1, "no second refund")
@@ -201,6 +209,16 @@ func TestUnknownRefundWaitsForAPersonsResolve(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, ledger[0].ID, rec.ID)
 			assert.Equal(t, 1, w.count("resolutions", "run_id = $1 AND state = $2 AND resolved_by = 'olga'", run, string(outcome)))
+			assert.Equal(t, 1, w.count("resolution_decisions", "run_id = $1", run), "one audit row")
+			assert.Equal(t, 1, w.count("resolution_decisions", `run_id = $1 AND outcome = 'accepted' AND decision = $2
+				AND resolver = 'olga' AND via = 'cli' AND role = 'local' AND remote_addr = 'local'`, run, string(outcome)))
+
+			// Answering again, now that the run has applied the answer, is
+			// refused before anything is recorded.
+			out, err = w.oncerun("resolve", "--tenant", "acme", "--run-id", run, "--step", "1", "--outcome", "applied", "--as", "olga")
+			require.Error(t, err, out)
+			assert.Contains(t, err.Error(), "is done, not needs_resolution: it was resolved as "+string(outcome)+" by olga")
+			assert.Equal(t, 1, w.count("resolution_decisions", "run_id = $1", run), "the refused answer wrote nothing")
 			assert.Zero(t, w.reconcile().DriftCount)
 		})
 	}
@@ -269,8 +287,9 @@ func TestEmailWhoseAcceptanceWasLostIsNotResent(t *testing.T) {
 	time.Sleep(2 * time.Second) // a resend, if any, would come within Temporal's first retries
 	assert.Len(t, w.mailbox.Messages(), 1, "the message arrived once and is not sent again")
 
-	require.NoError(t, w.runs.Resolve(context.Background(), "acme", run, workflows.Resolution{
-		Step: 1, Outcome: workflows.OutcomeApplied, Resolver: "olga", Note: "the customer has it"}))
+	out, err := w.oncerun("resolve", "--tenant", "acme", "--run-id", run, "--step", "1", "--outcome", "applied",
+		"--as", "olga", "--note", "the customer has it")
+	require.NoError(t, err, out)
 	st = w.result("acme", run)
 	assert.Equal(t, workflows.StepDone, st.Steps[0].State)
 	assert.Len(t, w.mailbox.Messages(), 1)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -28,9 +26,7 @@ func TestRejectedStepDoesNotRun(t *testing.T) {
 	e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
 		return s.State == workflows.RunWaitingForApproval
 	})
-	_, err = e.runs.Decide(ctx, runs.Decision{Tenant: "acme", RunID: run, Step: 3,
-		Decision: workflows.DecisionReject, Approver: "dana", Comment: "not damaged"}, 30*time.Second)
-	require.NoError(t, err)
+	e.decide(run, 3, workflows.DecisionReject, "dana", "not damaged")
 
 	final := e.result("acme", run)
 	require.Len(t, final.Steps, 4)

@@ -23,6 +23,7 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -95,7 +96,7 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	require.True(t, healthy, "worker never became healthy:\n%s", logs.String())
 
-	_, err = temporalClient.ScheduleClient().GetHandle(context.Background(), workflows.WatchdogScheduleID).Describe(context.Background())
+	_, err = temporalClient.ScheduleClient().GetHandle(context.Background(), watchdog.DefaultScheduleID).Describe(context.Background())
 	require.NoError(t, err, "the worker created the expiry watchdog's schedule")
 
 	api := &approvals.Client{BaseURL: "http://" + apAddr, Token: opsToken}

@@ -13,6 +13,7 @@ import (
 	sdkworker "go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/worker"
@@ -193,15 +194,17 @@ WHERE tenant = 'acme' AND run_id = $1 AND step = 2 AND outcome = 'accepted'`, ru
 	assert.Equal(t, 2, audited("outcome = 'repeated' AND resolver = 'ops'"))
 	assert.Equal(t, 3, audited("outcome = 'conflict'"))
 
-	// A round the run recorded around the service and the CLI counts as
-	// answered.
+	// A round the run recorded with no answer of record (answered by a
+	// release before every answer was recorded) is not pending: nothing
+	// adopts the run's record.
 	other := e.id("around")
 	e.seedResolution("acme", other, 4, 1)
 	_, err = e.pool.Exec(ctx, `UPDATE resolutions SET state = 'not_applied', resolved_by = 'sre', resolved_at = now()
 WHERE tenant = 'acme' AND run_id = $1`, other)
 	require.NoError(t, err)
 	a.expectError(a.do(http.MethodPost, resolvePath(other, 4), "dana", approvals.ResolveRequest{Outcome: "applied"}),
-		http.StatusConflict, "decision_conflict", "already answered not_applied by sre")
+		http.StatusNotFound, "not_found", "not pending", "recorded it as not_applied")
+	assert.Equal(t, 1, e.count("resolution_decisions", "run_id = $1 AND outcome = 'not_pending'", other))
 }
 
 // TestResolveSignalsAnOpenRun: an answer to an open run is delivered (202),
@@ -380,17 +383,23 @@ func TestResolveCLI(t *testing.T) {
 	assert.Contains(t, err.Error(), "not found")
 	assert.Equal(t, 0, e.count("resolution_decisions", "via = 'cli'"))
 
-	// What the CLI then does: the service's checks with the database's
-	// credentials, an audit row via cli, and the signal.
-	res, err := approvals.ResolveDirect(context.Background(), e.pool, e.runs, "acme", "sre", open, 2,
-		approvals.ResolveRequest{Outcome: "not_applied", Note: "not in the provider's ledger"})
+	// What the CLI then does (TestUnknownRefundWaitsForAPersonsResolve
+	// drives it on a run that needs resolution): the one path every answer
+	// takes, with the database's credentials, an audit row via cli, and the
+	// signal.
+	direct := func(outcome string) (approvalstore.Resolved, error) {
+		return e.runs.Resolve(context.Background(), e.pool, approvalstore.ResolveRequest{Tenant: "acme", RunID: open, Step: 2,
+			Outcome: outcome, Note: "not in the provider's ledger", Resolver: "sre", Role: approvalstore.RoleLocal, MayResolve: true,
+			RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI})
+	}
+	res, err := direct("not_applied")
 	require.NoError(t, err)
 	assert.False(t, res.Repeated)
-	assert.Equal(t, "cli", res.Resolution.Via)
-	assert.Equal(t, approvals.Role("local"), res.Resolution.Role)
+	assert.Equal(t, "cli", res.Decision.Via)
+	assert.Equal(t, "local", res.Decision.Role)
 	assert.Equal(t, 1, e.count("resolution_decisions",
 		"run_id = $1 AND outcome = 'accepted' AND via = 'cli' AND role = 'local' AND resolver = 'sre' AND remote_addr = 'local'", open))
-	_, err = approvals.ResolveDirect(context.Background(), e.pool, e.runs, "acme", "sre", open, 2, approvals.ResolveRequest{Outcome: "applied"})
+	_, err = direct("applied")
 	require.ErrorContains(t, err, "already answered not_applied by sre")
 	r := a.do(http.MethodPost, resolvePath(open, 2), "dana", approvals.ResolveRequest{Outcome: "not_applied"})
 	require.Equal(t, http.StatusOK, r.status, "the CLI's answer is the answer of record; body: %s", r.body)

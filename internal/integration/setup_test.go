@@ -125,7 +125,8 @@ func (e *env) startWorker(name string, opts sdkworker.Options) *testWorker {
 	m := metrics.New(prometheus.NewRegistry())
 	w := worker.NewWorker(e.tc, e.queue, &activities.Activities{
 		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
-		Runs: activities.TemporalRuns{Client: e.tc}, Alerts: e.webhook,
+	}, &worker.WatchdogActivities{
+		Pool: e.pool, Tools: reg, Runs: &runs.Client{Temporal: e.tc}, Alerts: e.webhook, Metrics: m, Log: log,
 	}, opts)
 	require.NoError(e.t, w.Start())
 	stopped := false

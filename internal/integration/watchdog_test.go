@@ -16,11 +16,10 @@ import (
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
 
-	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
-	"github.com/oncerun/oncerun/worker"
+	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -33,14 +32,14 @@ func (e *env) expire(runID string) {
 }
 
 // watchdog runs one pass of the watchdog workflow on the test's queue.
-func (e *env) watchdog(policy string, batch int) workflows.WatchdogResult {
+func (e *env) watchdog(policy string, batch int) watchdog.Result {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	run, err := e.tc.ExecuteWorkflow(ctx, client.StartWorkflowOptions{TaskQueue: e.queue},
-		workflows.Watchdog, workflows.WatchdogInput{Policy: policy, BatchSize: batch})
+		watchdog.WorkflowName, watchdog.Input{Policy: policy, BatchSize: batch})
 	require.NoError(e.t, err)
-	var res workflows.WatchdogResult
+	var res watchdog.Result
 	require.NoError(e.t, run.Get(ctx, &res))
 	e.saveHistoryOf(run.GetID(), e.t.Name()+"-Watchdog-"+policy)
 	return res
@@ -57,7 +56,7 @@ func TestWatchdogPrunesKeysOfClosedRunsWithoutAlerts(t *testing.T) {
 	require.Equal(t, 2, e.count("idempotency_keys", "run_id = $1", run))
 	e.expire(run)
 
-	res := e.watchdog(activities.PolicyHold, 0)
+	res := e.watchdog(watchdog.PolicyHold, 0)
 
 	assert.Equal(t, 2, res.Totals.Pruned)
 	assert.Zero(t, res.Totals.Alerts)
@@ -92,16 +91,16 @@ func TestWatchdogAlertsOncePerKeyOfALiveRun(t *testing.T) {
 	noteKey := fmt.Sprintf("v1/acme/%s/2/add_order_note", run)
 	e.expire(run)
 
-	held := e.watchdog(activities.PolicyHold, 0)
+	held := e.watchdog(watchdog.PolicyHold, 0)
 	assert.Equal(t, 1, held.Totals.Held)
 	assert.Equal(t, 1, held.Totals.Alerts)
 	assert.Equal(t, 1, e.count("idempotency_keys", "key = $1 AND expires_at > statement_timestamp() + interval '29 days'", noteKey),
 		"the held key's expiry moved a window ahead")
-	again := e.watchdog(activities.PolicyHold, 0)
+	again := e.watchdog(watchdog.PolicyHold, 0)
 	assert.Zero(t, again.Totals.Selected, "a held key is not due again")
 
 	e.expire(run)
-	pruned := e.watchdog(activities.PolicyPrune, 0)
+	pruned := e.watchdog(watchdog.PolicyPrune, 0)
 	assert.Equal(t, 1, pruned.Totals.PrunedAlive)
 	assert.Zero(t, e.count("idempotency_keys", "key = $1", noteKey))
 
@@ -139,9 +138,9 @@ FROM generate_series(100, 499) AS n`, run)
 	e.expire(run)
 
 	var wg sync.WaitGroup
-	results := make([]workflows.WatchdogResult, 2)
+	results := make([]watchdog.Result, 2)
 	for i := range results {
-		wg.Go(func() { results[i] = e.watchdog(activities.PolicyHold, 50) })
+		wg.Go(func() { results[i] = e.watchdog(watchdog.PolicyHold, 50) })
 	}
 	wg.Wait()
 
@@ -194,9 +193,9 @@ func TestWatchdogScheduleIsCreatedOnceAndUpdated(t *testing.T) {
 	ctx := context.Background()
 	// An ID of the test's own: the worker process test creates the default.
 	id := "oncerun-expiry-watchdog-test"
-	require.NoError(t, worker.EnsureWatchdogSchedule(ctx, temporalClient, "q-sched", worker.WatchdogConfig{Interval: time.Hour, ScheduleID: id}))
-	require.NoError(t, worker.EnsureWatchdogSchedule(ctx, temporalClient, "q-sched",
-		worker.WatchdogConfig{Interval: 2 * time.Hour, Policy: "prune", ScheduleID: id}),
+	require.NoError(t, watchdog.EnsureSchedule(ctx, temporalClient, "q-sched", watchdog.Config{Interval: time.Hour, ScheduleID: id}))
+	require.NoError(t, watchdog.EnsureSchedule(ctx, temporalClient, "q-sched",
+		watchdog.Config{Interval: 2 * time.Hour, Policy: "prune", ScheduleID: id}),
 		"a second worker's start finds the schedule and updates it")
 
 	desc, err := temporalClient.ScheduleClient().GetHandle(ctx, id).Describe(ctx)

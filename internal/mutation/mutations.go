@@ -135,10 +135,10 @@ var mutations = []Mutation{
 	{
 		Name:     "silent-prune",
 		Bug:      "the watchdog prunes a key of a live run without raising an alert",
-		File:     "activities/watchdog.go",
+		File:     "internal/watchdog/prune.go",
 		Old:      "\n\t\t\t\tactions[k.Key] = PolicyPrune",
 		New:      "",
-		Packages: []string{"./activities"},
+		Packages: []string{"./internal/watchdog"},
 		Tests:    []string{"TestPruneExpiredKeepsInFlightKeysAndSkipsUnknownRuns"},
 	},
 	{
@@ -190,11 +190,11 @@ var mutations = []Mutation{
 	{
 		Name:     "conflicting-decision-api",
 		Bug:      "the approvals service refuses a change of decision only from the approver who made it: another approver's contrary decision is answered as a repeat",
-		File:     "approvals/store.go",
-		Old:      "if orig.Decision != in.decision {",
-		New:      "if orig.Decision != in.decision && orig.Approver == in.id.Name {",
-		Packages: []string{"./internal/integration"},
-		Tests:    []string{"TestApprovalsAPITwoApproversAtOnce"},
+		File:     "internal/approvalstore/decide.go",
+		Old:      "if orig.Decision != r.Decision {",
+		New:      "if orig.Decision != r.Decision && orig.Approver == r.Approver {",
+		Packages: []string{"./internal/approvalstore"},
+		Tests:    []string{"TestDecideRecordsOneDecisionOfRecord"},
 	},
 	{
 		Name:     "in-flight-settled",
@@ -208,10 +208,10 @@ var mutations = []Mutation{
 	{
 		Name:     "silent-prune-log",
 		Bug:      "the watchdog logs its alert about a live run's key at debug level, unseen at the default level",
-		File:     "activities/watchdog.go",
+		File:     "internal/watchdog/prune.go",
 		Old:      `a.log().Error("key expired while its run is alive",`,
 		New:      `a.log().Debug("key expired while its run is alive",`,
-		Packages: []string{"./activities"},
+		Packages: []string{"./internal/watchdog"},
 		Tests:    []string{"TestKeyOfALiveRunExpiringLogsAnError"},
 	},
 	// A deployment's tools reach every entry point (issue 15).

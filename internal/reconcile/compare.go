@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 )
 
@@ -20,21 +18,6 @@ const (
 	maxProviderIDBytes = 256
 	maxCurrencyBytes   = 16
 )
-
-// ourRow is a row of the dedup store.
-type ourRow struct {
-	Tenant      string          `db:"tenant"`
-	Key         string          `db:"key"`
-	RunID       string          `db:"run_id"`
-	Step        int64           `db:"step"`
-	State       string          `db:"state"`
-	Result      json.RawMessage `db:"result"`
-	Failure     json.RawMessage `db:"failure"`
-	CreatedAt   time.Time       `db:"created_at"`
-	CompletedAt *time.Time      `db:"completed_at"`
-}
-
-const ourColumns = `tenant, key, run_id, step, state, result, failure, created_at, completed_at`
 
 // compare compares one source's settled ledger entries with our rows. It
 // returns the drift it found and how many keys it compared.
@@ -69,7 +52,7 @@ func compare(ctx context.Context, cfg Config, s Source, w window) ([]finding, in
 			found = append(found, f)
 		}
 	}
-	ours, err := completedRows(ctx, cfg, s.Tool, w)
+	ours, err := idempotency.CompletedKeys(ctx, cfg.Pool, s.Tool, w.since, w.cutoff)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -98,7 +81,7 @@ func compare(ctx context.Context, cfg Config, s Source, w window) ([]finding, in
 
 // compareKey compares the provider's effects under key k with our row r
 // (nil when we have none).
-func compareKey(s Source, k string, g []Entry, r *ourRow, w window) (finding, bool) {
+func compareKey(s Source, k string, g []Entry, r *idempotency.KeyRecord, w window) (finding, bool) {
 	theirs, amount, cur, mixed := total(g)
 	f := finding{
 		Tool: s.Tool, Key: clean(k, maxKeyBytes), Amount: amount, Currency: cur, Theirs: theirs,
@@ -111,7 +94,7 @@ func compareKey(s Source, k string, g []Entry, r *ourRow, w window) (finding, bo
 	if perr == nil {
 		f.Tenant, f.RunID, f.Step = parsed.Tenant, parsed.RunID, parsed.Step
 	}
-	if r == nil || r.State != "completed" {
+	if r == nil || r.State != idempotency.StateCompleted {
 		f.Kind = KindUnderRecorded
 		switch {
 		case g[0].Key == "":
@@ -212,48 +195,20 @@ func jsonValue(raw json.RawMessage) json.RawMessage {
 
 // rowsOfKeys reads our rows, in any state, for the keys given; keys that
 // are not oncerun's have none.
-func rowsOfKeys(ctx context.Context, cfg Config, ks []string) (map[string]*ourRow, error) {
-	var tenants, names []string
+func rowsOfKeys(ctx context.Context, cfg Config, ks []string) (map[string]*idempotency.KeyRecord, error) {
+	var refs []idempotency.KeyRef
 	for _, k := range ks {
 		if parsed, err := keys.Parse(k); err == nil {
-			tenants, names = append(tenants, parsed.Tenant), append(names, k)
+			refs = append(refs, idempotency.KeyRef{Tenant: parsed.Tenant, Key: k})
 		}
 	}
-	out := map[string]*ourRow{}
-	if len(names) == 0 {
-		return out, nil
-	}
-	rows, err := cfg.Pool.Query(ctx, `
-SELECT `+ourColumns+`
-FROM idempotency_keys
-WHERE (tenant, key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, tenants, names)
+	list, err := idempotency.KeysOf(ctx, cfg.Pool, refs)
 	if err != nil {
 		return nil, fmt.Errorf("read the keys the provider lists: %w", err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByName[ourRow])
-	if err != nil {
-		return nil, fmt.Errorf("read the keys the provider lists: %w", err)
-	}
-	for _, r := range list {
-		out[r.Key] = r
+	out := make(map[string]*idempotency.KeyRecord, len(list))
+	for i := range list {
+		out[list[i].Key] = &list[i]
 	}
 	return out, nil
-}
-
-// completedRows reads our keys of tool created since the window's start
-// and completed before its cutoff.
-func completedRows(ctx context.Context, cfg Config, tool string, w window) ([]ourRow, error) {
-	rows, err := cfg.Pool.Query(ctx, `
-SELECT `+ourColumns+`
-FROM idempotency_keys
-WHERE tool = $1 AND state = 'completed' AND created_at >= $2 AND completed_at < $3
-ORDER BY completed_at`, tool, w.since, w.cutoff)
-	if err != nil {
-		return nil, fmt.Errorf("read the completed %s keys: %w", tool, err)
-	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[ourRow])
-	if err != nil {
-		return nil, fmt.Errorf("read the completed %s keys: %w", tool, err)
-	}
-	return list, nil
 }

@@ -31,7 +31,14 @@ var (
 	ErrConflict = errors.New("run id already used with another input")
 	// ErrNotPending means a step is not waiting for a decision.
 	ErrNotPending = errors.New("step is not pending approval")
+	// ErrDecisionNotApplied means the run did not apply the decision it was
+	// sent: it recorded the step otherwise (its deadline came first, or
+	// another decision reached it).
+	ErrDecisionNotApplied = errors.New("decision not applied by the run")
 )
+
+// DefaultSignalTimeout is the default of Client.SignalTimeout.
+const DefaultSignalTimeout = 10 * time.Second
 
 // Client starts and steers runs.
 type Client struct {
@@ -39,8 +46,13 @@ type Client struct {
 	Temporal client.Client
 	// TaskQueue is where runs start. Default workflows.DefaultTaskQueue.
 	TaskQueue string
-	// Pool reads the approvals table; only Pending needs it.
+	// Pool holds the approvals tables; only Pending and Unresolved need
+	// it (Decide and Resolve are given theirs).
 	Pool *pgxpool.Pool
+	// SignalTimeout bounds the signal Decide and Resolve send once a
+	// decision is recorded, however little time the caller's context has
+	// left. Default DefaultSignalTimeout.
+	SignalTimeout time.Duration
 }
 
 func (c *Client) taskQueue() string {
@@ -142,129 +154,9 @@ func (c *Client) Status(ctx context.Context, tenant, runID string) (workflows.St
 	return st, nil
 }
 
-// Decision is a decision to send to a pending step.
-type Decision struct {
-	Tenant   string             `json:"tenant"`
-	RunID    string             `json:"run_id"`
-	Step     int64              `json:"step"`
-	Decision workflows.Decision `json:"decision"`
-	Approver string             `json:"approver"`
-	Comment  string             `json:"comment,omitempty"`
-	// ArgsHash binds the decision to the arguments the approver saw. Empty
-	// means the step's current hash.
-	ArgsHash string `json:"args_hash,omitempty"`
-}
-
-// ErrNotApplied means the run did not apply a decision: another decision
-// came first, the deadline passed, or the arguments hash was not the step's.
-var ErrNotApplied = errors.New("decision not applied")
-
-// Decide sends a decision to a step that waits for one and waits, up to
-// wait, until the run has applied it. It returns the step as the run then
-// reports it; a step the run decided otherwise is [ErrNotApplied], and a step
-// still pending after wait is returned without an error (no worker may be
-// running).
-func (c *Client) Decide(ctx context.Context, d Decision, wait time.Duration) (workflows.Step, error) {
-	if d.Decision != workflows.DecisionApprove && d.Decision != workflows.DecisionReject {
-		return workflows.Step{}, fmt.Errorf("decision %q is not approve or reject", d.Decision)
-	}
-	if d.Approver == "" {
-		return workflows.Step{}, errors.New("a decision needs the approver's name")
-	}
-	if err := (workflows.Approval{Decision: d.Decision, Approver: d.Approver, Comment: d.Comment}).Validate(); err != nil {
-		return workflows.Step{}, err
-	}
-	st, err := c.Status(ctx, d.Tenant, d.RunID)
-	if err != nil {
-		return workflows.Step{}, err
-	}
-	step, err := findStep(st, d.Step)
-	if err != nil {
-		return workflows.Step{}, err
-	}
-	if step.State != workflows.StepPendingApproval {
-		return step, fmt.Errorf("run %s step %d is %s: %w", d.RunID, d.Step, step.State, ErrNotPending)
-	}
-	hash := d.ArgsHash
-	if hash == "" {
-		hash = step.ArgsHash
-	}
-	if hash != step.ArgsHash {
-		return step, fmt.Errorf("run %s step %d: the reviewed args hash %s is not the step's %s: %w",
-			d.RunID, d.Step, hash, step.ArgsHash, ErrNotApplied)
-	}
-	err = c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(d.Tenant, d.RunID), "", workflows.SignalApproval, workflows.Approval{
-		Step: d.Step, Decision: d.Decision, Approver: d.Approver, Comment: d.Comment, ArgsHash: hash,
-	})
-	if err != nil {
-		return step, fmt.Errorf("signal run %s: %w", d.RunID, err)
-	}
-	deadline := time.Now().Add(wait)
-	for {
-		st, err := c.Status(ctx, d.Tenant, d.RunID)
-		if err != nil {
-			return step, err
-		}
-		if step, err = findStep(st, d.Step); err != nil {
-			return step, err
-		}
-		if step.State != workflows.StepPendingApproval {
-			if ap := step.Approval; ap == nil || ap.Decision != d.Decision || ap.Approver != d.Approver {
-				return step, fmt.Errorf("run %s step %d is %s: %w", d.RunID, d.Step, step.State, ErrNotApplied)
-			}
-			return step, nil
-		}
-		if time.Now().After(deadline) {
-			return step, nil
-		}
-		select {
-		case <-ctx.Done():
-			return step, ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// Signal sends a decision to the run as the approval signal and returns at
-// once: the run applies it if the step still waits with that arguments
-// hash, and ignores it otherwise. A decision repeated is harmless. A run
-// that is not open is [ErrNotFound].
-func (c *Client) Signal(ctx context.Context, d Decision) error {
-	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(d.Tenant, d.RunID), "", workflows.SignalApproval, workflows.Approval{
-		Step: d.Step, Decision: d.Decision, Approver: d.Approver, Comment: d.Comment, ArgsHash: d.ArgsHash,
-	})
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return fmt.Errorf("run %s of tenant %s is not open: %w", d.RunID, d.Tenant, ErrNotFound)
-		}
-		return fmt.Errorf("signal run %s: %w", d.RunID, err)
-	}
-	return nil
-}
-
 func findStep(st workflows.Status, n int64) (workflows.Step, error) {
 	if n < 1 || n > int64(len(st.Steps)) {
 		return workflows.Step{}, fmt.Errorf("run %s has no step %d: %w", st.RunID, n, ErrNotFound)
 	}
 	return st.Steps[n-1], nil
-}
-
-// Resolve sends a person's answer about a step whose outcome is unknown as
-// the resolve signal and returns at once: the run applies it if the step
-// still needs resolution in that round, and ignores it otherwise. A run that
-// is not open is [ErrNotFound].
-func (c *Client) Resolve(ctx context.Context, tenant, runID string, r workflows.Resolution) error {
-	if err := r.Validate(); err != nil {
-		return err
-	}
-	err := c.Temporal.SignalWorkflow(ctx, workflows.WorkflowID(tenant, runID), "", workflows.SignalResolve, r)
-	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return fmt.Errorf("run %s of tenant %s is not open: %w", runID, tenant, ErrNotFound)
-		}
-		return fmt.Errorf("signal run %s: %w", runID, err)
-	}
-	return nil
 }

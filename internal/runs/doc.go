@@ -1,6 +1,7 @@
 // Package runs is the client side of oncerun: start a run idempotently, read
-// its status, decide its pending steps and list what waits for approval. The
-// CLI and the approvals service are thin layers over a [Client].
+// its status, decide its pending steps and answer its unknown outcomes, and
+// list what waits for people. The CLI and the approvals service are thin
+// layers over a [Client].
 //
 // # Starting a run twice
 //
@@ -9,4 +10,13 @@
 // USE_EXISTING, so starting the same run again, running or closed, returns
 // the first. The run's input hash is stored in the workflow's memo: the same
 // run id started with another input is reported as [ErrConflict].
+//
+// # Deciding
+//
+// [Client.Decide] and [Client.Resolve] are the only ways a decision or an
+// answer reaches a run, whoever sends it (the approvals service's API and
+// inbox, the CLI without it): each records the request through
+// internal/approvalstore (the role, the step's row lock, the audit row)
+// and only then signals the run. A decision without its audit row cannot
+// be sent from here.
 package runs

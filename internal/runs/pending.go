@@ -3,83 +3,75 @@ package runs
 import (
 	"context"
 	"encoding/json"
-	"fmt"
+	"errors"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 )
 
-// PendingApproval is a step waiting for a decision, as the approvals table
-// lists it.
+// PendingApproval is a step waiting for a decision, as `oncerun approvals
+// --json` prints it.
 type PendingApproval struct {
-	Tenant      string          `db:"tenant" json:"tenant"`
-	RunID       string          `db:"run_id" json:"run_id"`
-	Step        int64           `db:"step" json:"step"`
-	Tool        string          `db:"tool" json:"tool"`
-	Args        json.RawMessage `db:"args" json:"args"`
-	ArgsHash    string          `db:"args_hash" json:"args_hash"`
-	Goal        string          `db:"goal" json:"goal"`
-	Reason      string          `db:"reason" json:"reason"`
-	RequestedBy string          `db:"requested_by" json:"requested_by"`
-	RequestedAt time.Time       `db:"requested_at" json:"requested_at"`
-	Deadline    time.Time       `db:"deadline" json:"deadline"`
+	Tenant      string          `json:"tenant"`
+	RunID       string          `json:"run_id"`
+	Step        int64           `json:"step"`
+	Tool        string          `json:"tool"`
+	Args        json.RawMessage `json:"args"`
+	ArgsHash    string          `json:"args_hash"`
+	Goal        string          `json:"goal"`
+	Reason      string          `json:"reason"`
+	RequestedBy string          `json:"requested_by"`
+	RequestedAt time.Time       `json:"requested_at"`
+	Deadline    time.Time       `json:"deadline"`
 }
 
 // Pending lists the steps waiting for a decision, oldest first; tenant ""
 // lists every tenant's.
 func (c *Client) Pending(ctx context.Context, tenant string) ([]PendingApproval, error) {
 	if c.Pool == nil {
-		return nil, fmt.Errorf("list pending approvals: the client has no database pool")
+		return nil, errors.New("list pending approvals: the client has no database pool")
 	}
-	rows, err := c.Pool.Query(ctx, `
-SELECT tenant, run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline
-FROM approvals
-WHERE state = 'pending' AND ($1 = '' OR tenant = $1)
-ORDER BY requested_at, tenant, run_id, step`, tenant)
+	rows, err := approvalstore.PendingApprovals(ctx, c.Pool, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("list pending approvals: %w", err)
+		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[PendingApproval])
-	if err != nil {
-		return nil, fmt.Errorf("list pending approvals: %w", err)
-	}
-	if list == nil {
-		list = []PendingApproval{}
+	list := make([]PendingApproval, 0, len(rows))
+	for _, a := range rows {
+		list = append(list, PendingApproval{Tenant: a.Tenant, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args,
+			ArgsHash: a.ArgsHash, Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt,
+			Deadline: a.Deadline})
 	}
 	return list, nil
 }
 
 // Unresolved is a step whose external effect's outcome is unknown, waiting
-// for a person's resolve, as the resolutions table lists it.
+// for a person's resolve.
 type Unresolved struct {
-	Tenant      string    `db:"tenant" json:"tenant"`
-	RunID       string    `db:"run_id" json:"run_id"`
-	Step        int64     `db:"step" json:"step"`
-	Round       int       `db:"round" json:"round"`
-	Tool        string    `db:"tool" json:"tool"`
-	Key         string    `db:"key" json:"key"`
-	FirstSentAt time.Time `db:"first_sent_at" json:"first_sent_at"`
-	Known       string    `db:"known" json:"known"`
-	Deadline    time.Time `db:"deadline" json:"deadline"`
+	Tenant      string    `json:"tenant"`
+	RunID       string    `json:"run_id"`
+	Step        int64     `json:"step"`
+	Round       int       `json:"round"`
+	Tool        string    `json:"tool"`
+	Key         string    `json:"key"`
+	FirstSentAt time.Time `json:"first_sent_at"`
+	Known       string    `json:"known"`
+	Deadline    time.Time `json:"deadline"`
 }
 
 // Unresolved lists the steps whose outcome waits to be resolved, oldest
 // first; tenant "" lists every tenant's.
 func (c *Client) Unresolved(ctx context.Context, tenant string) ([]Unresolved, error) {
 	if c.Pool == nil {
-		return nil, fmt.Errorf("list unresolved steps: the client has no database pool")
+		return nil, errors.New("list unresolved steps: the client has no database pool")
 	}
-	rows, err := c.Pool.Query(ctx, `
-SELECT tenant, run_id, step, round, tool, key, first_sent_at, known, deadline
-FROM resolutions
-WHERE state = 'pending' AND ($1 = '' OR tenant = $1)
-ORDER BY requested_at, tenant, run_id, step`, tenant)
+	rows, err := approvalstore.PendingResolutions(ctx, c.Pool, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("list unresolved steps: %w", err)
+		return nil, err
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unresolved])
-	if err != nil {
-		return nil, fmt.Errorf("list unresolved steps: %w", err)
+	list := make([]Unresolved, 0, len(rows))
+	for _, r := range rows {
+		list = append(list, Unresolved{Tenant: r.Tenant, RunID: r.RunID, Step: r.Step, Round: r.Round, Tool: r.Tool,
+			Key: r.Key, FirstSentAt: r.FirstSentAt, Known: r.Known, Deadline: r.Deadline})
 	}
 	return list, nil
 }

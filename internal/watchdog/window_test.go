@@ -1,4 +1,4 @@
-package activities_test
+package watchdog_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -37,7 +38,7 @@ func (runsAlive) RunState(context.Context, string, string) (bool, string, error)
 // regardless.
 func TestPauseOutlivingAKeysWindow(t *testing.T) {
 	t.Parallel()
-	for _, policy := range []string{activities.PolicyHold, activities.PolicyPrune} {
+	for _, policy := range []string{watchdog.PolicyHold, watchdog.PolicyPrune} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
@@ -52,18 +53,19 @@ func TestPauseOutlivingAKeysWindow(t *testing.T) {
 			}
 			reg, err := tools.NewRegistry(tools.RegistryConfig{MaxApprovalPause: 12 * time.Hour, RetryHorizon: time.Hour, Margin: time.Hour}, shopTools...)
 			require.NoError(t, err)
-			acts := &activities.Activities{Pool: pool, Store: store, Tools: reg, Runs: runsAlive{},
+			acts := &activities.Activities{Pool: pool, Store: store, Tools: reg,
 				Planners: map[string]planner.Planner{planner.NameScript: planner.Script{}}}
+			wd := &watchdog.Activities{Pool: pool, Tools: reg, Runs: runsAlive{}}
 
 			var suite testsuite.WorkflowTestSuite
 			env := suite.NewTestWorkflowEnvironment()
 			env.SetStartTime(time.Now()) // the keys' expiry is on the database's clock
 			env.RegisterWorkflow(workflows.AgentRun)
 			env.RegisterActivity(acts)
-			var pass activities.PruneOutput
+			var pass watchdog.PruneOutput
 			env.RegisterDelayedCallback(func() {
 				var err error
-				pass, err = acts.PruneExpired(ctx, activities.PruneInput{Cutoff: env.Now(), BatchSize: 100, Policy: policy})
+				pass, err = wd.PruneExpired(ctx, watchdog.PruneInput{Cutoff: env.Now(), BatchSize: 100, Policy: policy})
 				require.NoError(t, err)
 				var st workflows.Status
 				v, err := env.QueryWorkflow(workflows.QueryStatus)
@@ -98,7 +100,7 @@ func TestPauseOutlivingAKeysWindow(t *testing.T) {
 				Tool: note.Tool, Args: note.Args, ArgsHash: note.ArgsHash})
 			require.NoError(t, err)
 			notes := count(`SELECT count(*) FROM order_notes WHERE tenant = 'acme'`)
-			if policy == activities.PolicyHold {
+			if policy == watchdog.PolicyHold {
 				assert.Equal(t, 1, count(`SELECT count(*) FROM idempotency_keys WHERE key = $1`, noteKey), "held")
 				assert.True(t, again.Replayed, "a replay of the note is still a replay")
 				assert.Equal(t, 1, notes)

@@ -1,29 +1,15 @@
-package activities_test
+package watchdog_test
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/watchdog"
 )
-
-// fakeRuns answers for runs by id: open, closed, or an error.
-type fakeRuns map[string]string
-
-func (f fakeRuns) RunState(_ context.Context, _, runID string) (bool, string, error) {
-	switch f[runID] {
-	case "open":
-		return true, "running", nil
-	case "error":
-		return false, "", errors.New("temporal unavailable")
-	}
-	return false, "completed", nil
-}
 
 func TestPruneExpiredKeepsInFlightKeysAndSkipsUnknownRuns(t *testing.T) {
 	t.Parallel()
@@ -46,7 +32,7 @@ VALUES ('acme', 'v1/acme/' || $1 || '/' || $2::bigint || '/add_order_note', $1, 
 	insert("r-open", 3, "in_flight", "1 hour")    // an attempt holds it right now
 	insert("r-fail", 1, "completed", "0s")
 
-	out, err := f.acts.PruneExpired(ctx, activities.PruneInput{Cutoff: time.Now(), BatchSize: 100, Policy: activities.PolicyPrune})
+	out, err := f.acts.PruneExpired(ctx, watchdog.PruneInput{Cutoff: time.Now(), BatchSize: 100, Policy: watchdog.PolicyPrune})
 	require.NoError(t, err)
 
 	assert.Equal(t, 4, out.Selected, "the key under a live lease is not even selected")
@@ -67,9 +53,9 @@ VALUES ('acme', 'v1/acme/' || $1 || '/' || $2::bigint || '/add_order_note', $1, 
 	assert.True(t, exists("r-fail", 1), "left for a later pass")
 	var policy string
 	require.NoError(t, f.pool.QueryRow(ctx, `SELECT policy FROM key_expiry_alerts WHERE step = 2`).Scan(&policy))
-	assert.Equal(t, activities.PolicyHold, policy)
+	assert.Equal(t, watchdog.PolicyHold, policy)
 
 	f.acts.Runs = fakeRuns{"r-fail": "error", "r-open": "error"}
-	_, err = f.acts.PruneExpired(ctx, activities.PruneInput{Cutoff: time.Now().Add(40 * 24 * time.Hour), BatchSize: 100, Policy: activities.PolicyHold})
+	_, err = f.acts.PruneExpired(ctx, watchdog.PruneInput{Cutoff: time.Now().Add(40 * 24 * time.Hour), BatchSize: 100, Policy: watchdog.PolicyHold})
 	require.ErrorContains(t, err, "Temporal may be unreachable", "a batch no run of which can be described fails, to be retried")
 }

@@ -1,4 +1,4 @@
-package workflows
+package watchdog_test
 
 import (
 	"context"
@@ -15,9 +15,13 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
 
-	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/watchdog"
 )
+
+// t0 is when the test passes begin, in workflow time.
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
 // watchdogHarness is a test environment for one watchdog pass whose
 // PruneExpired returns `full` full batches, then a short one, each of which
@@ -38,13 +42,13 @@ func setupWatchdog(t *testing.T, full int, dbTime time.Duration) *watchdogHarnes
 	env := suite.NewTestWorkflowEnvironment()
 	env.SetStartTime(t0)
 	env.SetTestTimeout(time.Minute)
-	env.RegisterWorkflow(Watchdog)
+	watchdog.Register(env, &watchdog.Activities{})
 	h := &watchdogHarness{env: env, full: full, dbTime: dbTime}
-	env.OnActivity(a.PruneExpired, mock.Anything, mock.Anything).Return(h.prune)
+	env.OnActivity(watchdog.PruneActivityName, mock.Anything, mock.Anything).Return(h.prune)
 	return h
 }
 
-func (h *watchdogHarness) prune(_ context.Context, in activities.PruneInput) (activities.PruneOutput, error) {
+func (h *watchdogHarness) prune(_ context.Context, in watchdog.PruneInput) (watchdog.PruneOutput, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.batches = append(h.batches, h.env.Now())
@@ -52,13 +56,18 @@ func (h *watchdogHarness) prune(_ context.Context, in activities.PruneInput) (ac
 	if len(h.batches) > h.full {
 		n = in.BatchSize / 2
 	}
-	return activities.PruneOutput{Selected: n, Pruned: n, DBTime: h.dbTime}, nil
+	return watchdog.PruneOutput{Selected: n, Pruned: n, DBTime: h.dbTime}, nil
 }
 
 // run executes a pass to its end and returns its result.
-func (h *watchdogHarness) run(t *testing.T, in WatchdogInput) WatchdogResult {
+func (h *watchdogHarness) run(t *testing.T, in watchdog.Input) watchdog.Result {
 	t.Helper()
-	return runToEnd[WatchdogResult](t, h.env, Watchdog, in)
+	h.env.ExecuteWorkflow(watchdog.WorkflowName, in)
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.NoError(t, h.env.GetWorkflowError())
+	var res watchdog.Result
+	require.NoError(t, h.env.GetWorkflowResult(&res))
+	return res
 }
 
 // gaps returns the workflow time between the starts of consecutive batches.
@@ -87,7 +96,7 @@ func TestWatchdogPausesBetweenBatchesByItsDutyCycle(t *testing.T) {
 		duty  float64
 		pause time.Duration
 	}{
-		{"default", 0, 19 * dbTime}, // DefaultWatchdogDutyCycle, 0.05
+		{"default", 0, 19 * dbTime}, // DefaultDutyCycle, 0.05
 		{"half", 0.5, dbTime},
 		{"a tenth", 0.1, 9 * dbTime},
 		{"back to back", 1, 0},
@@ -96,7 +105,7 @@ func TestWatchdogPausesBetweenBatchesByItsDutyCycle(t *testing.T) {
 			t.Parallel()
 			h := setupWatchdog(t, 3, dbTime)
 
-			res := h.run(t, WatchdogInput{BatchSize: 10, DutyCycle: tc.duty})
+			res := h.run(t, watchdog.Input{BatchSize: 10, DutyCycle: tc.duty})
 
 			assert.Equal(t, 4, res.Batches)
 			assert.Equal(t, 35, res.Totals.Pruned)
@@ -112,14 +121,14 @@ func TestWatchdogDoesNotPauseAfterItsLastAllowedBatch(t *testing.T) {
 	t.Parallel()
 	h := setupWatchdog(t, 10, time.Second)
 
-	res := h.run(t, WatchdogInput{BatchSize: 10, MaxBatches: 2})
+	res := h.run(t, watchdog.Input{BatchSize: 10, MaxBatches: 2})
 
 	assert.Equal(t, 2, res.Batches)
 	assert.Equal(t, []time.Duration{19 * time.Second}, h.gaps())
 	assert.Equal(t, h.lastBatch(), h.env.Now(), "the pass ends with its last batch, not a timer")
 }
 
-func TestWatchdogInputPause(t *testing.T) {
+func TestInputPause(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		duty  float64
@@ -132,7 +141,7 @@ func TestWatchdogInputPause(t *testing.T) {
 		{1, 0},
 		{2, 0},
 	} {
-		assert.Equal(t, tc.pause, WatchdogInput{DutyCycle: tc.duty}.Pause(10*time.Millisecond), "duty cycle %v", tc.duty)
+		assert.Equal(t, tc.pause, watchdog.Input{DutyCycle: tc.duty}.Pause(10*time.Millisecond), "duty cycle %v", tc.duty)
 	}
 }
 
@@ -154,7 +163,7 @@ func TestWatchdogReplaysAPassBegunBeforeThePause(t *testing.T) {
 		if done == nil {
 			continue
 		}
-		var out activities.PruneOutput
+		var out watchdog.PruneOutput
 		require.NoError(t, dc.FromPayloads(done.GetResult(), &out))
 		out.DBTime = 5 * time.Millisecond
 		done.Result, err = dc.ToPayloads(out)
@@ -164,6 +173,25 @@ func TestWatchdogReplaysAPassBegunBeforeThePause(t *testing.T) {
 	require.Greater(t, batches, 1, "the recorded pass has batches to pause between")
 
 	r := worker.NewWorkflowReplayer()
-	r.RegisterWorkflow(Watchdog)
+	r.RegisterWorkflowWithOptions(watchdog.Workflow, workflow.RegisterOptions{Name: watchdog.WorkflowName})
 	require.NoError(t, r.ReplayWorkflowHistory(nil, hist))
+}
+
+// TestReplayRecordedPasses replays the passes recorded from a real server
+// by the integration tests (make record-histories) against today's
+// workflow code, under the names they were registered with: a change that
+// would break a pass in flight fails here.
+func TestReplayRecordedPasses(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("testdata", "histories", "*.json"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(files), 5, "recorded histories are missing")
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			r := worker.NewWorkflowReplayer()
+			r.RegisterWorkflowWithOptions(watchdog.Workflow, workflow.RegisterOptions{Name: watchdog.WorkflowName})
+			require.NoError(t, r.ReplayWorkflowHistoryFromJSONFile(nil, f))
+		})
+	}
 }

@@ -1,57 +1,41 @@
-package activities
+package watchdog
 
 import (
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	enumspb "go.temporal.io/api/enums/v1"
-	"go.temporal.io/api/serviceerror"
-	"go.temporal.io/sdk/client"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
-	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/tools"
 )
 
-// Expiry policies for keys whose run is still open.
-const (
-	// PolicyHold keeps the key and extends its expiry by the tool's window.
-	PolicyHold = "hold"
-	// PolicyPrune deletes the key as if its run had closed.
-	PolicyPrune = "prune"
-)
-
-// RunStates tells whether runs are still open.
-type RunStates interface {
-	// RunState reports whether the tenant's run is open, and its state in
-	// words. A run Temporal does not know is closed.
-	RunState(ctx context.Context, tenant, runID string) (open bool, state string, err error)
-}
-
-// TemporalRuns is [RunStates] asked of Temporal with
-// DescribeWorkflowExecution.
-type TemporalRuns struct{ Client client.Client }
-
-// RunState describes the run's workflow.
-func (t TemporalRuns) RunState(ctx context.Context, tenant, runID string) (bool, string, error) {
-	desc, err := t.Client.DescribeWorkflowExecution(ctx, keys.WorkflowID(tenant, runID), "")
-	var nf *serviceerror.NotFound
-	switch {
-	case errors.As(err, &nf):
-		return false, "unknown", nil
-	case err != nil:
-		return false, "", fmt.Errorf("describe run %s of tenant %s: %w", runID, tenant, err)
-	}
-	status := desc.GetWorkflowExecutionInfo().GetStatus()
-	word := strings.ToLower(strings.TrimPrefix(status.String(), "WORKFLOW_EXECUTION_STATUS_"))
-	return status == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING, word, nil
+// Activities carries what the watchdog's activity needs. [Register]
+// registers its PruneExpired on a worker.
+type Activities struct {
+	// Pool is the worker's PostgreSQL pool.
+	Pool *pgxpool.Pool
+	// Tools is the worker's tool registry: a held key's expiry is extended
+	// by its tool's retention window.
+	Tools *tools.Registry
+	// Runs tells which runs are open: a *runs.Client in a worker.
+	Runs runs.States
+	// Alerts posts each new alert to a webhook. Nil posts nothing.
+	Alerts *alerts.Webhook
+	// Metrics counts pruned keys and alerts. Nil counts nothing.
+	Metrics *metrics.Metrics
+	// Log receives the alerts' error lines. Default: none.
+	Log *zap.Logger
 }
 
 // PruneInput is one watchdog batch.
@@ -60,7 +44,7 @@ type PruneInput struct {
 	Cutoff time.Time `json:"cutoff"`
 	// BatchSize bounds the keys locked at once.
 	BatchSize int `json:"batch_size"`
-	// Policy is hold or prune, for keys of open runs.
+	// Policy is PolicyHold or PolicyPrune, for keys of open runs.
 	Policy string `json:"policy"`
 }
 
@@ -85,44 +69,26 @@ type PruneOutput struct {
 	DBTime time.Duration `json:"db_time,omitempty"`
 }
 
-// expiredKey is a due key.
-type expiredKey struct {
-	Tenant    string    `db:"tenant"`
-	Key       string    `db:"key"`
-	RunID     string    `db:"run_id"`
-	Step      int64     `db:"step"`
-	Tool      string    `db:"tool"`
-	State     string    `db:"state"`
-	CreatedAt time.Time `db:"created_at"`
-	ExpiresAt time.Time `db:"expires_at"`
-}
-
 type runRef struct{ tenant, runID string }
 
 // describeTimeout bounds one question to Temporal about a run.
 const describeTimeout = 10 * time.Second
 
-// dueKeysSQL selects keys that expired before $1, oldest first, leaving out
-// keys in flight under a live lease: an attempt may be making their effect
-// right now.
-const dueKeysSQL = `
-SELECT tenant, key, run_id, step, tool, state, created_at, expires_at
-FROM idempotency_keys
-WHERE expires_at < $1 AND (state <> 'in_flight' OR lease_expiry < $1)`
-
 // PruneExpired handles one batch of keys that expired before the cutoff,
 // oldest first.
 //
-//  1. It reads the batch without locking it, and asks Temporal, once per
-//     distinct run and outside any transaction, whether the run is open. A
-//     run Temporal cannot answer for is skipped and left for a later pass.
-//  2. In one short transaction it locks the keys that are still due (FOR
-//     UPDATE SKIP LOCKED: concurrent watchdogs take disjoint keys, and a
-//     claim waits at most for this transaction) and acts: keys of closed
-//     runs are deleted; keys of open runs are held (expiry extended by the
-//     tool's window) or deleted, by policy, except keys in flight, which
-//     are always held, since their outcome may still be unknown. Each key of
-//     an open run gets an alert row in the same transaction.
+//  1. It reads the batch without locking it ([idempotency.DueKeys]: a key
+//     in flight under a live lease is never due), and asks Temporal, once
+//     per distinct run and outside any transaction, whether the run is
+//     open. A run Temporal cannot answer for is skipped and left for a
+//     later pass.
+//  2. In one short transaction it locks the keys that are still due
+//     ([idempotency.LockDueKeys]: concurrent watchdogs take disjoint keys,
+//     and a claim waits at most for this transaction) and acts: keys of
+//     closed runs are deleted; keys of open runs are held (expiry extended
+//     by the tool's window) or deleted, by policy, except keys in flight,
+//     which are always held, since their outcome may still be unknown.
+//     Each key of an open run gets an alert row in the same transaction.
 //  3. After the commit, each new alert is logged at error level, counted
 //     and posted to the webhook.
 //
@@ -131,17 +97,13 @@ WHERE expires_at < $1 AND (state <> 'in_flight' OR lease_expiry < $1)`
 func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutput, error) {
 	if in.Policy != PolicyHold && in.Policy != PolicyPrune {
 		return PruneOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("expiry policy %q is not hold or prune", in.Policy), ErrTypeInvalidArgs, nil)
+			fmt.Sprintf("expiry policy %q is not hold or prune", in.Policy), activities.ErrTypeInvalidArgs, nil)
 	}
-	in.BatchSize = cmp.Or(in.BatchSize, 250)
+	in.BatchSize = cmp.Or(in.BatchSize, DefaultBatchSize)
 	start := time.Now()
-	rows, err := a.Pool.Query(ctx, dueKeysSQL+` ORDER BY expires_at LIMIT $2`, in.Cutoff, in.BatchSize)
+	cands, err := idempotency.DueKeys(ctx, a.Pool, in.Cutoff, in.BatchSize)
 	if err != nil {
-		return PruneOutput{}, fmt.Errorf("select expired keys: %w", err)
-	}
-	cands, err := pgx.CollectRows(rows, pgx.RowToStructByName[expiredKey])
-	if err != nil {
-		return PruneOutput{}, fmt.Errorf("select expired keys: %w", err)
+		return PruneOutput{}, err
 	}
 	out := PruneOutput{Selected: len(cands), DBTime: time.Since(start)}
 	if len(cands) == 0 {
@@ -158,46 +120,42 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 	)
 	start = time.Now()
 	err = pgx.BeginFunc(ctx, a.Pool, func(tx pgx.Tx) error {
-		tenants, names := make([]string, 0, len(cands)), make([]string, 0, len(cands))
+		refs := make([]idempotency.KeyRef, 0, len(cands))
 		for _, k := range cands {
 			if _, known := states[runRef{k.Tenant, k.RunID}]; known {
-				tenants, names = append(tenants, k.Tenant), append(names, k.Key)
+				refs = append(refs, k.Ref())
 			}
 		}
-		rows, err := tx.Query(ctx, dueKeysSQL+`
-  AND (tenant, key) IN (SELECT * FROM unnest($2::text[], $3::text[]))
-ORDER BY expires_at
-FOR UPDATE SKIP LOCKED`, in.Cutoff, tenants, names)
+		due, err := idempotency.LockDueKeys(ctx, tx, in.Cutoff, refs)
 		if err != nil {
-			return fmt.Errorf("lock expired keys: %w", err)
+			return err
 		}
-		due, err := pgx.CollectRows(rows, pgx.RowToStructByName[expiredKey])
-		if err != nil {
-			return fmt.Errorf("lock expired keys: %w", err)
-		}
-		var del, hold []expiredKey
+		var (
+			del  []idempotency.KeyRef
+			hold []idempotency.KeyHold
+		)
 		actions := map[string]string{} // key -> policy action, for keys of open runs
 		for _, k := range due {
 			state := states[runRef{k.Tenant, k.RunID}]
 			switch {
 			case state == "":
-				del = append(del, k)
+				del = append(del, k.Ref())
 				pruned = append(pruned, k.Tool)
-			case in.Policy == PolicyHold || k.State == "in_flight":
-				hold = append(hold, k)
+			case in.Policy == PolicyHold || k.InFlight():
+				hold = append(hold, idempotency.KeyHold{KeyRef: k.Ref(), Until: in.Cutoff.Add(a.window(k.Tool))})
 				actions[k.Key] = PolicyHold
 			default:
-				del = append(del, k)
+				del = append(del, k.Ref())
 				actions[k.Key] = PolicyPrune
 			}
 		}
-		if err := deleteKeys(ctx, tx, del); err != nil {
+		if _, err := idempotency.DeleteKeys(ctx, tx, del); err != nil {
 			return err
 		}
-		if err := a.holdKeys(ctx, tx, hold, in.Cutoff); err != nil {
+		if err := idempotency.HoldKeys(ctx, tx, hold); err != nil {
 			return err
 		}
-		raised, err = a.recordAlerts(ctx, tx, due, states, actions)
+		raised, err = recordAlerts(ctx, tx, due, states, actions)
 		return err
 	})
 	if err != nil {
@@ -236,11 +194,18 @@ FOR UPDATE SKIP LOCKED`, in.Cutoff, tenants, names)
 	return out, nil
 }
 
+func (a *Activities) log() *zap.Logger {
+	if a.Log == nil {
+		return zap.NewNop()
+	}
+	return a.Log
+}
+
 // runStates asks, once per distinct run of ks, whether the run is open:
 // the map holds the run's state in words for an open run and "" for a
 // closed one. A run that could not be described is left out and counted in
 // failed.
-func (a *Activities) runStates(ctx context.Context, ks []expiredKey) (states map[runRef]string, failed int) {
+func (a *Activities) runStates(ctx context.Context, ks []idempotency.ExpiringKey) (states map[runRef]string, failed int) {
 	states = map[runRef]string{}
 	seen := map[runRef]bool{}
 	for _, k := range ks {
@@ -266,45 +231,6 @@ func (a *Activities) runStates(ctx context.Context, ks []expiredKey) (states map
 	return states, failed
 }
 
-func deleteKeys(ctx context.Context, tx pgx.Tx, ks []expiredKey) error {
-	if len(ks) == 0 {
-		return nil
-	}
-	tenants, names := make([]string, len(ks)), make([]string, len(ks))
-	for i, k := range ks {
-		tenants[i], names[i] = k.Tenant, k.Key
-	}
-	_, err := tx.Exec(ctx, `
-DELETE FROM idempotency_keys k
-USING unnest($1::text[], $2::text[]) AS d(tenant, key)
-WHERE k.tenant = d.tenant AND k.key = d.key`, tenants, names)
-	if err != nil {
-		return fmt.Errorf("delete expired keys: %w", err)
-	}
-	return nil
-}
-
-// holdKeys extends each key's expiry to cutoff plus its tool's window.
-func (a *Activities) holdKeys(ctx context.Context, tx pgx.Tx, ks []expiredKey, cutoff time.Time) error {
-	if len(ks) == 0 {
-		return nil
-	}
-	tenants, names := make([]string, len(ks)), make([]string, len(ks))
-	until := make([]time.Time, len(ks))
-	for i, k := range ks {
-		tenants[i], names[i] = k.Tenant, k.Key
-		until[i] = cutoff.Add(a.window(k.Tool))
-	}
-	_, err := tx.Exec(ctx, `
-UPDATE idempotency_keys k SET expires_at = h.until
-FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS h(tenant, key, until)
-WHERE k.tenant = h.tenant AND k.key = h.key`, tenants, names, until)
-	if err != nil {
-		return fmt.Errorf("hold expired keys: %w", err)
-	}
-	return nil
-}
-
 // window is the retention of a tool's keys.
 func (a *Activities) window(tool string) time.Duration {
 	if t, ok := a.Tools.Lookup(tool); ok {
@@ -316,7 +242,7 @@ func (a *Activities) window(tool string) time.Duration {
 // recordAlerts writes an alert row for each key of an open run and returns
 // the alerts that were new: a row for the same key, action and expiry means
 // the alert was raised already.
-func (a *Activities) recordAlerts(ctx context.Context, tx pgx.Tx, due []expiredKey, open map[runRef]string, actions map[string]string) ([]alerts.KeyExpired, error) {
+func recordAlerts(ctx context.Context, tx pgx.Tx, due []idempotency.ExpiringKey, open map[runRef]string, actions map[string]string) ([]alerts.KeyExpired, error) {
 	var batch pgx.Batch
 	var cands []alerts.KeyExpired
 	for _, k := range due {
@@ -327,14 +253,14 @@ func (a *Activities) recordAlerts(ctx context.Context, tx pgx.Tx, due []expiredK
 		}
 		cands = append(cands, alerts.KeyExpired{
 			Alert: "key_expired_while_run_alive", Tenant: k.Tenant, RunID: k.RunID, Step: k.Step, Tool: k.Tool,
-			Key: k.Key, Policy: policy, RunState: state, KeyState: k.State, ExpiredAt: k.ExpiresAt,
+			Key: k.Key, Policy: policy, RunState: state, KeyState: string(k.State), ExpiredAt: k.ExpiresAt,
 		})
 		batch.Queue(`
 INSERT INTO key_expiry_alerts (tenant, key, run_id, step, tool, policy, run_state, key_state, created_at, expired_at)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 ON CONFLICT ON CONSTRAINT key_expiry_alerts_once DO NOTHING
 RETURNING raised_at, extract(epoch FROM raised_at - $9)::float8`,
-			k.Tenant, k.Key, k.RunID, k.Step, k.Tool, policy, state, k.State, k.CreatedAt, k.ExpiresAt)
+			k.Tenant, k.Key, k.RunID, k.Step, k.Tool, policy, state, string(k.State), k.CreatedAt, k.ExpiresAt)
 	}
 	if len(cands) == 0 {
 		return nil, nil

@@ -1,4 +1,4 @@
-package activities_test
+package watchdog_test
 
 import (
 	"context"
@@ -13,13 +13,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/tools"
-	"github.com/oncerun/oncerun/workflows"
 )
 
 // runsClosed says every run has closed, as for keys long past their runs.
@@ -31,15 +30,15 @@ func (runsClosed) RunState(context.Context, string, string) (bool, string, error
 
 // BenchmarkPruneExpiredKeys prunes ONCERUN_BENCH_KEYS (default 1,000,000)
 // expired keys of closed runs in watchdog batches of ONCERUN_BENCH_BATCH
-// (default workflows.DefaultWatchdogBatch) while one client
+// (default watchdog.DefaultBatchSize) while one client
 // claims new keys through Store.Do, and compares the claims' p99 latency
 // with that of the same client on an idle table of the same size. Run it
 // with -benchtime=1x (make bench-prune).
 //
-// Batches follow one another as in the Watchdog workflow: after a full
-// batch, the pause WatchdogInput.Pause gives for the batch's database time,
+// Batches follow one another as in the watchdog's Workflow: after a full
+// batch, the pause Input.Pause gives for the batch's database time,
 // at the duty cycle ONCERUN_BENCH_DUTY (default
-// workflows.DefaultWatchdogDutyCycle; 1 runs batches back to back). Unlike
+// watchdog.DefaultDutyCycle; 1 runs batches back to back). Unlike
 // the workflow it has no round trip through Temporal between batches and no
 // gap between passes of MaxBatches batches: the worst case for the claims.
 func BenchmarkPruneExpiredKeys(b *testing.B) {
@@ -50,14 +49,14 @@ func BenchmarkPruneExpiredKeys(b *testing.B) {
 			b.Fatalf("ONCERUN_BENCH_KEYS: %v", err)
 		}
 	}
-	batch := workflows.DefaultWatchdogBatch
+	batch := watchdog.DefaultBatchSize
 	if s := os.Getenv("ONCERUN_BENCH_BATCH"); s != "" {
 		var err error
 		if batch, err = strconv.Atoi(s); err != nil {
 			b.Fatalf("ONCERUN_BENCH_BATCH: %v", err)
 		}
 	}
-	pass := workflows.WatchdogInput{BatchSize: batch, DutyCycle: workflows.DefaultWatchdogDutyCycle}
+	pass := watchdog.Input{BatchSize: batch, DutyCycle: watchdog.DefaultDutyCycle}
 	if s := os.Getenv("ONCERUN_BENCH_DUTY"); s != "" {
 		var err error
 		if pass.DutyCycle, err = strconv.ParseFloat(s, 64); err != nil || pass.DutyCycle <= 0 || pass.DutyCycle > 1 {
@@ -74,7 +73,7 @@ func BenchmarkPruneExpiredKeys(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	acts := &activities.Activities{Pool: pool, Store: store, Tools: reg, Runs: runsClosed{}}
+	acts := &watchdog.Activities{Pool: pool, Tools: reg, Runs: runsClosed{}}
 
 	for range b.N {
 		b.StopTimer()
@@ -101,7 +100,7 @@ FROM generate_series(0, $1 - 1) AS n`, n); err != nil {
 		go func() {
 			defer close(done)
 			for {
-				out, err := acts.PruneExpired(ctx, activities.PruneInput{Cutoff: time.Now(), BatchSize: batch, Policy: activities.PolicyHold})
+				out, err := acts.PruneExpired(ctx, watchdog.PruneInput{Cutoff: time.Now(), BatchSize: batch, Policy: watchdog.PolicyHold})
 				if err != nil {
 					b.Error(err)
 					return

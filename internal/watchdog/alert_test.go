@@ -1,4 +1,4 @@
-package activities_test
+package watchdog_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/watchdog"
 )
 
 // A key of a live run that the watchdog holds or prunes is an alert, and an
@@ -20,7 +20,7 @@ import (
 // silent.
 func TestKeyOfALiveRunExpiringLogsAnError(t *testing.T) {
 	t.Parallel()
-	for _, policy := range []string{activities.PolicyHold, activities.PolicyPrune} {
+	for _, policy := range []string{watchdog.PolicyHold, watchdog.PolicyPrune} {
 		t.Run(policy, func(t *testing.T) {
 			t.Parallel()
 			f := setup(t)
@@ -34,7 +34,7 @@ VALUES ('acme', 'v1/acme/r-open/1/add_order_note', 'r-open', 1, 'add_order_note'
         now() - interval '31 days', now() - interval '31 days', now() - interval '1 hour')`)
 			require.NoError(t, err)
 
-			out, err := f.acts.PruneExpired(ctx, activities.PruneInput{Cutoff: time.Now(), BatchSize: 10, Policy: policy})
+			out, err := f.acts.PruneExpired(ctx, watchdog.PruneInput{Cutoff: time.Now(), BatchSize: 10, Policy: policy})
 
 			require.NoError(t, err)
 			require.Equal(t, 1, out.Alerts)

@@ -1,0 +1,233 @@
+package approvals
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// View selects the approvals a list shows.
+type View string
+
+// Views of the approvals list.
+const (
+	// ViewPending lists the steps that wait for a decision: no decision has
+	// been recorded and the deadline has not passed.
+	ViewPending View = "pending"
+	// ViewDecided lists the steps that were decided or expired, and those
+	// whose decision the run is applying.
+	ViewDecided View = "decided"
+	// ViewNeedsResolution lists the steps a person should look at: a
+	// recorded decision the run did not apply (it recorded another outcome,
+	// or has not applied it within the grace period), or a passed deadline
+	// the run has not recorded.
+	ViewNeedsResolution View = "needs_resolution"
+)
+
+// Bounds of a list.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 500
+)
+
+// Item is a step that asked for approval, or whose outcome waits to be
+// resolved, as the approvals list shows it.
+type Item struct {
+	// Kind is KindApproval, or KindOutcomeUnknown for a step whose outcome
+	// waits to be resolved (listed under needs_resolution).
+	Kind     string          `json:"kind"`
+	RunID    string          `json:"run_id"`
+	Step     int64           `json:"step"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	ArgsHash string          `json:"args_hash"`
+	Goal     string          `json:"goal"`
+	// Reason is why the step needs approval (the tool's rule).
+	Reason string `json:"reason"`
+	// RequestedBy names who started the run that asks.
+	RequestedBy string    `json:"requested_by"`
+	RequestedAt time.Time `json:"requested_at"`
+	Deadline    time.Time `json:"deadline"`
+	// State is the step as its run recorded it: pending, approved, rejected
+	// or expired.
+	State     string     `json:"state"`
+	DecidedBy string     `json:"decided_by,omitempty"`
+	DecidedAt *time.Time `json:"decided_at,omitempty"`
+	Comment   string     `json:"comment,omitempty"`
+	// Decision is the decision of record, if any.
+	Decision *Decision `json:"decision,omitempty"`
+	// Problem says why a step needs resolution.
+	Problem string `json:"problem,omitempty"`
+	// Resolution says what was sent, when, and what is known, for an item
+	// of KindOutcomeUnknown.
+	Resolution *ResolutionInfo `json:"resolution,omitempty"`
+}
+
+// Decision is a decision of record.
+type Decision struct {
+	RunID     string             `json:"run_id"`
+	Step      int64              `json:"step"`
+	Decision  workflows.Decision `json:"decision"`
+	Approver  string             `json:"approver"`
+	Role      Role               `json:"role,omitempty"`
+	Comment   string             `json:"comment,omitempty"`
+	ArgsHash  string             `json:"args_hash"`
+	DecidedAt time.Time          `json:"decided_at"`
+	// Via is where the decision was made: api or inbox through this
+	// service, cli with the CLI without ONCERUN_API.
+	Via string `json:"via"`
+}
+
+// decisionOf is the decision of record rec as the API shows it.
+func decisionOf(rec approvalstore.Decision) Decision {
+	return Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
+		Role: Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
+}
+
+// pastTense is the approvals-table state a decision leads to.
+func pastTense(d workflows.Decision) string {
+	if d == workflows.DecisionApprove {
+		return approvalstore.StateApproved
+	}
+	return approvalstore.StateRejected
+}
+
+// list returns the tenant's approvals in one view: pending and needing
+// resolution oldest first, decided newest first.
+func (s *Server) list(ctx context.Context, tenant string, view View, limit int) ([]Item, error) {
+	listView := map[View]func(context.Context, approvalstore.DB, approvalstore.Page) ([]approvalstore.Listed, error){
+		ViewPending: approvalstore.ListPending, ViewDecided: approvalstore.ListDecided, ViewNeedsResolution: approvalstore.ListNeedsResolution,
+	}[view]
+	if listView == nil {
+		return nil, errorf(http.StatusBadRequest, "invalid_request", "state %q is not pending, decided or needs_resolution", view)
+	}
+	ctx, cancel := s.dbContext(ctx)
+	defer cancel()
+	now := s.cfg.Now()
+	rows, err := listView(ctx, s.cfg.Pool, approvalstore.Page{Tenant: tenant, Now: now, Cutoff: now.Add(-s.cfg.ResolveGrace), Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	items := make([]Item, 0, len(rows))
+	for _, row := range rows {
+		a := row.Approval
+		it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
+			Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
+			State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment}
+		if row.Record != nil {
+			d := decisionOf(*row.Record)
+			it.Decision = &d
+		}
+		if view == ViewNeedsResolution {
+			it.Problem = problem(it)
+		}
+		items = append(items, it)
+	}
+	if view == ViewNeedsResolution {
+		// Steps whose outcome is unknown: their own query, on their own
+		// index.
+		unknown, err := s.pendingResolutions(ctx, tenant, now, limit)
+		if err != nil {
+			return nil, err
+		}
+		items = mergeItems(items, unknown, limit)
+	}
+	return items, nil
+}
+
+// problem says why an item needs resolution.
+func problem(it Item) string {
+	d := it.Decision
+	switch {
+	case d != nil && it.State != approvalstore.StatePending:
+		return fmt.Sprintf("%s %s this step at %s, but the run recorded it as %s", d.Approver, pastTense(d.Decision),
+			d.DecidedAt.UTC().Format(time.RFC3339), it.State)
+	case d != nil:
+		return fmt.Sprintf("%s %s this step at %s, but the run has not applied the decision: is a worker running, is the run still open?",
+			d.Approver, pastTense(d.Decision), d.DecidedAt.UTC().Format(time.RFC3339))
+	default:
+		return fmt.Sprintf("the deadline %s passed, but the run has not recorded the expiry: is a worker running, is the run still open?",
+			it.Deadline.UTC().Format(time.RFC3339))
+	}
+}
+
+// pendingResolutions lists the tenant's steps whose outcome waits to be
+// resolved, oldest first, with their answers of record.
+func (s *Server) pendingResolutions(ctx context.Context, tenant string, now time.Time, limit int) ([]Item, error) {
+	rows, err := approvalstore.ListUnresolved(ctx, s.cfg.Pool, tenant, limit)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]Item, 0, len(rows))
+	for _, row := range rows {
+		r := row.Resolution
+		info := ResolutionInfo{Round: r.Round, Key: r.Key, FirstSentAt: r.FirstSentAt, Known: r.Known,
+			RequestedAt: r.RequestedAt, Deadline: r.Deadline}
+		if row.Record != nil {
+			d := resolveDecisionOf(*row.Record)
+			info.Decision = &d
+		}
+		it := Item{Kind: KindOutcomeUnknown, RunID: r.RunID, Step: r.Step, Tool: r.Tool, Args: r.Args, ArgsHash: r.ArgsHash,
+			Goal: r.Goal, RequestedAt: r.RequestedAt, Deadline: r.Deadline, State: r.State, Resolution: &info}
+		it.Problem = resolutionProblem(it, now)
+		items = append(items, it)
+	}
+	return items, nil
+}
+
+// resolutionProblem says in words what was sent, when, what is known, and
+// what the step waits for.
+func resolutionProblem(it Item, now time.Time) string {
+	info := it.Resolution
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s was sent under key %s, first at %s, and nobody could tell whether it was applied",
+		it.Tool, edge.Cut(compactJSON(it.Args), 200), info.Key, info.FirstSentAt.UTC().Format(time.RFC3339))
+	if info.Known != "" {
+		fmt.Fprintf(&b, "; what we know: %s", info.Known)
+	}
+	if d := info.Decision; d != nil {
+		fmt.Fprintf(&b, ". %s answered %s at %s, but the run has not applied the answer: is a worker running, is the run still open?",
+			d.Resolver, d.Outcome, d.DecidedAt.UTC().Format(time.RFC3339))
+		return b.String()
+	}
+	if round := info.Round; round > 1 {
+		fmt.Fprintf(&b, " (round %d: it was resolved as not applied before)", round)
+	}
+	if now.Before(info.Deadline) {
+		fmt.Fprintf(&b, ". Say whether the provider applied it; an alert is raised at %s if nobody answers.", info.Deadline.UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(&b, ". Say whether the provider applied it; nobody has answered since the deadline %s passed.", info.Deadline.UTC().Format(time.RFC3339))
+	}
+	return b.String()
+}
+
+func compactJSON(raw json.RawMessage) string {
+	var buf bytes.Buffer
+	if json.Compact(&buf, raw) != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+// mergeItems merges two lists sorted oldest first into one of at most limit
+// items.
+func mergeItems(a, b []Item, limit int) []Item {
+	out := append(a, b...)
+	slices.SortStableFunc(out, func(x, y Item) int {
+		return cmp.Or(x.RequestedAt.Compare(y.RequestedAt), strings.Compare(x.RunID, y.RunID), cmp.Compare(x.Step, y.Step))
+	})
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}

@@ -1,0 +1,299 @@
+package approvalstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/keys"
+)
+
+// DecisionRequest is one decision request on a step, as it came.
+type DecisionRequest struct {
+	Tenant string
+	RunID  string
+	Step   int64
+	// Decision is DecisionApprove or DecisionReject. Anything else is
+	// recorded as an invalid request naming no decision.
+	Decision string
+	// ArgsHash is the hash of the arguments the approver reviewed: the
+	// decision applies to those arguments only.
+	ArgsHash string
+	Comment  string
+	// Approver names who decides, and Role their role, recorded as given.
+	Approver string
+	Role     string
+	// MayDecide says whether Role lets the requester decide. A request
+	// that may not is recorded as forbidden and refused: [ErrForbidden].
+	MayDecide bool
+	// RemoteAddr, UserAgent and Via (ViaAPI, ViaInbox or ViaCLI) say where
+	// the request came from.
+	RemoteAddr string
+	UserAgent  string
+	Via        string
+	// Invalid, when set, is what the caller found wrong with the request's
+	// values (a body that does not decode, a malformed args hash, a comment
+	// with control characters). Such a request is recorded as invalid and
+	// refused with [ErrInvalid], after the checks that leave no row or a
+	// forbidden one.
+	Invalid error
+	// Now is what the step's deadline is compared with. Default: the
+	// current time.
+	Now time.Time
+}
+
+// Decided is what became of a decision request that was not refused.
+type Decided struct {
+	// Decision is the decision of record: this request's when it was
+	// accepted, the first one's when Repeated.
+	Decision Decision
+	// Repeated is true when the request repeated the decision of record.
+	Repeated bool
+	// Deliver is true when the run has yet to hear of the decision: it was
+	// accepted now, or repeated while the step is still pending (the first
+	// request may have been recorded without reaching the run). The caller
+	// signals the run then; a repeated signal is harmless.
+	Deliver bool
+}
+
+// Decide checks and records a decision request on a step, in this order:
+//
+//  1. a run id no key can hold, or a step the tenant does not have:
+//     [ErrNotFound], and no row, so that nobody can fill the audit table
+//     with made-up steps;
+//  2. a requester who may not decide: [ErrForbidden], recorded;
+//  3. r.Invalid or a decision that is neither approve nor reject:
+//     [ErrInvalid], recorded;
+//  4. under the step's row lock (FOR UPDATE: two approvers at once are
+//     serialised), the decision itself: the same decision of record again
+//     for the same arguments is Repeated; another decision is
+//     [ErrConflict]; a decision of record the run recorded otherwise is
+//     [ErrResolvedOtherwise]; a step that is not pending, or whose deadline
+//     has passed, is [ErrNotPending]; another args hash than the step's is
+//     [ErrArgsHashMismatch]; otherwise the decision is accepted and becomes
+//     the decision of record.
+//
+// Every request on a step of the tenant leaves exactly one row in
+// approval_decisions, whatever became of it; the row commits before Decide
+// returns. Decide never signals the run: see Decided.Deliver.
+func Decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
+	if _, err := keys.New(r.Tenant, r.RunID, r.Step, "tool"); err != nil {
+		// No run of the tenant can have this id.
+		return Decided{}, notFound(edge.Cut(r.RunID, keys.MaxRunIDLen), r.Step)
+	}
+	if r.Now.IsZero() {
+		r.Now = time.Now()
+	}
+	d, err := decide(ctx, db, r)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		// Another decision of record won a race the row lock should have
+		// prevented: answer as if this request came second.
+		d, err = decide(ctx, db, r)
+	}
+	return d, err
+}
+
+func notFound(runID string, step int64) error {
+	return refused(ErrNotFound, fmt.Sprintf("run %q has no step %d waiting for approval", runID, step))
+}
+
+// lockStepSQL reads a step's row for a decision; lockStepForUpdateSQL also
+// locks it until the decision's transaction ends.
+const (
+	lockStepSQL          = `SELECT state, args_hash, deadline FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
+	lockStepForUpdateSQL = lockStepSQL + ` FOR UPDATE`
+)
+
+// decisionOfRecordSQL reads a step's decision of record by its unique
+// index.
+const decisionOfRecordSQL = `SELECT ` + decisionColumns + ` FROM approval_decisions
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted'`
+
+// insertDecisionSQL records a decision request.
+const insertDecisionSQL = `
+INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via, detail)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+
+func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return Decided{}, fmt.Errorf("decide: %w", err)
+	}
+	defer rollback(ctx, tx)
+
+	// A decision locks the step, so that two approvers are serialised; a
+	// request refused whatever the step's state does not.
+	lock := lockStepSQL
+	if r.MayDecide {
+		lock = lockStepForUpdateSQL
+	}
+	var (
+		state, argsHash string
+		deadline        time.Time
+	)
+	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Decided{}, notFound(r.RunID, r.Step)
+	}
+	if err != nil {
+		return Decided{}, fmt.Errorf("decide: read step %d of run %s: %w", r.Step, r.RunID, err)
+	}
+	a := audit{tx: tx, r: r}
+	if !r.MayDecide {
+		return Decided{}, a.refuse(ctx, OutcomeForbidden, "the role "+r.Role+" may not decide",
+			refused(ErrForbidden, fmt.Sprintf("%s is a %s, which may not decide", r.Approver, r.Role)))
+	}
+	if bad := r.invalid(); bad != nil {
+		return Decided{}, a.refuse(ctx, OutcomeInvalid, bad.Error(), &RefusedError{Err: ErrInvalid, Message: bad.Error(), Cause: bad})
+	}
+
+	orig, err := decisionOfRecord(ctx, tx, r.Tenant, r.RunID, r.Step)
+	if err != nil {
+		return Decided{}, err
+	}
+	if orig != nil && state != StatePending && state != pastTense(orig.Decision) {
+		// The run recorded another outcome than the decision of record (its
+		// deadline came first): neither repeating nor changing the decision
+		// can be answered as if it had been applied.
+		return Decided{}, a.refuse(ctx, OutcomeNotPending, "the run recorded the step as "+state, refused(ErrResolvedOtherwise,
+			fmt.Sprintf("step %d of run %s was %s by %s at %s, but the run recorded it as %s; it is listed under needs_resolution",
+				r.Step, r.RunID, pastTense(orig.Decision), orig.Approver, stamp(orig.DecidedAt), state)))
+	}
+	if orig != nil {
+		if orig.Decision != r.Decision {
+			return Decided{}, a.refuse(ctx, OutcomeConflict, "the step was already "+pastTense(orig.Decision), refused(ErrConflict,
+				fmt.Sprintf("step %d of run %s was already %s by %s at %s; a decision cannot be changed",
+					r.Step, r.RunID, pastTense(orig.Decision), orig.Approver, stamp(orig.DecidedAt))))
+		}
+		if r.ArgsHash != argsHash {
+			// The same decision, for arguments other than the step's: not a
+			// repeat of the decision of record.
+			return Decided{}, a.argsMismatch(ctx, "the step's", argsHash)
+		}
+		if err := a.commit(ctx, OutcomeRepeated, ""); err != nil {
+			return Decided{}, err
+		}
+		return Decided{Decision: *orig, Repeated: true, Deliver: state == StatePending}, nil
+	}
+	if state != StatePending {
+		return Decided{}, a.refuse(ctx, OutcomeNotPending, "the step is "+state, refused(ErrNotPending,
+			fmt.Sprintf("step %d of run %s is not pending: it is %s", r.Step, r.RunID, state)))
+	}
+	if !r.Now.Before(deadline) {
+		return Decided{}, a.refuse(ctx, OutcomeNotPending, "the deadline has passed", refused(ErrNotPending,
+			fmt.Sprintf("step %d of run %s is not pending: its deadline %s has passed", r.Step, r.RunID, stamp(deadline))))
+	}
+	if r.ArgsHash != argsHash {
+		return Decided{}, a.argsMismatch(ctx, "the pending step's", argsHash)
+	}
+	rows, err := tx.Query(ctx, insertDecisionSQL+" RETURNING "+decisionColumns, a.args(OutcomeAccepted, "")...)
+	if err != nil {
+		return Decided{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", r.Step, r.RunID, err)
+	}
+	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Decision])
+	if err != nil {
+		return Decided{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", r.Step, r.RunID, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Decided{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", r.Step, r.RunID, err)
+	}
+	return Decided{Decision: rec, Deliver: true}, nil
+}
+
+// invalid is what keeps the request from being decided on its values:
+// what the caller found, or a decision the table cannot hold.
+func (r DecisionRequest) invalid() error {
+	if r.Invalid != nil {
+		return r.Invalid
+	}
+	if r.Decision != DecisionApprove && r.Decision != DecisionReject {
+		return fmt.Errorf("decision %q is not approve or reject", edge.Cut(r.Decision, 64))
+	}
+	return nil
+}
+
+// decisionOfRecord returns the step's accepted decision, or nil.
+func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int64) (*Decision, error) {
+	rows, err := db.Query(ctx, decisionOfRecordSQL, tenant, runID, step)
+	if err != nil {
+		return nil, fmt.Errorf("decide: read the decision on step %d of run %s: %w", step, runID, err)
+	}
+	d, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[Decision])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("decide: read the decision on step %d of run %s: %w", step, runID, err)
+	}
+	return d, nil
+}
+
+// audit records a decision request that is refused or repeated.
+type audit struct {
+	tx pgx.Tx
+	r  DecisionRequest
+}
+
+// args are the values of the request's row. What the client sent is
+// recorded as it was when it is valid text, and escaped and cut (see
+// edge.Clean) when it is not, so that no request can fail to leave its row.
+func (a audit) args(outcome, detail string) []any {
+	r := a.r
+	decision := r.Decision
+	if decision != DecisionApprove && decision != DecisionReject {
+		decision = ""
+	}
+	return []any{r.Tenant, r.RunID, r.Step, decision, outcome, edge.Clean(r.ArgsHash, maxAuditArgsHash),
+		edge.Clean(r.Approver, MaxNameBytes), edge.Clean(r.Role, MaxNameBytes), auditText("comment", r.Comment, MaxCommentBytes),
+		edge.Clean(r.RemoteAddr, maxAuditRemoteAddr), edge.Clean(r.UserAgent, maxAuditUserAgent), r.Via,
+		edge.Clean(detail, maxAuditDetail)}
+}
+
+// commit records the request with outcome and commits.
+func (a audit) commit(ctx context.Context, outcome, detail string) error {
+	if _, err := a.tx.Exec(ctx, insertDecisionSQL, a.args(outcome, detail)...); err != nil {
+		return fmt.Errorf("decide: audit the %s decision on step %d of run %s: %w", outcome, a.r.Step, a.r.RunID, err)
+	}
+	if err := a.tx.Commit(ctx); err != nil {
+		return fmt.Errorf("decide: audit the %s decision on step %d of run %s: %w", outcome, a.r.Step, a.r.RunID, err)
+	}
+	return nil
+}
+
+// refuse records the request with outcome and returns why it was refused.
+func (a audit) refuse(ctx context.Context, outcome, detail string, why *RefusedError) error {
+	if err := a.commit(ctx, outcome, detail); err != nil {
+		return err
+	}
+	return why
+}
+
+// argsMismatch records and refuses a decision given for arguments other
+// than the step's (whose: "the step's" or "the pending step's").
+func (a audit) argsMismatch(ctx context.Context, whose, stepHash string) error {
+	return a.refuse(ctx, OutcomeArgsMismatch, "the step's args_hash is "+stepHash, refused(ErrArgsHashMismatch,
+		fmt.Sprintf("the args_hash you reviewed, %s, is not %s %s: review the step's arguments again", a.r.ArgsHash, whose, stepHash)))
+}
+
+// pastTense is the approvals-table state a decision leads to.
+func pastTense(decision string) string {
+	if decision == DecisionApprove {
+		return StateApproved
+	}
+	return StateRejected
+}
+
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// rollback ends tx if it is still open, also when ctx has ended.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = tx.Rollback(rctx)
+}

@@ -1,0 +1,96 @@
+package approvalstore
+
+import (
+	"context"
+	"fmt"
+)
+
+// recordPendingSQL writes a step's pending row, or finds the one written:
+// it returns the row's args hash either way.
+const recordPendingSQL = `
+WITH ins AS (
+    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    ON CONFLICT (tenant, run_id, step) DO NOTHING
+    RETURNING args_hash)
+SELECT args_hash FROM ins
+UNION ALL
+SELECT args_hash FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
+LIMIT 1`
+
+// RecordPending writes the pending row of a step that waits for approval
+// (a's identity, tool, arguments, goal, reason, requester, request time and
+// deadline; its state is pending). A repeat finds the row written and
+// changes nothing. A row of the same step with other arguments belongs to
+// an earlier run under the same run id: [ErrOtherArguments].
+func RecordPending(ctx context.Context, db DB, a Approval) error {
+	var stored string
+	err := db.QueryRow(ctx, recordPendingSQL, a.Tenant, a.RunID, a.Step, a.Tool, a.Args, a.ArgsHash, storable(a.Goal),
+		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy)).Scan(&stored)
+	if err != nil {
+		return fmt.Errorf("record pending approval of run %s step %d: %w", a.RunID, a.Step, err)
+	}
+	if stored != a.ArgsHash {
+		return refused(ErrOtherArguments, fmt.Sprintf("run %s step %d already has an approval for args hash %s, not %s: the run id was used before",
+			a.RunID, a.Step, stored, a.ArgsHash))
+	}
+	return nil
+}
+
+// recordOutcomeSQL records what became of a pending step; decision_mismatch
+// says whether it differs from the decision of record.
+const recordOutcomeSQL = `
+UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, comment = $7,
+    decision_mismatch = EXISTS (
+        SELECT 1 FROM approval_decisions d
+        WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.outcome = 'accepted'
+          AND d.decision <> CASE $4 WHEN 'approved' THEN 'approve' WHEN 'rejected' THEN 'reject' ELSE '' END)
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`
+
+// RecordOutcome records what the run made of a pending step: a's State
+// (approved, rejected or expired), DecidedBy, DecidedAt and Comment. It
+// reports whether the row was pending; a decided row is left as it was. An
+// outcome other than the decision of record (the deadline came first)
+// marks the row DecisionMismatch, for the needs_resolution list.
+func RecordOutcome(ctx context.Context, db DB, a Approval) (bool, error) {
+	tag, err := db.Exec(ctx, recordOutcomeSQL, a.Tenant, a.RunID, a.Step, a.State, storable(a.DecidedBy), a.DecidedAt,
+		storable(a.Comment))
+	if err != nil {
+		return false, fmt.Errorf("record decision on run %s step %d: %w", a.RunID, a.Step, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+const recordUnresolvedSQL = `
+INSERT INTO resolutions (tenant, run_id, step, round, tool, key, args, args_hash, goal, first_sent_at, known, requested_at, deadline)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+ON CONFLICT (tenant, run_id, step, round) DO NOTHING`
+
+// RecordUnresolved writes the pending row of a round of a step whose
+// outcome is unknown (r's identity, round, tool, key, arguments, goal, what
+// is known, request time and deadline). A repeat finds the row written and
+// changes nothing.
+func RecordUnresolved(ctx context.Context, db DB, r Resolution) error {
+	_, err := db.Exec(ctx, recordUnresolvedSQL, r.Tenant, r.RunID, r.Step, r.Round, r.Tool, r.Key, r.Args, r.ArgsHash,
+		storable(r.Goal), r.FirstSentAt, storable(r.Known), r.RequestedAt, r.Deadline)
+	if err != nil {
+		return fmt.Errorf("record that step %d of run %s needs resolution: %w", r.Step, r.RunID, err)
+	}
+	return nil
+}
+
+const recordResolvedSQL = `
+UPDATE resolutions SET state = $5, resolved_by = $6, resolved_at = $7, result = $8, note = $9
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND round = $4 AND state = 'pending'`
+
+// RecordResolved records the answer the run applied to a pending round:
+// r's State (applied or not_applied), ResolvedBy, ResolvedAt, Result and
+// Note. A round no longer pending is left as it was.
+func RecordResolved(ctx context.Context, db DB, r Resolution) error {
+	_, err := db.Exec(ctx, recordResolvedSQL, r.Tenant, r.RunID, r.Step, r.Round, r.State, storable(r.ResolvedBy),
+		r.ResolvedAt, r.Result, storable(r.Note))
+	if err != nil {
+		return fmt.Errorf("record the resolution of step %d of run %s: %w", r.Step, r.RunID, err)
+	}
+	return nil
+}

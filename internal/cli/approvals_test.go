@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/approvals"
+)
+
+// TestDecideRefusesBadFlagsBeforeConnecting: without ONCERUN_API, what
+// the decision would record is checked before anything is dialled, and the
+// error names the flag.
+func TestDecideRefusesBadFlagsBeforeConnecting(t *testing.T) {
+	t.Parallel()
+	base := []string{"approve", "--run-id", "r1", "--step", "3"}
+	for _, tc := range []struct {
+		name string
+		env  Env
+		args []string
+		want string
+	}{
+		{"no tenant", unreachable, nil, "give --tenant T"},
+		{"no name", Env{TemporalAddress: unreachable.TemporalAddress, DatabaseURL: unreachable.DatabaseURL}, []string{"--tenant", "acme"}, "give --as NAME"},
+		{"a name with an escape", unreachable, []string{"--tenant", "acme", "--as", "da\x1bna"}, "--as: approver holds the control character U+001B"},
+		{"a comment with an escape", unreachable, []string{"--tenant", "acme", "--comment", "ok\x1b[2J"}, "--comment holds the control character U+001B"},
+		{"step zero", unreachable, []string{"--tenant", "acme", "--step", "0"}, "--step 0: steps are numbered from 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			start := time.Now()
+			_, err := run(t, tc.env, append(append([]string(nil), base...), tc.args...)...)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Less(t, time.Since(start), 500*time.Millisecond, "refused before connecting")
+		})
+	}
+}
+
+// TestDecideThroughTheAPIPrintsJSON: with ONCERUN_API, --json prints the
+// service's answer as it came.
+func TestDecideThroughTheAPIPrintsJSON(t *testing.T) {
+	t.Parallel()
+	var path string
+	var body approvals.DecideRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path = r.Method + " " + r.URL.Path
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &body)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(approvals.DecideResponse{Decision: approvals.Decision{
+			RunID: "r1", Step: 3, Decision: "reject", Approver: "dana", Role: approvals.RoleApprover, ArgsHash: body.ArgsHash, Via: "api"}})
+	}))
+	t.Cleanup(srv.Close)
+	hash := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+	out, err := run(t, Env{APIURL: srv.URL, Token: "oncerun_x"}, "reject", "--run-id", "r1", "--step", "3", "--args-hash", hash, "--json")
+	require.NoError(t, err, out)
+	assert.Equal(t, "POST /v1/runs/r1/steps/3/reject", path)
+	var res approvals.DecideResponse
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Equal(t, "dana", res.Decision.Approver)
+	assert.Equal(t, hash, res.Decision.ArgsHash)
+	assert.False(t, res.Repeated)
+}
