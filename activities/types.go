@@ -4,7 +4,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -28,9 +27,6 @@ type Metrics = metrics.Metrics
 
 // NewMetrics registers oncerun's tool-call metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics { return metrics.New(reg) }
-
-// AlertWebhook posts the expiry watchdog's alerts as JSON to a URL.
-type AlertWebhook = alerts.Webhook
 
 // ReconcileConfig configures the reconciliation pass.
 type ReconcileConfig = reconcile.Config
