@@ -1,6 +1,8 @@
 package activities
 
 import (
+	"time"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -51,6 +53,13 @@ type Activities struct {
 	Reconcile *ReconcileConfig
 	// ReconcileMetrics receives each reconciliation report. Nil: none.
 	ReconcileMetrics *ReconcileMetrics
+	// DeadlineWarnings are how long before an approval deadline a pending
+	// step is warned about, once each. Nil: DefaultDeadlineWarnings; an
+	// empty, non-nil slice warns never.
+	DeadlineWarnings []time.Duration
+	// Warner delivers deadline warnings beyond the log line (a metric, the
+	// alert webhook). Nil: the log line only.
+	Warner DeadlineWarner
 }
 
 func (a *Activities) log() *zap.Logger {

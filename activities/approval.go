@@ -36,6 +36,17 @@ type ApprovalRequest struct {
 	RequestedBy string    `json:"requested_by,omitempty"`
 	RequestedAt time.Time `json:"requested_at"`
 	Deadline    time.Time `json:"deadline"`
+	// OnExpiry is what the deadline does to the step undecided ("expire"
+	// or "reject"), as the run's starter chose.
+	OnExpiry string `json:"on_expiry,omitempty"`
+}
+
+// ApprovalRecorded is what recording a pending step tells the run: when
+// to warn that its deadline comes near (the worker's
+// Activities.DeadlineWarnings, recorded in the run's history with the
+// request, so that a replay warns at the same points).
+type ApprovalRecorded struct {
+	WarnBefore []time.Duration `json:"warn_before,omitempty"`
 }
 
 // ApprovalResolution records what became of a pending step.
@@ -47,25 +58,30 @@ type ApprovalResolution struct {
 	DecidedBy string    `json:"decided_by,omitempty"`
 	DecidedAt time.Time `json:"decided_at"`
 	Comment   string    `json:"comment,omitempty"`
+	// EditedArgs and EditedArgsHash are the arguments an approver's edit
+	// put in place of the proposed ones.
+	EditedArgs     json.RawMessage `json:"edited_args,omitempty"`
+	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
 }
 
 // RequestApproval writes the pending row of a step. A retried request finds
 // the row written and changes nothing. A row of the same step with other
 // arguments belongs to an earlier run under the same run id (one whose
 // workflow Temporal no longer keeps); it is refused, without retries.
-func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) error {
+func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) (ApprovalRecorded, error) {
 	err := approvalstore.RecordPending(ctx, a.Pool, approvalstore.Approval{
 		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Tool: in.Tool, Args: in.Args, ArgsHash: in.ArgsHash,
 		Goal: in.Goal, Reason: in.Reason, RequestedBy: in.RequestedBy, RequestedAt: in.RequestedAt, Deadline: in.Deadline,
+		OnExpiry: in.OnExpiry,
 	})
 	if errors.Is(err, approvalstore.ErrOtherArguments) {
-		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, nil)
+		return ApprovalRecorded{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, nil)
 	}
 	if err != nil {
-		return dataError(err)
+		return ApprovalRecorded{}, dataError(err)
 	}
 	a.warnShortWindows(ctx, in)
-	return nil
+	return ApprovalRecorded{WarnBefore: a.deadlineWarnings()}, nil
 }
 
 // warnShortWindows warns, at the moment a run pauses, about each of the
@@ -97,7 +113,7 @@ func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
 func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
 	pending, err := approvalstore.RecordOutcome(ctx, a.Pool, approvalstore.Approval{
 		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, State: in.State, DecidedBy: in.DecidedBy, DecidedAt: &in.DecidedAt,
-		Comment: in.Comment,
+		Comment: in.Comment, EditedArgs: in.EditedArgs, EditedArgsHash: in.EditedArgsHash,
 	})
 	if err != nil {
 		return dataError(err)

@@ -62,10 +62,10 @@ func TestRequestApprovalOnce(t *testing.T) {
 	ctx := context.Background()
 	req := request(t)
 
-	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 	retried := req
 	retried.Goal, retried.Deadline = "another goal", req.Deadline.Add(time.Hour)
-	require.NoError(t, f.acts.RequestApproval(ctx, retried))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, retried)))
 
 	got := f.approvals(t)
 	require.Len(t, got, 1)
@@ -84,11 +84,11 @@ func TestRequestApprovalRefusesOtherArgumentsForTheStep(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	req := request(t)
-	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 
 	other := req
 	other.ArgsHash = strings.Repeat("b", 64)
-	err := f.acts.RequestApproval(ctx, other)
+	err := recorded(f.acts.RequestApproval(ctx, other))
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
 	assert.Equal(t, activities.ErrTypeKeyReuse, app.Type())
@@ -114,7 +114,7 @@ func TestResolveApproval(t *testing.T) {
 			f := setup(t)
 			ctx := context.Background()
 			req := request(t)
-			require.NoError(t, f.acts.RequestApproval(ctx, req))
+			require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 			decided := req.RequestedAt.Add(5 * time.Hour)
 
 			require.NoError(t, f.acts.ResolveApproval(ctx, activities.ApprovalResolution{
@@ -147,7 +147,7 @@ func TestResolveApprovalOfAnotherStep(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	req := request(t)
-	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 
 	for _, other := range []activities.ApprovalResolution{
 		{Tenant: "globex", RunID: req.RunID, Step: req.Step},
@@ -176,7 +176,7 @@ func TestRequestApprovalWarnsOfAKeyExpiringFirst(t *testing.T) {
 
 	req := request(t)
 	req.Deadline = time.Now().Add(400 * 24 * time.Hour) // past the note's 30-day window
-	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 	warned := logs.FilterMessageSnippet("approval deadline outlives a key").All()
 	require.Len(t, warned, 1)
 	assert.Equal(t, "v1/acme/r1/1/add_order_note", warned[0].ContextMap()["key"])
@@ -184,6 +184,33 @@ func TestRequestApprovalWarnsOfAKeyExpiringFirst(t *testing.T) {
 	req.Step, req.Deadline = 3, time.Now().Add(time.Hour)
 	other := input(t, 3, shop.ToolIssueCredit, `{"order_id":"1001","reason":"late","amount_cents":25900,"currency":"EUR"}`)
 	req.Args, req.ArgsHash = other.Args, other.ArgsHash
-	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 	assert.Len(t, logs.FilterMessageSnippet("approval deadline outlives a key").All(), 1, "no warning when every key outlives the deadline")
+}
+
+// recorded drops RequestApproval's answer, for tests about the row.
+func recorded(_ activities.ApprovalRecorded, err error) error { return err }
+
+// TestRequestApprovalTellsTheRunWhenToWarn checks that recording a pending
+// step answers the worker's warning points, longest first, repeats and
+// points that are not positive dropped; none configured means the defaults,
+// an empty list none.
+func TestRequestApprovalTellsTheRunWhenToWarn(t *testing.T) {
+	f := setup(t)
+	ctx := context.Background()
+	base := request(t)
+	for i, tc := range []struct {
+		points, want []time.Duration
+	}{
+		{nil, activities.DefaultDeadlineWarnings},
+		{[]time.Duration{time.Hour, 48 * time.Hour, time.Hour, 0, -time.Minute}, []time.Duration{48 * time.Hour, time.Hour}},
+		{[]time.Duration{}, nil},
+	} {
+		f.acts.DeadlineWarnings = tc.points
+		req := base
+		req.Step = int64(i + 1)
+		rec, err := f.acts.RequestApproval(ctx, req)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, rec.WarnBefore, "points %v", tc.points)
+	}
 }

@@ -44,7 +44,7 @@ func TestApprovalTextIsRecordedWhateverItHolds(t *testing.T) {
 	ctx := context.Background()
 	req := request(t)
 	req.Goal = "refund\x00x\x1b[2J"
-	require.NoError(t, f.acts.RequestApproval(ctx, req))
+	require.NoError(t, recorded(f.acts.RequestApproval(ctx, req)))
 	require.NoError(t, f.acts.ResolveApproval(ctx, activities.ApprovalResolution{
 		Tenant: req.Tenant, RunID: req.RunID, Step: req.Step, State: activities.ApprovalApproved,
 		DecidedBy: "dana\x00", DecidedAt: req.RequestedAt.Add(time.Hour), Comment: "ok\x00\nline two",
@@ -145,7 +145,7 @@ func FuzzPlannerOutput(f *testing.F) {
 		}
 		step++
 		now := time.Now()
-		err = fx.acts.RequestApproval(context.Background(), activities.ApprovalRequest{
+		_, err = fx.acts.RequestApproval(context.Background(), activities.ApprovalRequest{
 			Tenant: "acme", RunID: "fuzz", Step: step, Tool: pc.Proposed.Tool, Args: pc.Args, ArgsHash: pc.ArgsHash,
 			Goal: "fuzz", Reason: pc.ApprovalReason, RequestedAt: now, Deadline: now.Add(time.Hour),
 		})

@@ -47,7 +47,7 @@ func (w *outboxWriter) Add(ctx context.Context, tool string, args any) error {
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
-		return fmt.Errorf("outbox: encode the arguments of %s: %w", tool, tools.ErrInvalidCall)
+		return fmt.Errorf("outbox: encode the arguments of %s: %w: %w", tool, err, tools.ErrInvalidCall)
 	}
 	p, err := w.tools.Prepare(planner.Call{Tool: tool, Args: raw})
 	if err != nil {

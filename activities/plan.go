@@ -65,6 +65,10 @@ type PlannedCall struct {
 	// Guarantee is what the tool promises about its effect (see
 	// tools.Tool.Guarantee).
 	Guarantee string `json:"guarantee,omitempty"`
+	// OncePerRun says the run must not execute this call again when an
+	// earlier step of the run applied the same tool with the same
+	// canonical arguments (see tools.Tool.OncePerRun).
+	OncePerRun bool `json:"once_per_run,omitempty"`
 }
 
 // Plan asks the run's planner for the next calls and checks each one. A
@@ -118,5 +122,6 @@ func (a *Activities) check(c planner.Call) PlannedCall {
 		ApprovalReason: p.ApprovalReason,
 		Timeout:        p.Tool.Timeout,
 		Guarantee:      p.Tool.Guarantee(),
+		OncePerRun:     p.Tool.OncePerRun(),
 	}
 }

@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -31,6 +32,10 @@ type StartRequest struct {
 	// Plan lists the calls of a scripted run.
 	Plan   []tools.ProposedCall `json:"plan,omitempty"`
 	Limits *StartLimits         `json:"limits,omitempty"`
+	// OnApprovalExpiry is what a step's approval deadline does to it when
+	// nobody decided: "expire" (default) or "reject". The planner cannot
+	// change it.
+	OnApprovalExpiry string `json:"on_approval_expiry,omitempty"`
 }
 
 // StartLimits bound a run started through the API.
@@ -109,7 +114,8 @@ func (s *Server) runInput(r *http.Request, id Identity, req StartRequest) (workf
 		return workflows.RunInput{}, errorf(http.StatusBadRequest, "invalid_request",
 			"run_id is required (in the body or as the Idempotency-Key header)")
 	}
-	in := workflows.RunInput{Tenant: id.Tenant, RunID: runID, Goal: req.Goal, Planner: req.Planner, Plan: req.Plan, StartedBy: id.Name}
+	in := workflows.RunInput{Tenant: id.Tenant, RunID: runID, Goal: req.Goal, Planner: req.Planner, Plan: req.Plan, StartedBy: id.Name,
+		OnApprovalExpiry: req.OnApprovalExpiry}
 	if req.Limits != nil {
 		in.Limits.MaxSteps = req.Limits.MaxSteps
 		if req.Limits.ApprovalDeadline != "" {
@@ -218,31 +224,65 @@ type DecideResponse struct {
 
 func (s *Server) decideAPI(verb string) func(http.ResponseWriter, *http.Request, Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
-		step, err := stepNumber(r.PathValue("step"))
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		in := decideInput{
-			id: id, runID: r.PathValue("run_id"), step: step, decision: workflows.Decision(verb),
-			remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaAPI,
-		}
 		var req DecideRequest
-		// A body that does not decode is refused once the request is
-		// audited, if it names a step.
-		in.invalid = s.decodeBody(w, r, &req)
-		in.argsHash, in.comment = req.ArgsHash, req.Comment
-		res, err := s.decide(r.Context(), in)
-		if err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		status := http.StatusAccepted
-		if res.Repeated {
-			status = http.StatusOK
-		}
-		writeJSON(w, status, res)
+		s.decideWith(w, r, id, workflows.Decision(verb), &req, func(in *decideInput) {
+			in.argsHash, in.comment = req.ArgsHash, req.Comment
+		})
 	}
+}
+
+// EditRequest is the body of an edit: the approver approves the step with
+// Args in place of the proposed arguments.
+type EditRequest struct {
+	// ArgsHash is the hash of the arguments the approver reviewed (the
+	// proposed ones); a stale hash is refused with 409. Required.
+	ArgsHash string `json:"args_hash"`
+	// Args are the arguments to run: a JSON object the step's tool's schema
+	// accepts and its edit rule allows. Required.
+	Args    json.RawMessage `json:"args"`
+	Comment string          `json:"comment,omitempty"`
+}
+
+// editAPI records an edit decision: 202 when accepted and sent to the run
+// (the run checks the edit again and applies it; the decision's
+// edited_args_hash is what the approval binds to), 200 when the same edit
+// was made before, 422 edit_refused when the arguments do not fit the tool
+// (the message names the field) or its edit rule, 409 when the reviewed
+// hash is stale.
+func (s *Server) editAPI(w http.ResponseWriter, r *http.Request, id Identity) {
+	var req EditRequest
+	s.decideWith(w, r, id, workflows.DecisionEdit, &req, func(in *decideInput) {
+		in.argsHash, in.args, in.comment = req.ArgsHash, req.Args, req.Comment
+	})
+}
+
+// decideWith answers a decision request of the API: it decodes the body
+// into req, lets fill copy it into the decision, decides, and answers 202
+// for a decision accepted now, 200 for a repeat.
+func (s *Server) decideWith(w http.ResponseWriter, r *http.Request, id Identity, d workflows.Decision, req any, fill func(*decideInput)) {
+	step, err := stepNumber(r.PathValue("step"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	in := decideInput{
+		id: id, runID: r.PathValue("run_id"), step: step, decision: d,
+		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaAPI,
+	}
+	// A body that does not decode is refused once the request is audited,
+	// if it names a step.
+	in.invalid = s.decodeBody(w, r, req)
+	fill(&in)
+	res, err := s.decide(r.Context(), in)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusAccepted
+	if res.Repeated {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, res)
 }
 
 func stepNumber(v string) (int64, error) {

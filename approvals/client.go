@@ -92,6 +92,15 @@ func (c *Client) Decide(ctx context.Context, runID string, step int64, d workflo
 	return out, status, err
 }
 
+// Edit approves a step with other arguments (POST
+// /v1/runs/{run}/steps/{n}/edit) and returns the decision with the HTTP
+// status (202 accepted, 200 a repeat).
+func (c *Client) Edit(ctx context.Context, runID string, step int64, req EditRequest) (DecideResponse, int, error) {
+	var res DecideResponse
+	status, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/steps/"+strconv.FormatInt(step, 10)+"/edit", req, &res)
+	return res, status, err
+}
+
 // Resolve answers whether the effect of a step whose outcome is unknown
 // happened. The response's Repeated is true when the same answer had been
 // given before; its Resolution is then the original.

@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"context"
+	"encoding/json"
 
 	"go.uber.org/zap"
 
@@ -16,10 +17,12 @@ type decideInput struct {
 	step     int64
 	decision workflows.Decision
 	argsHash string
-	comment  string
-	remote   string
-	agent    string
-	via      string
+	// args are an edit's arguments, as sent.
+	args    json.RawMessage
+	comment string
+	remote  string
+	agent   string
+	via     string
 	// invalid, when set, is what the transport found wrong with the request
 	// (a body that does not decode, say); the request is refused with it
 	// once its audit row is written.
@@ -36,7 +39,7 @@ func (s *Server) decide(ctx context.Context, in decideInput) (DecideResponse, er
 	defer cancel()
 	req := approvalstore.DecisionRequest{
 		Tenant: in.id.Tenant, RunID: in.runID, Step: in.step, Decision: string(in.decision), ArgsHash: in.argsHash,
-		Comment: in.comment, Approver: in.id.Name, Role: string(in.id.Role), MayDecide: in.id.Role.CanDecide(),
+		EditedArgs: in.args, Comment: in.comment, Approver: in.id.Name, Role: string(in.id.Role), MayDecide: in.id.Role.CanDecide(),
 		RemoteAddr: in.remote, UserAgent: in.agent, Via: in.via, Now: s.cfg.Now(),
 	}
 	if in.invalid != nil {

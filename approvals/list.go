@@ -58,6 +58,15 @@ type Item struct {
 	RequestedBy string    `json:"requested_by"`
 	RequestedAt time.Time `json:"requested_at"`
 	Deadline    time.Time `json:"deadline"`
+	// SecondsLeft is the time left before the deadline when the list was
+	// read, in whole seconds; 0 once it has passed.
+	SecondsLeft int64 `json:"seconds_left"`
+	// OnExpiry is what the deadline does to the step undecided: expire or
+	// reject, as the run's starter chose.
+	OnExpiry string `json:"on_expiry,omitempty"`
+	// Edit is the step's lineage when an approver's edit ran in place of
+	// the proposed arguments (Args and ArgsHash stay the proposed ones).
+	Edit *ItemEdit `json:"edit,omitempty"`
 	// State is the step as its run recorded it: pending, approved, rejected
 	// or expired.
 	State     string     `json:"state"`
@@ -73,16 +82,26 @@ type Item struct {
 	Resolution *ResolutionInfo `json:"resolution,omitempty"`
 }
 
+// ItemEdit is what an edit put in place of a step's proposed arguments.
+type ItemEdit struct {
+	Args     json.RawMessage `json:"args"`
+	ArgsHash string          `json:"args_hash"`
+}
+
 // Decision is a decision of record.
 type Decision struct {
-	RunID     string             `json:"run_id"`
-	Step      int64              `json:"step"`
-	Decision  workflows.Decision `json:"decision"`
-	Approver  string             `json:"approver"`
-	Role      Role               `json:"role,omitempty"`
-	Comment   string             `json:"comment,omitempty"`
-	ArgsHash  string             `json:"args_hash"`
-	DecidedAt time.Time          `json:"decided_at"`
+	RunID    string             `json:"run_id"`
+	Step     int64              `json:"step"`
+	Decision workflows.Decision `json:"decision"`
+	Approver string             `json:"approver"`
+	Role     Role               `json:"role,omitempty"`
+	Comment  string             `json:"comment,omitempty"`
+	ArgsHash string             `json:"args_hash"`
+	// EditedArgs and EditedArgsHash are, for an edit, the arguments asked
+	// to run in place of those reviewed (ArgsHash), and their hash.
+	EditedArgs     json.RawMessage `json:"edited_args,omitempty"`
+	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
+	DecidedAt      time.Time       `json:"decided_at"`
 	// Via is where the decision was made: api or inbox through this
 	// service, cli with the CLI without ONCERUN_API.
 	Via string `json:"via"`
@@ -91,13 +110,17 @@ type Decision struct {
 // decisionOf is the decision of record rec as the API shows it.
 func decisionOf(rec approvalstore.Decision) Decision {
 	return Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
-		Role: Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
+		Role: Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, EditedArgs: rec.EditedArgs,
+		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }
 
 // pastTense is the approvals-table state a decision leads to.
 func pastTense(d workflows.Decision) string {
-	if d == workflows.DecisionApprove {
+	switch d {
+	case workflows.DecisionApprove:
 		return approvalstore.StateApproved
+	case workflows.DecisionEdit:
+		return "edited and approved"
 	}
 	return approvalstore.StateRejected
 }
@@ -123,7 +146,11 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 		a := row.Approval
 		it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
 			Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
-			State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment}
+			State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment,
+			SecondsLeft: secondsLeft(now, a.Deadline), OnExpiry: a.OnExpiry}
+		if a.EditedArgsHash != "" {
+			it.Edit = &ItemEdit{Args: a.EditedArgs, ArgsHash: a.EditedArgsHash}
+		}
 		if row.Record != nil {
 			d := decisionOf(*row.Record)
 			it.Decision = &d
@@ -143,6 +170,12 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 		items = mergeItems(items, unknown, limit)
 	}
 	return items, nil
+}
+
+// secondsLeft is the time from now to deadline in whole seconds, 0 once
+// it has passed.
+func secondsLeft(now, deadline time.Time) int64 {
+	return max(0, int64(deadline.Sub(now)/time.Second))
 }
 
 // problem says why an item needs resolution.
@@ -178,7 +211,8 @@ func (s *Server) pendingResolutions(ctx context.Context, tenant string, now time
 			info.Decision = &d
 		}
 		it := Item{Kind: KindOutcomeUnknown, RunID: r.RunID, Step: r.Step, Tool: r.Tool, Args: r.Args, ArgsHash: r.ArgsHash,
-			Goal: r.Goal, RequestedAt: r.RequestedAt, Deadline: r.Deadline, State: r.State, Resolution: &info}
+			Goal: r.Goal, RequestedAt: r.RequestedAt, Deadline: r.Deadline, State: r.State, Resolution: &info,
+			SecondsLeft: secondsLeft(now, r.Deadline)}
 		it.Problem = resolutionProblem(it, now)
 		items = append(items, it)
 	}

@@ -131,6 +131,10 @@ func New(cfg Config) (*Server, error) {
 	// The signal of a recorded decision has QueryTimeout too.
 	rc := *cfg.Runs
 	rc.SignalTimeout = cfg.QueryTimeout
+	// Edits are checked against the tools the server knows.
+	if rc.Tools == nil {
+		rc.Tools = cfg.Tools
+	}
 	cfg.Runs = &rc
 	pages, err := template.New("").Funcs(pageFuncs).ParseFS(templateFS, "templates/*.html")
 	if err != nil {
@@ -157,6 +161,7 @@ func (s *Server) Handler() http.Handler {
 	api("/v1/approvals", http.MethodGet, s.listApprovals)
 	api("/v1/runs/{run_id}/steps/{step}/approve", http.MethodPost, s.decideAPI("approve"))
 	api("/v1/runs/{run_id}/steps/{step}/reject", http.MethodPost, s.decideAPI("reject"))
+	api("/v1/runs/{run_id}/steps/{step}/edit", http.MethodPost, s.editAPI)
 	api("/v1/runs/{run_id}/steps/{step}/resolve", http.MethodPost, s.resolveAPI)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
@@ -277,6 +282,8 @@ func refusal(err error, id Identity, doing string) error {
 		return errorf(http.StatusForbidden, "forbidden", "%s is a %s; %s takes an approver or operator token", id.Name, id.Role, doing)
 	case approvalstore.ErrInvalid:
 		return errorf(http.StatusBadRequest, "invalid_request", "%s", re.Message)
+	case approvalstore.ErrEditInvalid:
+		return errorf(http.StatusUnprocessableEntity, "edit_refused", "%s", re.Message)
 	case approvalstore.ErrConflict:
 		return errorf(http.StatusConflict, "decision_conflict", "%s", re.Message)
 	case approvalstore.ErrArgsHashMismatch:

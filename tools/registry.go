@@ -3,10 +3,12 @@ package tools
 import (
 	"bytes"
 	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -157,6 +159,9 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 	if m, ok := doc.(map[string]any); !ok || m["type"] != "object" {
 		return nil, invalid(`schema must describe an object ("type": "object")`)
 	}
+	if err := checkAmounts(t, doc.(map[string]any)); err != nil {
+		return nil, invalid("%v", err)
+	}
 	c := jsonschema.NewCompiler()
 	url := "oncerun:tools/" + t.Name + ".json"
 	if err := c.AddResource(url, doc); err != nil {
@@ -167,6 +172,36 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 		return nil, invalid("schema: %v", err)
 	}
 	return &entry{Tool: t, schema: s}, nil
+}
+
+// checkAmounts checks t's edit rule and amount fields against its schema:
+// an amount is a top-level integer property, its currency a top-level
+// string property, and EditNoIncrease needs an amount to guard.
+func checkAmounts(t Tool, schema map[string]any) error {
+	switch t.Edits {
+	case EditAllowed, EditForbidden:
+	case EditNoIncrease:
+		if len(t.Amounts) == 0 {
+			return errors.New("edit rule no-increase names no amount field (set Amounts)")
+		}
+	default:
+		return fmt.Errorf("unknown edit rule %d", t.Edits)
+	}
+	props, _ := schema["properties"].(map[string]any)
+	typeOf := func(name string) string {
+		p, _ := props[name].(map[string]any)
+		typ, _ := p["type"].(string)
+		return typ
+	}
+	for _, a := range t.Amounts {
+		if typeOf(a.Field) != "integer" {
+			return fmt.Errorf("amount field %q is not an integer property of the schema", a.Field)
+		}
+		if a.Currency != "" && typeOf(a.Currency) != "string" {
+			return fmt.Errorf("currency field %q of amount %q is not a string property of the schema", a.Currency, a.Field)
+		}
+	}
+	return nil
 }
 
 // Lookup returns the tool registered under name, with its defaults applied.
@@ -258,6 +293,60 @@ func (r *Registry) Prepare(call ProposedCall) (Prepared, error) {
 		return Prepared{}, fmt.Errorf("approval rule of %s: %w: %w", call.Tool, err, ErrInvalidCall)
 	}
 	return Prepared{Tool: e.Tool, Args: canonical, ArgsHash: hash, NeedsApproval: need, ApprovalReason: why}, nil
+}
+
+// ErrEditRefused reports an edit the tool's [EditRule] does not allow.
+var ErrEditRefused = errors.New("edit refused")
+
+// PrepareEdit checks an approver's edit of a call of tool whose proposed
+// arguments were original: the tool must allow edits, the edited arguments
+// must pass [Registry.Prepare] (a refusal names the field and wraps
+// [ErrInvalidCall]), and under EditNoIncrease no amount may grow or change
+// currency ([ErrEditRefused]). It returns the edited call, prepared.
+func (r *Registry) PrepareEdit(tool string, original, edited []byte) (Prepared, error) {
+	e, ok := r.byName[tool]
+	if !ok {
+		return Prepared{}, fmt.Errorf("unknown tool %q: %w", edge.Cut(tool, 2*MaxNameLen), ErrInvalidCall)
+	}
+	if e.Edits == EditForbidden {
+		return Prepared{}, fmt.Errorf("%s does not allow edits: approve or reject the call as proposed: %w", tool, ErrEditRefused)
+	}
+	p, err := r.Prepare(ProposedCall{Tool: tool, Args: edited})
+	if err != nil {
+		return Prepared{}, err
+	}
+	if e.Edits == EditNoIncrease {
+		if err := noIncrease(e.Tool, original, p.Args); err != nil {
+			return Prepared{}, err
+		}
+	}
+	return p, nil
+}
+
+// noIncrease refuses an edit that raises one of t's amounts or changes an
+// amount's currency.
+func noIncrease(t Tool, original, edited []byte) error {
+	var was, now map[string]json.RawMessage
+	if err := json.Unmarshal(original, &was); err != nil {
+		return fmt.Errorf("proposed arguments of %s: %w", t.Name, err)
+	}
+	if err := json.Unmarshal(edited, &now); err != nil {
+		return fmt.Errorf("edited arguments of %s: %w", t.Name, err)
+	}
+	for _, a := range t.Amounts {
+		before, errB := strconv.ParseInt(string(was[a.Field]), 10, 64)
+		after, errA := strconv.ParseInt(string(now[a.Field]), 10, 64)
+		if errB == nil && (errA != nil || after > before) {
+			return fmt.Errorf("%s may not increase in an edit of %s: %d was proposed, %s asked: %w",
+				a.Field, t.Name, before, edge.Cut(cmp.Or(string(now[a.Field]), "none"), 32), ErrEditRefused)
+		}
+		if a.Currency != "" && string(was[a.Currency]) != string(now[a.Currency]) {
+			return fmt.Errorf("%s may not change in an edit of %s: %s was proposed, %s asked: %w",
+				a.Currency, t.Name, edge.Cut(cmp.Or(string(was[a.Currency]), "none"), 32),
+				edge.Cut(cmp.Or(string(now[a.Currency]), "none"), 32), ErrEditRefused)
+		}
+	}
+	return nil
 }
 
 var englishPrinter = message.NewPrinter(language.English)

@@ -184,3 +184,56 @@ func TestSpecsSortedWithSchemas(t *testing.T) {
 	}
 	assert.Equal(t, []string{"add_order_note", "get_credit", "issue_credit", "lookup_order"}, names)
 }
+
+// A key lifetime is the provider's promise to remember an external tool's
+// key. The registry refuses one that cannot be right, because the store
+// trusts it to decide whether resending under the same key is safe: a key
+// the provider forgets during an attempt would turn a retry into a second
+// effect.
+func TestNewRegistryChecksTheKeyLifetime(t *testing.T) {
+	t.Parallel()
+	external := func(change func(*tools.Tool)) tools.Tool {
+		return with("pay", func(t *tools.Tool) {
+			t.Class = tools.ClassExternal
+			change(t)
+		})
+	}
+	tests := []struct {
+		name string
+		tool tools.Tool
+		want string // the refusal's reason; empty when the tool is accepted
+	}{
+		{"negative", external(func(t *tools.Tool) { t.KeyLifetime = -time.Hour }),
+			"negative key lifetime -1h0m0s"},
+		{"on a keyed tool", with("pay", func(t *tools.Tool) { t.KeyLifetime = 24 * time.Hour }),
+			"a key lifetime is the provider's, for external tools only; this tool is keyed"},
+		{"on a natural tool", with("pay", func(t *tools.Tool) { t.Class, t.KeyLifetime = tools.ClassNatural, 24*time.Hour }),
+			"for external tools only; this tool is natural"},
+		{"on a read tool", with("pay", func(t *tools.Tool) { t.Class, t.KeyLifetime = tools.ClassRead, 24*time.Hour }),
+			"for external tools only; this tool is read"},
+		{"equal to the timeout", external(func(t *tools.Tool) { t.Timeout, t.KeyLifetime = time.Minute, time.Minute }),
+			"key lifetime 1m0s is not longer than one attempt's timeout 1m0s: the provider would forget the key during a call"},
+		// The default timeout of 30s applies before the comparison.
+		{"shorter than the default timeout", external(func(t *tools.Tool) { t.KeyLifetime = 10 * time.Second }),
+			"key lifetime 10s is not longer than one attempt's timeout 30s"},
+		{"a second longer than the timeout", external(func(t *tools.Tool) { t.Timeout, t.KeyLifetime = time.Minute, time.Minute+time.Second }), ""},
+		{"a provider's day", external(func(t *tools.Tool) { t.KeyLifetime = 24 * time.Hour }), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			reg, err := tools.NewRegistry(tools.RegistryConfig{}, tt.tool)
+			if tt.want == "" {
+				require.NoError(t, err)
+				got, ok := reg.Lookup("pay")
+				require.True(t, ok)
+				assert.Equal(t, tt.tool.KeyLifetime, got.KeyLifetime, "the lifetime is kept as declared")
+				return
+			}
+			require.ErrorIs(t, err, tools.ErrInvalidTool)
+			assert.Nil(t, reg)
+			assert.Contains(t, err.Error(), "tool pay: ")
+			assert.Contains(t, err.Error(), tt.want)
+		})
+	}
+}

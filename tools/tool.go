@@ -81,11 +81,67 @@ type Tool struct {
 	// first attempt is older than this never resends without resolving the
 	// outcome first (by the paired read, or a person).
 	KeyLifetime time.Duration
+	// Edits says what an approver may change in a call's arguments before
+	// approving it (see [EditRule]). The zero value allows any edit that
+	// matches the schema.
+	Edits EditRule
+	// Amounts names the arguments that are sums of money, in minor units,
+	// with their currency: the inbox shows them as money, and EditNoIncrease
+	// keeps them from growing.
+	Amounts []Amount
+	// Repeatable lets one run make the same call (same tool, same canonical
+	// arguments) more than once: a reminder e-mail meant to be sent twice.
+	// Without it, a keyed or external tool's call that repeats an earlier
+	// applied step of the same run is not executed again (see
+	// [Tool.OncePerRun]).
+	Repeatable bool
 	// Run performs the call. For natural and keyed tools every write must go
 	// through call.Tx. An external tool classifies its errors (see
 	// ErrNotApplied and Permanent): an error that is neither leaves the
 	// outcome unknown.
 	Run func(ctx context.Context, call Call) (any, error)
+}
+
+// EditRule says what an approver may change in a call's arguments.
+type EditRule int
+
+// Edit rules.
+const (
+	// EditAllowed: any edit whose arguments match the tool's schema.
+	EditAllowed EditRule = iota
+	// EditForbidden: the call is approved or rejected as proposed.
+	EditForbidden
+	// EditNoIncrease: an edit may not raise any of the tool's [Amount]
+	// fields (for money, editing down is the common case) nor change their
+	// currency.
+	EditNoIncrease
+)
+
+// String names the rule as `oncerun tools` and the docs spell it.
+func (r EditRule) String() string {
+	switch r {
+	case EditForbidden:
+		return "forbidden"
+	case EditNoIncrease:
+		return "no-increase"
+	}
+	return "allowed"
+}
+
+// Amount names an argument that is a sum of money: Field, a top-level
+// integer property in minor units (cents), and Currency, the top-level
+// string property holding its ISO 4217 code.
+type Amount struct {
+	Field    string
+	Currency string
+}
+
+// OncePerRun reports whether the runtime refuses to execute a second call
+// of this tool with the same canonical arguments in one run: by default
+// for keyed and external tools, whose keys hold a step, not an intent.
+// Natural tools keep their own constraint; reads have no effect.
+func (t Tool) OncePerRun() bool {
+	return !t.Repeatable && (t.Class == ClassKeyed || t.Class == ClassExternal)
 }
 
 // Guarantees a tool gives about its effect, as [Tool.Guarantee] reports

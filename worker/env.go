@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,6 +35,10 @@ const (
 	EnvWatchdogDutyCycle   = "WATCHDOG_DUTY_CYCLE"
 	EnvExpiryPolicy        = "EXPIRY_POLICY"
 	EnvAlertWebhookURL     = "ALERT_WEBHOOK_URL"
+	// EnvApprovalDeadlineWarnings lists how long before an approval
+	// deadline a waiting step is warned about: comma-separated durations
+	// ("24h,1h"), or "none". Unset: activities.DefaultDeadlineWarnings.
+	EnvApprovalDeadlineWarnings = "APPROVAL_DEADLINE_WARNINGS"
 	// EnvApprovalsAddr is where the approvals service listens.
 	EnvApprovalsAddr = "APPROVALS_ADDR"
 	// EnvApprovalsTokensFile is the approvals service's tokens file; a
@@ -55,7 +60,7 @@ var EnvNames = []string{
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
-	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts,
+	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -89,6 +94,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 1m", EnvTemporalConnectWait, s)
 		}
 	}
+	warnings, err := deadlineWarningsFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
+	}
 	var logAttempts bool
 	if s := getenv(EnvLogActivityAttempts); s != "" {
 		if logAttempts, err = strconv.ParseBool(s); err != nil {
@@ -117,7 +126,31 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			APIKey:  getenv(EnvOpenAIAPIKey),
 			Model:   getenv(EnvOpenAIModel),
 		},
+		ApprovalDeadlineWarnings: warnings,
 	}, getenv(EnvLogLevel), nil
+}
+
+// deadlineWarningsFromEnv reads EnvApprovalDeadlineWarnings: nil when it
+// is unset (the default points), an empty list for "none".
+func deadlineWarningsFromEnv(getenv func(string) string) ([]time.Duration, error) {
+	s := strings.TrimSpace(getenv(EnvApprovalDeadlineWarnings))
+	switch {
+	case s == "":
+		return nil, nil
+	case strings.EqualFold(s, "none"):
+		return []time.Duration{}, nil
+	}
+	var points []time.Duration
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		d, err := time.ParseDuration(item)
+		if err != nil || d <= 0 {
+			return nil, fmt.Errorf("%s %q: %q is not a positive duration such as 24h; give a comma-separated list (24h,1h) or none",
+				EnvApprovalDeadlineWarnings, s, item)
+		}
+		points = append(points, d)
+	}
+	return points, nil
 }
 
 // ApprovalsConfigFromEnv reads the approvals service's variables.

@@ -97,9 +97,15 @@ type Config struct {
 	// Approvals configures the approvals service, served beside the worker
 	// when its tokens file is set.
 	Approvals ApprovalsConfig
-	// AlertWebhookURL, when set, receives each expiry alert as a JSON POST
-	// (ALERT_WEBHOOK_URL).
+	// AlertWebhookURL, when set, receives each expiry alert and each
+	// approval deadline warning as a JSON POST (ALERT_WEBHOOK_URL).
 	AlertWebhookURL string
+	// ApprovalDeadlineWarnings are how long before its approval deadline a
+	// step still waiting for a decision is warned about, once each: a log
+	// line, oncerun_approval_deadline_warnings_total and a POST to
+	// AlertWebhookURL. Nil: activities.DefaultDeadlineWarnings (24h and
+	// 1h); empty and not nil: never (APPROVAL_DEADLINE_WARNINGS).
+	ApprovalDeadlineWarnings []time.Duration
 	// CrashAt and StallAt are fault injection for drills and tests: see
 	// EnvCrashAt and EnvStallAt. Empty in production.
 	CrashAt, StallAt string
@@ -262,9 +268,12 @@ func Run(ctx context.Context, cfg Config) error {
 	runStates := &runs.Client{Temporal: tc}
 	rcfg, rmet := newReconcile(cfg.Reconcile, pool, sources, runStates, log, promReg)
 	m := metrics.New(promReg)
+	promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
 		Reconcile: rcfg, ReconcileMetrics: rmet,
+		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
+		Warner:           &alerts.DeadlineWarner{Webhook: webhook, Metrics: m},
 	}
 	wd := &WatchdogActivities{Pool: pool, Tools: reg, Runs: runStates, Alerts: webhook, Metrics: m, Log: log}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

@@ -178,6 +178,17 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: now, Guarantee: call.Guarantee,
 	})
 	s := &r.status.Steps[n-1]
+	if call.OncePerRun && workflow.GetVersion(ctx, intentOncePerRun, workflow.DefaultVersion, 1) == 1 {
+		if done := r.appliedIntent(s.Tool, s.ArgsHash); done != nil {
+			s.State, s.DuplicateOf, s.Result, s.Summary = StepDuplicate, done.Step, done.Result, done.Summary
+			s.FinishedAt = now
+			log.Info("call repeats an applied step; not executed again", "step", n, "tool", s.Tool,
+				"duplicate_of", done.Step, "args_hash", s.ArgsHash)
+			r.touch(ctx)
+			r.observe(s, planner.OutcomeDuplicate)
+			return true, nil
+		}
+	}
 	if call.NeedsApproval {
 		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
 			return false, err
@@ -232,6 +243,29 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	return true, nil
 }
 
+// intentOncePerRun is the change ID under which a run refuses to execute
+// a call that repeats an applied step (see appliedIntent).
+const intentOncePerRun = "intent-once-per-run"
+
+// appliedIntent returns the earlier step of the run that applied tool with
+// the arguments whose hash is argsHash, or nil. An edited step counts under
+// both its proposed and its executed arguments: a planner that proposes
+// again what a person edited down must not get the original amount. The
+// steps are the whole run's, carried across Continue-As-New, so the check
+// needs no database.
+func (r *run) appliedIntent(tool, argsHash string) *Step {
+	for i := range r.status.Steps {
+		s := &r.status.Steps[i]
+		if s.Tool != tool || s.State != StepDone {
+			continue
+		}
+		if s.ArgsHash == argsHash || (s.Edit != nil && s.Edit.OriginalArgsHash == argsHash) {
+			return s
+		}
+	}
+	return nil
+}
+
 // execute runs step s's tool as an activity whose ID is the step's key
 // (with the round after a person answered not_applied, for a new
 // activity).
@@ -284,12 +318,19 @@ func (r *run) planInput() activities.PlanInput {
 	return in
 }
 
-// observe records a finished step for the planner.
+// observe records a finished step for the planner. The call is the one
+// the planner proposed; an edited step also says who changed it and what
+// ran, so that the planner's history never differs from the effect.
 func (r *run) observe(s *Step, outcome planner.Outcome) {
-	r.remember(planner.Observation{
+	o := planner.Observation{
 		Step: int(s.Step), Call: planner.Call{Tool: s.Tool, Args: s.Args},
-		Outcome: outcome, Result: s.Result, Error: s.Error,
-	})
+		Outcome: outcome, Result: s.Result, Error: s.Error, DuplicateOf: int(s.DuplicateOf),
+	}
+	if e := s.Edit; e != nil {
+		o.Call.Args = e.OriginalArgs
+		o.Edit = &planner.Edit{Args: e.Args, By: e.EditedBy, Comment: e.Comment}
+	}
+	r.remember(o)
 }
 
 // remember keeps an observation for the planner's next turns. A script
@@ -323,11 +364,16 @@ func (r *run) snapshot() Status {
 	for i := range s.Steps {
 		if ap := s.Steps[i].Approval; ap != nil {
 			cp := *ap
+			cp.Warned = append([]string(nil), ap.Warned...)
 			s.Steps[i].Approval = &cp
 		}
 		if res := s.Steps[i].Resolution; res != nil {
 			cp := *res
 			s.Steps[i].Resolution = &cp
+		}
+		if e := s.Steps[i].Edit; e != nil {
+			cp := *e
+			s.Steps[i].Edit = &cp
 		}
 		s.Steps[i].FollowUps = append([]FollowUp(nil), s.Steps[i].FollowUps...)
 	}

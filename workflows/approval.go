@@ -1,8 +1,12 @@
 package workflows
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
+	"time"
 
+	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
@@ -14,13 +18,27 @@ import (
 func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error {
 	now := workflow.Now(ctx)
 	deadline := now.Add(r.in.Limits.ApprovalDeadline)
+	onExpiry := cmp.Or(r.in.OnApprovalExpiry, ExpiryExpire)
 	s.State = StepPendingApproval
 	s.Approval = &StepApproval{Reason: reason, RequestedAt: now, Deadline: deadline}
+	if r.in.OnApprovalExpiry != "" {
+		s.Approval.OnExpiry = onExpiry
+	}
 	bctx := workflow.WithActivityOptions(ctx, bookkeepingOptions)
-	err := workflow.ExecuteActivity(bctx, a.RequestApproval, activities.ApprovalRequest{
+	warnings := workflow.GetVersion(ctx, deadlineWarnings, workflow.DefaultVersion, 1)
+	var recorded activities.ApprovalRecorded
+	requested := workflow.ExecuteActivity(bctx, a.RequestApproval, activities.ApprovalRequest{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
 		Goal: r.in.Goal, Reason: reason, RequestedBy: r.in.StartedBy, RequestedAt: now, Deadline: deadline,
-	}).Get(ctx, nil)
+		OnExpiry: onExpiry,
+	})
+	var err error
+	if warnings == 1 {
+		err = requested.Get(ctx, &recorded)
+	} else {
+		// Runs recorded before the warnings: the request answered nothing.
+		err = requested.Get(ctx, nil)
+	}
 	if err != nil {
 		// The step never waited: no approvals row lists it, so it must not
 		// read as pending.
@@ -34,20 +52,32 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	workflow.GetLogger(ctx).Info("step waits for approval", "step", s.Step, "tool", s.Tool,
 		"args_hash", s.ArgsHash, "deadline", deadline)
 
+	decided := func() bool { return s.State != StepPendingApproval }
+	// Each warning point the worker gave that is still ahead: wait for it,
+	// and warn if nobody has decided by then. A point already passed when
+	// the step began to wait is skipped, not fired late.
+	for _, before := range recorded.WarnBefore {
+		wait := deadline.Add(-before).Sub(workflow.Now(ctx))
+		if wait <= 0 {
+			continue
+		}
+		ok, err := workflow.AwaitWithTimeout(ctx, wait, decided)
+		if err != nil {
+			return fmt.Errorf("wait for approval of step %d: %w", s.Step, err)
+		}
+		if ok {
+			break
+		}
+		r.warnDeadline(ctx, s, before, onExpiry)
+	}
 	// The timer runs to the recorded deadline, however long recording the
 	// request took.
-	decided, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), func() bool {
-		return s.State != StepPendingApproval
-	})
+	ok, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), decided)
 	if err != nil {
 		return fmt.Errorf("wait for approval of step %d: %w", s.Step, err)
 	}
-	if !decided {
-		s.State = StepExpired
-		s.Approval.DecidedAt = workflow.Now(ctx)
-		s.Error = fmt.Sprintf("no decision before the deadline %s", deadline.UTC().Format("2006-01-02T15:04:05Z"))
-		s.FinishedAt = s.Approval.DecidedAt
-		workflow.GetLogger(ctx).Warn("approval expired", "step", s.Step, "tool", s.Tool)
+	if !ok {
+		r.expire(ctx, s, onExpiry)
 	}
 	r.status.State = RunRunning
 	r.touch(ctx)
@@ -55,7 +85,9 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	switch s.State {
 	case StepRejected:
 		state = activities.ApprovalRejected
-		s.Error = "rejected by " + s.Approval.Approver
+		if s.Error == "" {
+			s.Error = "rejected by " + s.Approval.Approver
+		}
 		s.FinishedAt = s.Approval.DecidedAt
 	case StepExpired:
 		state = activities.ApprovalExpired
@@ -63,6 +95,7 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	err = workflow.ExecuteActivity(bctx, a.ResolveApproval, activities.ApprovalResolution{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, State: state,
 		DecidedBy: s.Approval.Approver, DecidedAt: s.Approval.DecidedAt, Comment: s.Approval.Comment,
+		EditedArgs: editedArgs(s), EditedArgsHash: editedHash(s),
 	}).Get(ctx, nil)
 	if err != nil {
 		s.State = StepFailed
@@ -71,6 +104,133 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 		return &runFailure{msg: fmt.Sprintf("record decision on step %d", s.Step), err: err}
 	}
 	return nil
+}
+
+// deadlineWarnings is the change ID under which a pending step is warned
+// about before its deadline, at the points the worker's RequestApproval
+// answers.
+const deadlineWarnings = "approval-deadline-warnings"
+
+// warnDeadline warns, once, that step s still waits for a decision before
+// its deadline: the activity logs it, counts it and posts it to the alert
+// webhook. It runs beside the wait, so a slow webhook never holds up a
+// decision, and a failure is logged, never a reason to fail the run.
+func (r *run) warnDeadline(ctx workflow.Context, s *Step, before time.Duration, onExpiry string) {
+	s.Approval.Warned = append(s.Approval.Warned, before.String())
+	r.touch(ctx)
+	w := activities.DeadlineWarning{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool,
+		Deadline: s.Approval.Deadline, Before: before, OnExpiry: onExpiry}
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, warningOptions), a.WarnApprovalDeadline, w).Get(ctx, nil)
+		if err != nil {
+			workflow.GetLogger(ctx).Error("deadline warning not delivered", "step", w.Step, "before", before, "error", err)
+		}
+	})
+}
+
+// warningOptions retry a deadline warning's delivery until the deadline it
+// warns about could have passed.
+var warningOptions = workflow.ActivityOptions{
+	StartToCloseTimeout:    30 * time.Second,
+	ScheduleToCloseTimeout: time.Hour,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    time.Minute,
+	},
+}
+
+// expire ends the wait of a step nobody decided: expired, or rejected when
+// the run's starter chose ExpiryReject.
+func (r *run) expire(ctx workflow.Context, s *Step, onExpiry string) {
+	now := workflow.Now(ctx)
+	stamp := s.Approval.Deadline.UTC().Format("2006-01-02T15:04:05Z")
+	s.Approval.DecidedAt = now
+	s.FinishedAt = now
+	if onExpiry == ExpiryReject {
+		s.State = StepRejected
+		s.Approval.Decision = DecisionReject
+		s.Approval.Approver = DeadlineApprover
+		s.Error = fmt.Sprintf("rejected at the deadline %s: nobody decided, and the run's starter chose to reject undecided steps", stamp)
+		workflow.GetLogger(ctx).Warn("approval deadline passed: step rejected", "step", s.Step, "tool", s.Tool)
+		return
+	}
+	s.State = StepExpired
+	s.Error = fmt.Sprintf("no decision before the deadline %s", stamp)
+	workflow.GetLogger(ctx).Warn("approval expired", "step", s.Step, "tool", s.Tool)
+}
+
+// editedArgs and editedHash are the arguments an applied edit put in place
+// of the proposed ones, or nothing.
+func editedArgs(s *Step) json.RawMessage {
+	if s.Edit == nil {
+		return nil
+	}
+	return s.Edit.Args
+}
+
+func editedHash(s *Step) string {
+	if s.Edit == nil {
+		return ""
+	}
+	return s.Edit.ArgsHash
+}
+
+// approvalEdits is the change ID under which a run applies edit decisions;
+// runs of earlier releases ignored them.
+const approvalEdits = "approval-edits"
+
+// checkEditOptions bound the local activity that checks an edit against
+// the worker's registry, which takes microseconds.
+var checkEditOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout: 10 * time.Second,
+	RetryPolicy: &temporal.RetryPolicy{
+		InitialInterval:    time.Second,
+		BackoffCoefficient: 2,
+		MaximumInterval:    10 * time.Second,
+		MaximumAttempts:    5,
+	},
+}
+
+// applyEdit checks an edit of pending step s against the tool (schema and
+// edit rule, by the CheckEdit local activity) and, when it passes and the
+// step still waits, approves the step with the edited arguments: they and
+// their hash replace the step's, and the step keeps its lineage. A refused
+// edit leaves the step pending and says why in the status.
+func (r *run) applyEdit(ctx workflow.Context, s *Step, sig Approval) {
+	log := workflow.GetLogger(ctx)
+	var checked activities.EditChecked
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, checkEditOptions), a.CheckEdit,
+		activities.EditCheck{Tool: s.Tool, Args: s.Args, Edited: sig.Args}).Get(ctx, &checked)
+	switch {
+	case err != nil:
+		checked.Refused = "the edit could not be checked: " + failure(err)
+	case checked.Refused == "" && sig.EditedArgsHash != "" && sig.EditedArgsHash != checked.ArgsHash:
+		checked.Refused = fmt.Sprintf("the edit's args hash %s is not the hash of its arguments, %s", sig.EditedArgsHash, checked.ArgsHash)
+	}
+	if s.State != StepPendingApproval {
+		// The deadline came while the edit was checked.
+		log.Warn("approval signal ignored: step is not pending approval", "step", s.Step, "state", s.State,
+			"decision", sig.Decision, "approver", sig.Approver)
+		return
+	}
+	if checked.Refused != "" {
+		s.Approval.EditRefused = checked.Refused
+		r.touch(ctx)
+		log.Warn("edit refused; the step stays pending", "step", s.Step, "approver", sig.Approver, "why", checked.Refused)
+		return
+	}
+	now := workflow.Now(ctx)
+	s.Edit = &StepEdit{
+		OriginalArgs: s.Args, OriginalArgsHash: s.ArgsHash, Args: checked.Args, ArgsHash: checked.ArgsHash,
+		EditedBy: sig.Approver, EditedAt: now, Comment: sig.Comment,
+	}
+	s.Args, s.ArgsHash = checked.Args, checked.ArgsHash
+	s.Approval.Decision, s.Approval.Approver, s.Approval.Comment, s.Approval.DecidedAt = DecisionEdit, sig.Approver, sig.Comment, now
+	s.Approval.EditRefused = ""
+	s.State = StepApproved
+	log.Info("approval decided: edited", "step", s.Step, "approver", sig.Approver,
+		"original_args_hash", s.Edit.OriginalArgsHash, "args_hash", s.ArgsHash)
 }
 
 // onApproval applies an approval signal. Only a well-formed decision on a
@@ -83,7 +243,9 @@ func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 	// The checks here never grow: a signal this workflow applied before must
 	// replay the same. What the approvals table cannot hold is cleaned by
 	// ResolveApproval; clients check decisions with Approval.Validate.
-	if sig.Decision != DecisionApprove && sig.Decision != DecisionReject {
+	edit := sig.Decision == DecisionEdit && len(sig.Args) > 0 &&
+		workflow.GetVersion(ctx, approvalEdits, workflow.DefaultVersion, 1) == 1
+	if sig.Decision != DecisionApprove && sig.Decision != DecisionReject && !edit {
 		log.Warn("approval signal ignored: decision is not approve or reject", "step", sig.Step, "decision", sig.Decision)
 		return
 	}
@@ -116,7 +278,12 @@ func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 			"signal_args_hash", sig.ArgsHash, "step_args_hash", s.ArgsHash, "approver", sig.Approver)
 		return
 	}
+	if edit {
+		r.applyEdit(ctx, s, sig)
+		return
+	}
 	s.Approval.Decision = sig.Decision
+	s.Approval.EditRefused = ""
 	s.Approval.Approver = sig.Approver
 	s.Approval.Comment = sig.Comment
 	s.Approval.DecidedAt = workflow.Now(ctx)

@@ -44,6 +44,7 @@ func TestApprovalAfterThreeDaysRunsToolOnce(t *testing.T) {
 	assert.Equal(t, []activities.ApprovalRequest{{
 		Tenant: testTenant, RunID: testRunID, Step: 1, Tool: "issue_credit", Args: c.Args, ArgsHash: c.ArgsHash,
 		Goal: "refund order 1", Reason: c.ApprovalReason, RequestedAt: t0, Deadline: t0.Add(DefaultApprovalDeadline),
+		OnExpiry: ExpiryExpire,
 	}}, h.approvalRequests())
 	assert.Equal(t, []activities.ApprovalResolution{{
 		Tenant: testTenant, RunID: testRunID, Step: 1, State: activities.ApprovalApproved,

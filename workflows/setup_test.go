@@ -22,6 +22,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/tools"
 )
 
 // Test runs belong to this tenant and run id and start at t0.
@@ -60,13 +61,25 @@ type harness struct {
 	// followUps, when set before the run, are the follow-on messages every
 	// RunTool attempt reports.
 	followUps []activities.FollowUpMessage
+	// warnBefore, when set before the run, are the deadline warning points
+	// RequestApproval answers; edits, when set, is the registry CheckEdit
+	// checks edits against.
+	warnBefore []time.Duration
+	edits      *tools.Registry
 
 	mu          sync.Mutex
 	plans       []activities.PlanInput
 	tools       []toolCall
 	requests    []activities.ApprovalRequest
 	resolutions []activities.ApprovalResolution
+	warnings    []warning
 	started     []activity.Info // every activity attempt, in start order
+}
+
+// warning is one WarnApprovalDeadline attempt and the (test) time it ran.
+type warning struct {
+	In activities.DeadlineWarning
+	At time.Time
 }
 
 // toolCall is one RunTool attempt and the (test) time it started.
@@ -89,6 +102,8 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 		AfterFn(func() time.Duration { return h.toolTime })
 	env.OnActivity(a.RequestApproval, mock.Anything, mock.Anything).Return(h.requestApproval)
 	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval)
+	env.OnActivity(a.WarnApprovalDeadline, mock.Anything, mock.Anything).Return(h.warnDeadline)
+	env.OnActivity(a.CheckEdit, mock.Anything, mock.Anything).Return(h.checkEdit)
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -132,11 +147,23 @@ func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activitie
 	return activities.ToolOutput{Key: key.String(), Result: result(in.Step), Replayed: h.replayed, FollowUps: h.followUps}, nil
 }
 
-func (h *harness) requestApproval(_ context.Context, in activities.ApprovalRequest) error {
+func (h *harness) requestApproval(_ context.Context, in activities.ApprovalRequest) (activities.ApprovalRecorded, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.requests = append(h.requests, in)
-	return h.approvalErr
+	return activities.ApprovalRecorded{WarnBefore: h.warnBefore}, h.approvalErr
+}
+
+func (h *harness) warnDeadline(_ context.Context, in activities.DeadlineWarning) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.warnings = append(h.warnings, warning{In: in, At: h.env.Now()})
+	return nil
+}
+
+// checkEdit is the real CheckEdit against h.edits.
+func (h *harness) checkEdit(ctx context.Context, in activities.EditCheck) (activities.EditChecked, error) {
+	return (&activities.Activities{Tools: h.edits}).CheckEdit(ctx, in)
 }
 
 func (h *harness) resolveApproval(_ context.Context, in activities.ApprovalResolution) error {

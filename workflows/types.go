@@ -105,6 +105,10 @@ type RunInput struct {
 	// shown beside the run's approval requests and is not part of the
 	// run's identity.
 	StartedBy string `json:"started_by,omitempty"`
+	// OnApprovalExpiry is what a step's approval deadline does to it when
+	// nobody decided: ExpiryExpire (default) or ExpiryReject. It is the
+	// starter's choice; no planner can change it, nor the deadline.
+	OnApprovalExpiry string `json:"on_approval_expiry,omitempty"`
 	// Carry is the state handed over by Continue-As-New; callers leave it
 	// nil.
 	Carry *Carry `json:"carry,omitempty"`
@@ -193,6 +197,8 @@ func (in RunInput) runnable() error {
 		return fmt.Errorf("%w: the openai planner needs a goal", ErrInvalidInput)
 	case in.Limits.MaxSteps < 0 || in.Limits.HistoryLimit < 0:
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidInput)
+	case in.OnApprovalExpiry != "" && in.OnApprovalExpiry != ExpiryExpire && in.OnApprovalExpiry != ExpiryReject:
+		return fmt.Errorf("%w: on_approval_expiry %q is not %s or %s", ErrInvalidInput, edge.Cut(in.OnApprovalExpiry, 32), ExpiryExpire, ExpiryReject)
 	case in.Limits.ApprovalDeadline < 0 || in.Limits.ApprovalDeadline > MaxApprovalDeadline:
 		return fmt.Errorf("%w: approval deadline %s is not between 0 and %s", ErrInvalidInput, in.Limits.ApprovalDeadline, MaxApprovalDeadline)
 	}
@@ -237,6 +243,11 @@ const (
 	StepRunning         StepState = "running"
 	StepDone            StepState = "done"
 	StepFailed          StepState = "failed"
+	// StepDuplicate is a call that repeated an earlier applied step of the
+	// run (same tool, same canonical arguments) of a tool that makes each
+	// intent once per run: it was not executed, and carries the earlier
+	// step's result (see Step.DuplicateOf).
+	StepDuplicate StepState = "duplicate"
 )
 
 // Decision is an approver's answer.
@@ -246,10 +257,27 @@ type Decision string
 const (
 	DecisionApprove Decision = "approve"
 	DecisionReject  Decision = "reject"
+	// DecisionEdit approves the step with the approver's arguments in place
+	// of the proposed ones.
+	DecisionEdit Decision = "edit"
 )
 
+// What a run does with a step whose approval deadline passes undecided,
+// as its starter chose (RunInput.OnApprovalExpiry).
+const (
+	// ExpiryExpire records the step as expired (the default).
+	ExpiryExpire = "expire"
+	// ExpiryReject records the step as rejected at the deadline.
+	ExpiryReject = "reject"
+)
+
+// DeadlineApprover is the approver named on a step rejected by its
+// deadline under ExpiryReject.
+const DeadlineApprover = "oncerun (deadline)"
+
 // Approval is the payload of the approval signal: a decision on one step,
-// bound to the arguments hash the approver saw. The approver's name is text
+// bound to the arguments hash the approver saw. An edit also carries the
+// approver's arguments (canonical JSON) and their hash. The approver's name is text
 // of at most MaxApproverBytes bytes and the comment of at most
 // MaxCommentBytes (see [Approval.Validate]).
 type Approval struct {
@@ -258,15 +286,24 @@ type Approval struct {
 	Approver string   `json:"approver"`
 	Comment  string   `json:"comment,omitempty"`
 	ArgsHash string   `json:"args_hash"`
+	// Args and EditedArgsHash are the edited arguments of an edit.
+	Args           json.RawMessage `json:"args,omitempty"`
+	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
 }
 
 // Validate reports what keeps a decision from being applied: a decision
-// that is not approve or reject, no approver, or an approver's name or a
+// that is not approve, reject or edit (an edit with its arguments), no approver, or an approver's name or a
 // comment that is too long or holds control characters, which the
 // approvals table could not record.
 func (ap Approval) Validate() error {
-	if ap.Decision != DecisionApprove && ap.Decision != DecisionReject {
-		return fmt.Errorf("decision %q is not approve or reject", ap.Decision)
+	switch ap.Decision {
+	case DecisionApprove, DecisionReject:
+	case DecisionEdit:
+		if len(ap.Args) == 0 {
+			return errors.New("an edit carries the edited arguments (args)")
+		}
+	default:
+		return fmt.Errorf("decision %q is not approve, reject or edit", ap.Decision)
 	}
 	if ap.Approver == "" {
 		return errors.New("no approver named")
@@ -286,6 +323,27 @@ type StepApproval struct {
 	Approver    string    `json:"approver,omitempty"`
 	Comment     string    `json:"comment,omitempty"`
 	DecidedAt   time.Time `json:"decided_at,omitzero"`
+	// OnExpiry is what the deadline does to the step undecided: ExpiryExpire
+	// or ExpiryReject, as the run's starter chose.
+	OnExpiry string `json:"on_expiry,omitempty"`
+	// Warned lists the deadline warnings given, as durations before the
+	// deadline ("24h0m0s").
+	Warned []string `json:"warned,omitempty"`
+	// EditRefused says why the run refused the latest edit of the step,
+	// which then stayed pending.
+	EditRefused string `json:"edit_refused,omitempty"`
+}
+
+// StepEdit is a step's lineage when an approver edited its arguments: what
+// the planner proposed, what ran, who changed it, when and why.
+type StepEdit struct {
+	OriginalArgs     json.RawMessage `json:"original_args"`
+	OriginalArgsHash string          `json:"original_args_hash"`
+	Args             json.RawMessage `json:"args"`
+	ArgsHash         string          `json:"args_hash"`
+	EditedBy         string          `json:"edited_by"`
+	EditedAt         time.Time       `json:"edited_at"`
+	Comment          string          `json:"comment,omitempty"`
 }
 
 // Step is one numbered tool call of a run.
@@ -305,6 +363,11 @@ type Step struct {
 	// attempt had applied the effect.
 	Replayed bool          `json:"replayed,omitempty"`
 	Approval *StepApproval `json:"approval,omitempty"`
+	// Edit is set when an approver edited the arguments: Args and ArgsHash
+	// above are then the edited ones, which ran.
+	Edit *StepEdit `json:"edit,omitempty"`
+	// DuplicateOf is the earlier step a StepDuplicate repeated.
+	DuplicateOf int64 `json:"duplicate_of,omitempty"`
 	// Resolution is set once the step's outcome was unknown and waited for
 	// a person.
 	Resolution *StepResolution `json:"resolution,omitempty"`

@@ -1,6 +1,21 @@
-// Package alerts delivers the expiry watchdog's alerts to a webhook: a JSON
-// POST per alert, retried with backoff in the background, so that a slow or
-// failing receiver never holds up pruning.
+// Package alerts delivers oncerun's alerts to a webhook (ALERT_WEBHOOK_URL),
+// a JSON POST per alert whose "alert" field names its kind.
+//
+// # Expiry alerts
+//
+// The expiry watchdog's alerts ([KeyExpired]) are posted by [Webhook.Send]:
+// retried with backoff in the background, so that a slow or failing
+// receiver never holds up pruning. Their rows in key_expiry_alerts are the
+// record; the POST is best-effort.
+//
+// # Approval deadline warnings
+//
+// A warning that a step still waits for a decision near its deadline
+// ([ApprovalDeadline]) is posted by [DeadlineWarner] through [Webhook.Post]:
+// once, in the caller's context, with the warning's id as the
+// Idempotency-Key header. A failure is returned, and the warning's activity
+// is retried by Temporal, so a warning reaches the receiver at least once,
+// and a receiver that drops repeated ids sees it once.
 package alerts
 
 import (
@@ -8,14 +23,15 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
-
-	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // KeyExpired is the body of an alert: a key whose retention ran out while
@@ -121,7 +137,7 @@ func (w *Webhook) deliver(a KeyExpired) error {
 	wait := w.Backoff
 	var last error
 	for attempt := 1; attempt <= w.Attempts; attempt++ {
-		if last = w.post(body); last == nil {
+		if last = w.post(context.Background(), body, ""); last == nil {
 			return nil
 		}
 		if attempt < w.Attempts {
@@ -132,19 +148,56 @@ func (w *Webhook) deliver(a KeyExpired) error {
 	return fmt.Errorf("after %d attempts: %w", w.Attempts, last)
 }
 
-func (w *Webhook) post(body []byte) error {
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, w.URL, bytes.NewReader(body))
+// Post sends v as one JSON POST now, within ctx and the Client's timeout,
+// and reports whether the receiver took it (a 2xx answer). It does not
+// retry: the caller does, with the same idempotencyKey, sent as the
+// Idempotency-Key header when not empty. A nil Webhook, or one without a
+// URL, posts nothing and reports success.
+func (w *Webhook) Post(ctx context.Context, v any, idempotencyKey string) error {
+	if w == nil || w.URL == "" {
+		return nil
+	}
+	w.init()
+	body, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode alert: %w", err)
+	}
+	return w.post(ctx, body, idempotencyKey)
+}
+
+func (w *Webhook) post(ctx context.Context, body []byte, idempotencyKey string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.URL, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if idempotencyKey != "" {
+		req.Header.Set("Idempotency-Key", idempotencyKey)
+	}
 	resp, err := w.Client.Do(req)
 	if err != nil {
-		return err
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // it would repeat the whole URL
+		}
+		return fmt.Errorf("POST to %s: %w", w.endpoint(), err)
 	}
+	// Read a little of the answer so that the connection can be reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST %s: %s", edge.Redact(w.URL), resp.Status)
+		return fmt.Errorf("POST to %s: %s", w.endpoint(), resp.Status)
 	}
 	return nil
+}
+
+// endpoint names the receiver in errors: the URL's scheme and host only.
+// Webhook URLs often carry their secret in the path (as Slack's do), and a
+// Post's error is kept in the run's Temporal history, not only in a log.
+func (w *Webhook) endpoint() string {
+	u, err := url.Parse(w.URL)
+	if err != nil || u.Host == "" {
+		return "the alert webhook"
+	}
+	return "the alert webhook at " + u.Scheme + "://" + u.Host
 }

@@ -2,6 +2,7 @@ package approvalstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -18,13 +19,22 @@ type DecisionRequest struct {
 	Tenant string
 	RunID  string
 	Step   int64
-	// Decision is DecisionApprove or DecisionReject. Anything else is
-	// recorded as an invalid request naming no decision.
+	// Decision is DecisionApprove, DecisionReject or DecisionEdit.
+	// Anything else is recorded as an invalid request naming no decision.
 	Decision string
 	// ArgsHash is the hash of the arguments the approver reviewed: the
 	// decision applies to those arguments only.
 	ArgsHash string
-	Comment  string
+	// EditedArgs are, for an edit, the arguments to run instead, as sent.
+	// CheckEdit turns them into canonical JSON and EditedArgsHash.
+	EditedArgs     json.RawMessage
+	EditedArgsHash string
+	// CheckEdit checks an edit against the step's tool, given the tool's
+	// name and the proposed arguments the step's row holds, and returns
+	// the edited arguments in canonical JSON and their hash, or why the
+	// edit is refused (naming the field). An edit without it is refused.
+	CheckEdit func(tool string, proposed, edited json.RawMessage) (json.RawMessage, string, error)
+	Comment   string
 	// Approver names who decides, and Role their role, recorded as given.
 	Approver string
 	Role     string
@@ -106,7 +116,7 @@ func notFound(runID string, step int64) error {
 // lockStepSQL reads a step's row for a decision; lockStepForUpdateSQL also
 // locks it until the decision's transaction ends.
 const (
-	lockStepSQL          = `SELECT state, args_hash, deadline FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
+	lockStepSQL          = `SELECT state, args_hash, deadline, tool, args FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
 	lockStepForUpdateSQL = lockStepSQL + ` FOR UPDATE`
 )
 
@@ -117,8 +127,9 @@ WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted'`
 
 // insertDecisionSQL records a decision request.
 const insertDecisionSQL = `
-INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via, detail)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via, detail,
+    edited_args, edited_args_hash)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 
 func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 	tx, err := db.Begin(ctx)
@@ -134,10 +145,11 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		lock = lockStepForUpdateSQL
 	}
 	var (
-		state, argsHash string
-		deadline        time.Time
+		state, argsHash, tool string
+		deadline              time.Time
+		proposed              json.RawMessage
 	)
-	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline)
+	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline, &tool, &proposed)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decided{}, notFound(r.RunID, r.Step)
 	}
@@ -153,11 +165,27 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		return Decided{}, a.refuse(ctx, OutcomeInvalid, bad.Error(), &RefusedError{Err: ErrInvalid, Message: bad.Error(), Cause: bad})
 	}
 
+	if r.Decision == DecisionEdit {
+		// The edit is checked against the step's own tool and proposed
+		// arguments before anything else is decided, so that a repeat of
+		// an edit compares canonical hashes.
+		if r.CheckEdit == nil {
+			why := "edits cannot be checked here: this service has no tool registry"
+			return Decided{}, a.refuse(ctx, OutcomeInvalid, why, refused(ErrInvalid, why))
+		}
+		args, hash, err := r.CheckEdit(tool, proposed, r.EditedArgs)
+		if err != nil {
+			return Decided{}, a.refuse(ctx, OutcomeInvalid, err.Error(), &RefusedError{Err: ErrEditInvalid, Message: err.Error(), Cause: err})
+		}
+		a.r.EditedArgs, a.r.EditedArgsHash = args, hash
+		r = a.r
+	}
+
 	orig, err := decisionOfRecord(ctx, tx, r.Tenant, r.RunID, r.Step)
 	if err != nil {
 		return Decided{}, err
 	}
-	if orig != nil && state != StatePending && state != pastTense(orig.Decision) {
+	if orig != nil && state != StatePending && state != stateOf(orig.Decision) {
 		// The run recorded another outcome than the decision of record (its
 		// deadline came first): neither repeating nor changing the decision
 		// can be answered as if it had been applied.
@@ -166,6 +194,11 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 				r.Step, r.RunID, pastTense(orig.Decision), orig.Approver, stamp(orig.DecidedAt), state)))
 	}
 	if orig != nil {
+		if orig.Decision == DecisionEdit && r.Decision == DecisionEdit && orig.EditedArgsHash != r.EditedArgsHash {
+			return Decided{}, a.refuse(ctx, OutcomeConflict, "the step was already edited to other arguments", refused(ErrConflict,
+				fmt.Sprintf("step %d of run %s was already edited by %s at %s to arguments with hash %s; a decision cannot be changed",
+					r.Step, r.RunID, orig.Approver, stamp(orig.DecidedAt), orig.EditedArgsHash)))
+		}
 		if orig.Decision != r.Decision {
 			return Decided{}, a.refuse(ctx, OutcomeConflict, "the step was already "+pastTense(orig.Decision), refused(ErrConflict,
 				fmt.Sprintf("step %d of run %s was already %s by %s at %s; a decision cannot be changed",
@@ -212,8 +245,14 @@ func (r DecisionRequest) invalid() error {
 	if r.Invalid != nil {
 		return r.Invalid
 	}
-	if r.Decision != DecisionApprove && r.Decision != DecisionReject {
-		return fmt.Errorf("decision %q is not approve or reject", edge.Cut(r.Decision, 64))
+	switch r.Decision {
+	case DecisionApprove, DecisionReject:
+	case DecisionEdit:
+		if len(r.EditedArgs) == 0 {
+			return errors.New("an edit needs the edited arguments (args)")
+		}
+	default:
+		return fmt.Errorf("decision %q is not approve, reject or edit", edge.Cut(r.Decision, 64))
 	}
 	return nil
 }
@@ -246,13 +285,19 @@ type audit struct {
 func (a audit) args(outcome, detail string) []any {
 	r := a.r
 	decision := r.Decision
-	if decision != DecisionApprove && decision != DecisionReject {
+	if decision != DecisionApprove && decision != DecisionReject && decision != DecisionEdit {
 		decision = ""
+	}
+	// What an edit asked to run is kept when it is JSON the table can hold
+	// (an invalid request's may not be).
+	var edited json.RawMessage
+	if decision == DecisionEdit && json.Valid(r.EditedArgs) && edge.JSON("args", r.EditedArgs) == nil {
+		edited = r.EditedArgs
 	}
 	return []any{r.Tenant, r.RunID, r.Step, decision, outcome, edge.Clean(r.ArgsHash, maxAuditArgsHash),
 		edge.Clean(r.Approver, MaxNameBytes), edge.Clean(r.Role, MaxNameBytes), auditText("comment", r.Comment, MaxCommentBytes),
 		edge.Clean(r.RemoteAddr, maxAuditRemoteAddr), edge.Clean(r.UserAgent, maxAuditUserAgent), r.Via,
-		edge.Clean(detail, maxAuditDetail)}
+		edge.Clean(detail, maxAuditDetail), edited, edge.Clean(r.EditedArgsHash, maxAuditArgsHash)}
 }
 
 // commit records the request with outcome and commits.
@@ -281,10 +326,21 @@ func (a audit) argsMismatch(ctx context.Context, whose, stepHash string) error {
 		fmt.Sprintf("the args_hash you reviewed, %s, is not %s %s: review the step's arguments again", a.r.ArgsHash, whose, stepHash)))
 }
 
-// pastTense is the approvals-table state a decision leads to.
+// stateOf is the approvals-table state a decision leads to.
+func stateOf(decision string) string {
+	if decision == DecisionReject {
+		return StateRejected
+	}
+	return StateApproved
+}
+
+// pastTense says what a decision did to a step, in words.
 func pastTense(decision string) string {
-	if decision == DecisionApprove {
+	switch decision {
+	case DecisionApprove:
 		return StateApproved
+	case DecisionEdit:
+		return "approved with edits"
 	}
 	return StateRejected
 }

@@ -76,7 +76,7 @@ func TestDecideRefusals(t *testing.T) {
 		{"what the caller found wrong", func(r *approvalstore.DecisionRequest) { r.Invalid = invalid },
 			approvalstore.ErrInvalid, invalid.Error(), approvalstore.OutcomeInvalid},
 		{"a decision that is neither", func(r *approvalstore.DecisionRequest) { r.Decision = "maybe" },
-			approvalstore.ErrInvalid, `decision "maybe" is not approve or reject`, approvalstore.OutcomeInvalid},
+			approvalstore.ErrInvalid, `decision "maybe" is not approve, reject or edit`, approvalstore.OutcomeInvalid},
 		{"another args hash", func(r *approvalstore.DecisionRequest) { r.ArgsHash = hashB },
 			approvalstore.ErrArgsHashMismatch, "is not the pending step's " + hashA, approvalstore.OutcomeArgsMismatch},
 		{"the deadline passed", func(r *approvalstore.DecisionRequest) { r.Now = t0.Add(72 * time.Hour) },

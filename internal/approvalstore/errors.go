@@ -34,6 +34,11 @@ var (
 	// changing the decision can be answered as applied. Recorded as
 	// OutcomeNotPending.
 	ErrResolvedOtherwise = errors.New("the run recorded another outcome")
+	// ErrEditInvalid means an edit's arguments do not fit the step's tool:
+	// they do not match its schema, or its edit rule refuses the change
+	// (no edits, or an amount that may not grow). The message names the
+	// field. Recorded as OutcomeInvalid; the step stays pending.
+	ErrEditInvalid = errors.New("edit refused")
 	// ErrOtherArguments means a step's row was recorded with other
 	// arguments: it belongs to an earlier run under the same run id.
 	ErrOtherArguments = errors.New("the step was recorded with other arguments")

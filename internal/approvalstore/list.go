@@ -2,6 +2,7 @@ package approvalstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -38,13 +39,15 @@ type Page struct {
 
 // approvalColumns are the columns of an Approval, from approvals a.
 const approvalColumns = `a.tenant, a.run_id, a.step, a.tool, a.args, a.args_hash, a.goal, a.reason, a.requested_by,
-    a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by, a.decided_at, a.comment, a.decision_mismatch`
+    a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by, a.decided_at, a.comment, a.decision_mismatch,
+    a.edited_args, coalesce(a.edited_args_hash, '') AS edited_args_hash, a.on_expiry`
 
 // recordColumns are the columns of the decision of record d, which may be
 // absent.
 const recordColumns = `d.id AS d_id, d.decision AS d_decision, d.outcome AS d_outcome, d.args_hash AS d_args_hash,
     d.approver AS d_approver, d.role AS d_role, d.comment AS d_comment, d.remote_addr AS d_remote_addr,
-    d.user_agent AS d_user_agent, d.via AS d_via, d.detail AS d_detail, d.decided_at AS d_decided_at`
+    d.user_agent AS d_user_agent, d.via AS d_via, d.detail AS d_detail, d.decided_at AS d_decided_at,
+    d.edited_args AS d_edited_args, d.edited_args_hash AS d_edited_args_hash`
 
 // listedColumns are the columns of a Listed.
 const listedColumns = approvalColumns + ",\n    " + recordColumns
@@ -63,12 +66,12 @@ const decisionJoin = `LEFT JOIN LATERAL (
 // the limit.
 const (
 	// listPendingSQL: no decision of record, pending, deadline ahead ($2:
-	// now); oldest first.
+	// now); the nearest deadline first.
 	listPendingSQL = `SELECT ` + listedColumns + ` FROM approvals a ` + decisionJoin + `
 WHERE a.tenant = $1 AND a.state = 'pending' AND a.deadline > $2
   AND NOT EXISTS (SELECT 1 FROM approval_decisions n
                   WHERE n.tenant = a.tenant AND n.run_id = a.run_id AND n.step = a.step AND n.outcome = 'accepted')
-ORDER BY a.requested_at, a.run_id, a.step LIMIT $3`
+ORDER BY a.deadline, a.run_id, a.step LIMIT $3`
 
 	// listNeedsResolutionSQL: a decision of record the run recorded
 	// otherwise; one not applied after the grace period; a deadline passed
@@ -89,8 +92,9 @@ ORDER BY a.requested_at, a.run_id, a.step LIMIT $3`
 	// applying within the grace period, deadlines passed within it ($2:
 	// now, $3: the cutoff); newest first.
 	listDecidedSQL = `SELECT tenant, run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline,
-       state, decided_by, decided_at, comment, decision_mismatch, d_id, d_decision, d_outcome, d_args_hash, d_approver,
-       d_role, d_comment, d_remote_addr, d_user_agent, d_via, d_detail, d_decided_at
+       state, decided_by, decided_at, comment, decision_mismatch, edited_args, edited_args_hash, on_expiry,
+       d_id, d_decision, d_outcome, d_args_hash, d_approver,
+       d_role, d_comment, d_remote_addr, d_user_agent, d_via, d_detail, d_decided_at, d_edited_args, d_edited_args_hash
 FROM (
     (SELECT ` + listedColumns + `, a.decided_at AS sort_at FROM approvals a ` + decisionJoin + `
      WHERE a.tenant = $1 AND a.state <> 'pending' AND NOT a.decision_mismatch
@@ -106,7 +110,7 @@ FROM (
 )
 
 // ListPending lists the tenant's steps that wait for a decision: pending,
-// no decision of record, deadline ahead; oldest first.
+// no decision of record, deadline ahead; the nearest deadline first.
 func ListPending(ctx context.Context, db DB, p Page) ([]Listed, error) {
 	return list(ctx, db, "pending", listPendingSQL, p.Tenant, p.Now, p.Limit)
 }
@@ -149,16 +153,20 @@ func scanListed(row pgx.CollectableRow) (Listed, error) {
 		decision, outcome, argsHash, approver     *string
 		role, comment, remote, agent, via, detail *string
 		decidedAt                                 *time.Time
+		editedArgs                                json.RawMessage
+		editedHash                                *string
 	)
 	err := row.Scan(&a.Tenant, &a.RunID, &a.Step, &a.Tool, &a.Args, &a.ArgsHash, &a.Goal, &a.Reason, &a.RequestedBy,
 		&a.RequestedAt, &a.Deadline, &a.State, &a.DecidedBy, &a.DecidedAt, &a.Comment, &a.DecisionMismatch,
-		&id, &decision, &outcome, &argsHash, &approver, &role, &comment, &remote, &agent, &via, &detail, &decidedAt)
+		&a.EditedArgs, &a.EditedArgsHash, &a.OnExpiry,
+		&id, &decision, &outcome, &argsHash, &approver, &role, &comment, &remote, &agent, &via, &detail, &decidedAt,
+		&editedArgs, &editedHash)
 	if err != nil || id == nil {
 		return l, err
 	}
 	l.Record = &Decision{ID: *id, Tenant: a.Tenant, RunID: a.RunID, Step: a.Step, Decision: *decision, Outcome: *outcome,
 		ArgsHash: *argsHash, Approver: *approver, Role: *role, Comment: *comment, RemoteAddr: *remote, UserAgent: *agent,
-		Via: *via, Detail: *detail, DecidedAt: *decidedAt}
+		Via: *via, Detail: *detail, DecidedAt: *decidedAt, EditedArgs: editedArgs, EditedArgsHash: *editedHash}
 	return l, nil
 }
 
@@ -185,7 +193,7 @@ func Lookup(ctx context.Context, db DB, tenant, runID string, step int64) (Liste
 
 // decisionColumns are the columns of a Decision.
 const decisionColumns = `id, tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr,
-    user_agent, via, detail, decided_at`
+    user_agent, via, detail, decided_at, edited_args, edited_args_hash`
 
 // decisionsOfRecordSQL reads a tenant's decisions of record, by the
 // partial index of recent ones.

@@ -9,8 +9,8 @@ import (
 // it returns the row's args hash either way.
 const recordPendingSQL = `
 WITH ins AS (
-    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by, on_expiry)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce(nullif($12, ''), 'expire'))
     ON CONFLICT (tenant, run_id, step) DO NOTHING
     RETURNING args_hash)
 SELECT args_hash FROM ins
@@ -26,7 +26,7 @@ LIMIT 1`
 func RecordPending(ctx context.Context, db DB, a Approval) error {
 	var stored string
 	err := db.QueryRow(ctx, recordPendingSQL, a.Tenant, a.RunID, a.Step, a.Tool, a.Args, a.ArgsHash, storable(a.Goal),
-		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy)).Scan(&stored)
+		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy), a.OnExpiry).Scan(&stored)
 	if err != nil {
 		return fmt.Errorf("record pending approval of run %s step %d: %w", a.RunID, a.Step, err)
 	}
@@ -41,20 +41,24 @@ func RecordPending(ctx context.Context, db DB, a Approval) error {
 // says whether it differs from the decision of record.
 const recordOutcomeSQL = `
 UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, comment = $7,
+    edited_args = $8, edited_args_hash = nullif($9, ''),
     decision_mismatch = EXISTS (
         SELECT 1 FROM approval_decisions d
         WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.outcome = 'accepted'
-          AND d.decision <> CASE $4 WHEN 'approved' THEN 'approve' WHEN 'rejected' THEN 'reject' ELSE '' END)
+          AND (d.decision <> CASE WHEN $4 = 'approved' AND $9 <> '' THEN 'edit'
+                                  WHEN $4 = 'approved' THEN 'approve' WHEN $4 = 'rejected' THEN 'reject' ELSE '' END
+               OR (d.decision = 'edit' AND d.edited_args_hash <> $9)))
 WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`
 
 // RecordOutcome records what the run made of a pending step: a's State
-// (approved, rejected or expired), DecidedBy, DecidedAt and Comment. It
+// (approved, rejected or expired), DecidedBy, DecidedAt and Comment, and,
+// for an edit it applied, EditedArgs and EditedArgsHash. It
 // reports whether the row was pending; a decided row is left as it was. An
 // outcome other than the decision of record (the deadline came first)
 // marks the row DecisionMismatch, for the needs_resolution list.
 func RecordOutcome(ctx context.Context, db DB, a Approval) (bool, error) {
 	tag, err := db.Exec(ctx, recordOutcomeSQL, a.Tenant, a.RunID, a.Step, a.State, storable(a.DecidedBy), a.DecidedAt,
-		storable(a.Comment))
+		storable(a.Comment), a.EditedArgs, a.EditedArgsHash)
 	if err != nil {
 		return false, fmt.Errorf("record decision on run %s step %d: %w", a.RunID, a.Step, err)
 	}

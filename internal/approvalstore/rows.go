@@ -40,6 +40,7 @@ const (
 const (
 	DecisionApprove = "approve"
 	DecisionReject  = "reject"
+	DecisionEdit    = "edit"
 )
 
 // Outcomes of a decision or resolve request, as the audit tables record
@@ -115,6 +116,13 @@ type Approval struct {
 	// DecisionMismatch is set when the run recorded another outcome than
 	// the decision of record.
 	DecisionMismatch bool `db:"decision_mismatch"`
+	// EditedArgs and EditedArgsHash are the arguments that ran when an
+	// approver edited the step (Args and ArgsHash stay the proposed ones).
+	EditedArgs     json.RawMessage `db:"edited_args"`
+	EditedArgsHash string          `db:"edited_args_hash"`
+	// OnExpiry is what the deadline does to the step undecided: "expire"
+	// or "reject", as the run's starter chose.
+	OnExpiry string `db:"on_expiry"`
 }
 
 // Decision is a row of approval_decisions: one decision request on a step,
@@ -124,8 +132,8 @@ type Decision struct {
 	Tenant string `db:"tenant"`
 	RunID  string `db:"run_id"`
 	Step   int64  `db:"step"`
-	// Decision is DecisionApprove or DecisionReject, or "" for an invalid
-	// request that named neither.
+	// Decision is DecisionApprove, DecisionReject or DecisionEdit, or ""
+	// for an invalid request that named none.
 	Decision string `db:"decision"`
 	// Outcome is what became of the request: OutcomeAccepted, ...
 	Outcome    string    `db:"outcome"`
@@ -138,6 +146,10 @@ type Decision struct {
 	Via        string    `db:"via"`
 	Detail     string    `db:"detail"`
 	DecidedAt  time.Time `db:"decided_at"`
+	// EditedArgs and EditedArgsHash are what an edit asked to run instead
+	// of the arguments reviewed (ArgsHash).
+	EditedArgs     json.RawMessage `db:"edited_args"`
+	EditedArgsHash string          `db:"edited_args_hash"`
 }
 
 // Resolution is a row of the resolutions table: one round of a step whose

@@ -3,9 +3,11 @@ package cli
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 	"time"
 
@@ -135,11 +137,18 @@ nothing), records the decision with DATABASE_URL (via cli, role local, as
 --as) and signals the run through Temporal.
 
 --json prints the decision of record: run_id, step, decision, approver,
-role, comment, args_hash, decided_at and via, with repeated.`, verb),
+role, comment, args_hash, decided_at and via, with repeated.%s`, verb, editHelp(verb)),
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.step < 1 {
 				return fmt.Errorf("--step %d: steps are numbered from 1", f.step)
+			}
+			if f.argsFile != "" {
+				raw, err := readEditArgs(f.argsFile)
+				if err != nil {
+					return err
+				}
+				f.decision, f.args = workflows.DecisionEdit, raw
 			}
 			api, err := conn.api()
 			if err != nil {
@@ -162,6 +171,9 @@ role, comment, args_hash, decided_at and via, with repeated.`, verb),
 	fl.StringVar(&f.comment, "comment", "", "a comment recorded with the decision")
 	fl.StringVar(&f.argsHash, "args-hash", "", "the arguments hash you reviewed (default: the step's)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the decision of record as JSON")
+	if verb == "approve" {
+		fl.StringVar(&f.argsFile, "args", "", "approve with these arguments instead (a JSON object in FILE, - for standard input): an edit")
+	}
 	for _, name := range []string{"run-id", "step"} {
 		_ = cmd.MarkFlagRequired(name)
 	}
@@ -176,10 +188,52 @@ type decisionFlags struct {
 	argsHash          string
 	comment           string
 	asJSON            bool
+	// argsFile names an edit's arguments, args holds them.
+	argsFile string
+	args     json.RawMessage
+}
+
+// editHelp is what approve says of --args.
+func editHelp(verb string) string {
+	if verb != "approve" {
+		return ""
+	}
+	return `
+
+--args FILE approves the step with other arguments (an edit): FILE holds a
+JSON object for the step's tool (- reads standard input). The arguments are
+checked against the tool's schema and its edit rule (some tools allow no
+edits, or no increase of an amount) before the edit is recorded; the run
+then runs the step with them, and its status keeps both the proposed and
+the edited arguments. --args-hash is still the hash of the arguments you
+reviewed.`
+}
+
+// readEditArgs reads an edit's arguments from path (- for standard input):
+// a JSON object.
+func readEditArgs(path string) (json.RawMessage, error) {
+	var (
+		raw []byte
+		err error
+	)
+	if path == "-" {
+		raw, err = io.ReadAll(io.LimitReader(os.Stdin, 1<<20))
+	} else {
+		raw, err = os.ReadFile(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--args: %w", err)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("--args %s: not a JSON object of arguments: %v", path, cmp.Or[error](err, errors.New("null")))
+	}
+	return raw, nil
 }
 
 // pastTense says what a decision did to a step.
-var pastTense = map[workflows.Decision]string{workflows.DecisionApprove: "approved", workflows.DecisionReject: "rejected"}
+var pastTense = map[workflows.Decision]string{workflows.DecisionApprove: "approved", workflows.DecisionReject: "rejected",
+	workflows.DecisionEdit: "edited and approved"}
 
 // decideViaAPI sends a decision through the API and says what became of it.
 func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f decisionFlags) error {
@@ -193,7 +247,16 @@ func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f d
 			return err
 		}
 	}
-	res, status, err := api.Decide(ctx, f.runID, f.step, f.decision, approvals.DecideRequest{ArgsHash: hash, Comment: f.comment})
+	var (
+		res    approvals.DecideResponse
+		status int
+		err    error
+	)
+	if f.decision == workflows.DecisionEdit {
+		res, status, err = api.Edit(ctx, f.runID, f.step, approvals.EditRequest{ArgsHash: hash, Args: f.args, Comment: f.comment})
+	} else {
+		res, status, err = api.Decide(ctx, f.runID, f.step, f.decision, approvals.DecideRequest{ArgsHash: hash, Comment: f.comment})
+	}
 	if err != nil {
 		return err
 	}
@@ -222,7 +285,7 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 	if approver == "" {
 		return errors.New("give --as NAME: the decision needs an approver's name")
 	}
-	if err := (workflows.Approval{Decision: f.decision, Approver: approver}).Validate(); err != nil {
+	if err := (workflows.Approval{Decision: f.decision, Approver: approver, Args: f.args}).Validate(); err != nil {
 		return fmt.Errorf("--as: %w", err)
 	}
 	if err := edge.Text("comment", f.comment, workflows.MaxCommentBytes); err != nil {
@@ -232,6 +295,14 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 	rc, err := conn.client(ctx, true)
 	if err != nil {
 		return err
+	}
+	if f.decision == workflows.DecisionEdit {
+		// Edits are checked against the deployment's tools.
+		reg, err := conn.env.Registry()
+		if err != nil {
+			return err
+		}
+		rc.Tools = reg
 	}
 	st, err := rc.Status(ctx, f.tenant, f.runID)
 	if err != nil {
@@ -251,7 +322,7 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 	}
 	d, err := rc.Decide(ctx, rc.Pool, approvalstore.DecisionRequest{
 		Tenant: f.tenant, RunID: f.runID, Step: f.step, Decision: string(f.decision), ArgsHash: cmp.Or(f.argsHash, step.ArgsHash),
-		Comment: f.comment, Approver: approver, Role: approvalstore.RoleLocal, MayDecide: true,
+		EditedArgs: f.args, Comment: f.comment, Approver: approver, Role: approvalstore.RoleLocal, MayDecide: true,
 		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
 	})
 	if err != nil {
@@ -286,5 +357,6 @@ const cliUserAgent = "oncerun-cli"
 // decisionJSON is a decision of record as the approvals API shows it.
 func decisionJSON(rec approvalstore.Decision) approvals.Decision {
 	return approvals.Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
-		Role: approvals.Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
+		Role: approvals.Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, EditedArgs: rec.EditedArgs,
+		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }

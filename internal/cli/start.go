@@ -145,6 +145,8 @@ Without a plan, the openai planner works towards --goal.`,
 	f.IntVar(&in.Limits.MaxSteps, "max-steps", 0, fmt.Sprintf("most tool calls the run makes (default %d)", workflows.DefaultMaxSteps))
 	f.DurationVar(&in.Limits.ApprovalDeadline, "approval-deadline", 0,
 		fmt.Sprintf("how long a step waits for a decision (default %s, at most %s)", workflows.DefaultApprovalDeadline, workflows.MaxApprovalDeadline))
+	f.StringVar(&in.OnApprovalExpiry, "on-approval-expiry", "",
+		"what a step's deadline does when nobody decided: expire (default) or reject")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
 	_ = cmd.MarkFlagRequired("run-id")
 	return cmd
@@ -156,7 +158,7 @@ func startViaAPI(cmd *cobra.Command, api *approvals.Client, in workflows.RunInpu
 	if err := refuseInAPIMode(map[string]bool{"tenant": cmd.Flags().Changed("tenant")}); err != nil {
 		return err
 	}
-	req := approvals.StartRequest{RunID: in.RunID, Goal: in.Goal, Planner: in.Planner, Plan: in.Plan}
+	req := approvals.StartRequest{RunID: in.RunID, Goal: in.Goal, Planner: in.Planner, Plan: in.Plan, OnApprovalExpiry: in.OnApprovalExpiry}
 	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 {
 		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps}
 		if in.Limits.ApprovalDeadline != 0 {

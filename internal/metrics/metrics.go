@@ -1,8 +1,14 @@
 // Package metrics defines oncerun's Prometheus metrics. A worker builds one
-// [Metrics] on its registry and hands it to the activities.
+// [Metrics] on its registry and hands it to the activities, and registers a
+// [PendingApprovals] beside it, which reads the approvals waiting for a
+// decision at each scrape.
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Outcomes of a tool call, the values of the outcome label of
 // oncerun_tool_calls_total.
@@ -41,6 +47,11 @@ type Metrics struct {
 	// ResolutionsOverdue counts steps still unresolved at their deadline,
 	// by tool.
 	ResolutionsOverdue *prometheus.CounterVec
+	// ApprovalDeadlineWarnings counts warnings that a step still waits for
+	// a decision near its deadline, by tenant, tool and before: how long
+	// before the deadline, as Go writes a duration ("24h0m0s", "1h0m0s"),
+	// the spelling APPROVAL_DEADLINE_WARNINGS accepts.
+	ApprovalDeadlineWarnings *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -62,8 +73,12 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "oncerun_resolutions_overdue_total",
 			Help: "Steps whose unknown outcome nobody resolved by the deadline, by tool. The run keeps waiting.",
 		}, []string{"tool"}),
+		ApprovalDeadlineWarnings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "oncerun_approval_deadline_warnings_total",
+			Help: "Warnings that a step still waits for a decision near its approval deadline, by tenant, tool and before (how long before the deadline, e.g. 24h0m0s).",
+		}, []string{"tenant", "tool", "before"}),
 	}
-	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive, m.ResolutionsOverdue)
+	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive, m.ResolutionsOverdue, m.ApprovalDeadlineWarnings)
 	return m
 }
 
@@ -74,6 +89,16 @@ func (m *Metrics) ResolutionOverdue(tool string) {
 		return
 	}
 	m.ResolutionsOverdue.WithLabelValues(tool).Inc()
+}
+
+// ApprovalDeadlineWarning counts a warning that a step of tenant's tool
+// still waits for a decision, before its deadline. A nil Metrics counts
+// nothing.
+func (m *Metrics) ApprovalDeadlineWarning(tenant, tool string, before time.Duration) {
+	if m == nil {
+		return
+	}
+	m.ApprovalDeadlineWarnings.WithLabelValues(tenant, tool, before.String()).Inc()
 }
 
 // ToolCall counts one attempt of tool with outcome. A nil Metrics counts

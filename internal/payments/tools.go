@@ -68,6 +68,9 @@ func Tools(c *Client, cfg ToolsConfig) []tools.Tool {
 			Approval:    refundApproval(threshold),
 			PairedRead:  GetRefund,
 			KeyLifetime: cmp.Or(cfg.KeyLifetime, DefaultKeyLifetime),
+			// An approver may refund less than the agent proposed, never more.
+			Edits:   tools.EditNoIncrease,
+			Amounts: []tools.Amount{{Field: "amount_cents", Currency: "currency"}},
 			// Room for the paired read's three tries of DefaultTimeout each
 			// when an earlier attempt's outcome is unknown.
 			Timeout: 90 * time.Second,

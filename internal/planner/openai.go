@@ -186,6 +186,8 @@ type (
 	// toolReport is what a tool message tells the model about one call.
 	toolReport struct {
 		Outcome Outcome         `json:"outcome"`
+		Note    string          `json:"note,omitempty"`
+		Edit    *Edit           `json:"edited_by_a_person,omitempty"`
 		Result  json.RawMessage `json:"result,omitempty"`
 		Error   string          `json:"error,omitempty"`
 	}
@@ -208,7 +210,8 @@ func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
 		call := chatToolCall{ID: id, Type: "function"}
 		call.Function.Name = obs.Tool
 		call.Function.Arguments = cmp.Or(obs.Malformed, string(obs.Args), "{}")
-		report, err := json.Marshal(toolReport{Outcome: obs.Outcome, Result: obs.Result, Error: obs.Error})
+		report, err := json.Marshal(toolReport{Outcome: obs.Outcome, Note: reportNote(obs), Edit: obs.Edit,
+			Result: obs.Result, Error: obs.Error})
 		if err != nil {
 			return chatRequest{}, fmt.Errorf("openai: encode observation %d: %w: %w", i+1, err, ErrPermanent)
 		}
@@ -229,6 +232,20 @@ func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
 		out.ToolChoice = "auto"
 	}
 	return out, nil
+}
+
+// reportNote says in words what the model must not miss about a call: a
+// person changed it before it ran, or it repeated an earlier step and did
+// not run again.
+func reportNote(obs Observation) string {
+	switch {
+	case obs.Edit != nil:
+		return "A person changed this call before approving it; it ran with the arguments in edited_by_a_person.ran_with, not with yours."
+	case obs.Outcome == OutcomeDuplicate:
+		return fmt.Sprintf("This call repeats step %d, which already made this effect; it was not executed again. The result is step %d's.",
+			obs.DuplicateOf, obs.DuplicateOf)
+	}
+	return ""
 }
 
 func parseResponse(raw []byte) (Proposal, error) {

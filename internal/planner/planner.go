@@ -53,7 +53,18 @@ const (
 	OutcomeRejected Outcome = "rejected"
 	// OutcomeExpired: no approver decided before the deadline.
 	OutcomeExpired Outcome = "expired"
+	// OutcomeDuplicate: the call repeated an earlier applied step of the
+	// run (DuplicateOf) and was not executed again; Result is that step's.
+	OutcomeDuplicate Outcome = "duplicate"
 )
+
+// Edit tells the planner that a person changed its call before approving
+// it: Args are the arguments that ran.
+type Edit struct {
+	Args    json.RawMessage `json:"ran_with"`
+	By      string          `json:"by"`
+	Comment string          `json:"comment,omitempty"`
+}
 
 // Observation is one earlier call and what became of it, in the order the
 // calls were proposed.
@@ -67,6 +78,11 @@ type Observation struct {
 	Result json.RawMessage `json:"result,omitempty"`
 	// Error explains any other outcome.
 	Error string `json:"error,omitempty"`
+	// Edit is set when an approver edited the call: Call holds what the
+	// planner proposed, Edit what ran.
+	Edit *Edit `json:"edited,omitempty"`
+	// DuplicateOf is the earlier step a duplicate call repeated.
+	DuplicateOf int `json:"duplicate_of,omitempty"`
 }
 
 // ToolSpec describes a tool to a planner.

@@ -15,6 +15,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -53,6 +54,10 @@ type Client struct {
 	// decision is recorded, however little time the caller's context has
 	// left. Default DefaultSignalTimeout.
 	SignalTimeout time.Duration
+	// Tools checks an edit's arguments against the step's tool (schema
+	// and edit rule) before the edit is recorded. Without it, edits are
+	// refused.
+	Tools *tools.Registry
 }
 
 func (c *Client) taskQueue() string {

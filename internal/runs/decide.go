@@ -1,9 +1,11 @@
 package runs
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -61,6 +63,9 @@ func (c *Client) Decide(ctx context.Context, db approvalstore.DB, r approvalstor
 	if r.Invalid == nil {
 		r.Invalid = checkDecision(r)
 	}
+	if r.CheckEdit == nil && c.Tools != nil {
+		r.CheckEdit = c.checkEdit
+	}
 	d, err := approvalstore.Decide(ctx, db, r)
 	if err != nil || !d.Deliver {
 		return d, err
@@ -68,6 +73,7 @@ func (c *Client) Decide(ctx context.Context, db approvalstore.DB, r approvalstor
 	rec := d.Decision
 	err = c.signal(ctx, rec.Tenant, rec.RunID, workflows.SignalApproval, workflows.Approval{
 		Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver, Comment: rec.Comment, ArgsHash: rec.ArgsHash,
+		Args: rec.EditedArgs, EditedArgsHash: rec.EditedArgsHash,
 	})
 	if err != nil {
 		return d, &UndeliveredError{What: "decision", RunID: rec.RunID, Err: err}
@@ -79,14 +85,27 @@ func (c *Client) Decide(ctx context.Context, db approvalstore.DB, r approvalstor
 // anything.
 func checkDecision(r approvalstore.DecisionRequest) error {
 	d := workflows.Decision(r.Decision)
-	if d != workflows.DecisionApprove && d != workflows.DecisionReject {
-		return fmt.Errorf("decision %q is not approve or reject", edge.Cut(r.Decision, 64))
+	if d != workflows.DecisionApprove && d != workflows.DecisionReject && d != workflows.DecisionEdit {
+		return fmt.Errorf("decision %q is not approve, reject or edit", edge.Cut(r.Decision, 64))
+	}
+	if d == workflows.DecisionEdit && len(bytes.TrimSpace(r.EditedArgs)) == 0 {
+		return errors.New("an edit needs the edited arguments (args): a JSON object for the step's tool")
 	}
 	if !isHash(r.ArgsHash) {
 		return fmt.Errorf("args_hash %q is not the 64 hex digits of the arguments hash you reviewed (GET /v1/approvals lists it)",
 			edge.Cut(r.ArgsHash, 128))
 	}
-	return workflows.Approval{Decision: d, Approver: r.Approver, Comment: r.Comment}.Validate()
+	return workflows.Approval{Decision: d, Approver: r.Approver, Comment: r.Comment, Args: r.EditedArgs}.Validate()
+}
+
+// checkEdit checks an edit against the deployment's registry: the tool's
+// schema and its edit rule (see tools.Registry.PrepareEdit).
+func (c *Client) checkEdit(tool string, proposed, edited json.RawMessage) (json.RawMessage, string, error) {
+	p, err := c.Tools.PrepareEdit(tool, proposed, edited)
+	if err != nil {
+		return nil, "", err
+	}
+	return p.Args, p.ArgsHash, nil
 }
 
 // isHash reports whether s is 64 lower-case hex digits.
@@ -163,6 +182,11 @@ func (c *Client) AwaitDecision(ctx context.Context, d approvalstore.Decision, wa
 		step, err := findStep(st, d.Step)
 		if err != nil {
 			return step, err
+		}
+		if ap := step.Approval; step.State == workflows.StepPendingApproval && ap != nil && ap.EditRefused != "" &&
+			d.Decision == approvalstore.DecisionEdit {
+			return step, fmt.Errorf("run %s refused the edit of step %d, which stays pending: %s: %w",
+				d.RunID, d.Step, ap.EditRefused, ErrDecisionNotApplied)
 		}
 		if step.State != workflows.StepPendingApproval {
 			if ap := step.Approval; ap == nil || string(ap.Decision) != d.Decision || ap.Approver != d.Approver {

@@ -61,7 +61,10 @@ func Tools(cfg Config) []tools.Tool {
 			Class:      tools.ClassNatural,
 			Approval:   creditApproval(threshold),
 			PairedRead: ToolGetCredit,
-			Run:        issueCredit(cfg.NotifyTool),
+			// An approver may grant less than the agent proposed, never more.
+			Edits:   tools.EditNoIncrease,
+			Amounts: []tools.Amount{{Field: "amount_cents", Currency: "currency"}},
+			Run:     issueCredit(cfg.NotifyTool),
 		},
 		{
 			Name:        ToolAddOrderNote,
