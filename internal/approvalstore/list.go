@@ -218,10 +218,10 @@ func DecisionsOfRecord(ctx context.Context, db DB, tenant string) ([]Decision, e
 // tenant for "".
 const pendingApprovalsSQL = `SELECT ` + approvalColumns + ` FROM approvals a
 WHERE a.state = 'pending' AND ($1 = '' OR a.tenant = $1)
-ORDER BY a.requested_at, a.tenant, a.run_id, a.step`
+ORDER BY a.deadline, a.tenant, a.run_id, a.step`
 
-// PendingApprovals lists the steps whose run waits for a decision, oldest
-// first; tenant "" lists every tenant's. Unlike [ListPending] it lists
+// PendingApprovals lists the steps whose run waits for a decision, nearest
+// deadline first; tenant "" lists every tenant's. Unlike [ListPending] it lists
 // steps with a decision of record the run has not applied yet and steps
 // past their deadline that the run has not recorded: it is the runs' view.
 func PendingApprovals(ctx context.Context, db DB, tenant string) ([]Approval, error) {

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/edge"
@@ -71,7 +72,8 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tARGS\tSTATE\tREQUESTED\tDEADLINE")
+	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tARGS\tSTATE\tREQUESTED\tDEADLINE\tLEFT")
+	now := time.Now()
 	for _, it := range items {
 		state := it.State
 		if it.Problem != "" {
@@ -82,8 +84,12 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 			// A service of an earlier release lists approvals only.
 			kind = approvals.KindApproval
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, oneLine(string(it.Args)),
-			state, when(it.RequestedAt), when(it.Deadline))
+		remaining := ""
+		if it.State == "pending" {
+			remaining = left(now, it.Deadline)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, oneLine(string(it.Args)),
+			state, when(it.RequestedAt), when(it.Deadline), remaining)
 	}
 	return tw.Flush()
 }

@@ -29,7 +29,7 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "approvals [--tenant T]",
 		Short: "List the steps waiting for approval",
-		Long: `List the steps waiting for a decision, oldest first, and then the steps
+		Long: `List the steps waiting for a decision, nearest deadline first, then the steps
 whose external effect's outcome is unknown, waiting for oncerun resolve.
 
 --json prints an array of objects with tenant, run_id, step, tool, args,
@@ -85,10 +85,11 @@ item with its kind); --json then prints the API's items.`,
 				fmt.Fprintln(out, "no step is waiting for approval")
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tARGS\tREQUESTED\tDEADLINE")
+				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tARGS\tREQUESTED\tDEADLINE\tLEFT")
+				now := time.Now()
 				for _, p := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool,
-						oneLine(string(p.Args)), when(p.RequestedAt), when(p.Deadline))
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool,
+						oneLine(string(p.Args)), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -359,4 +360,20 @@ func decisionJSON(rec approvalstore.Decision) approvals.Decision {
 	return approvals.Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
 		Role: approvals.Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, EditedArgs: rec.EditedArgs,
 		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
+}
+
+// left says how long is left from now to deadline, to the minute ("2d4h",
+// "45m"), or "passed".
+func left(now, deadline time.Time) string {
+	d := deadline.Sub(now).Truncate(time.Minute)
+	switch {
+	case d <= 0:
+		return "passed"
+	case d >= 24*time.Hour:
+		days := d / (24 * time.Hour)
+		return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
+	case d >= time.Hour:
+		return fmt.Sprintf("%dh%dm", d/time.Hour, (d%time.Hour)/time.Minute)
+	}
+	return fmt.Sprintf("%dm", d/time.Minute)
 }

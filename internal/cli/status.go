@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -64,7 +67,23 @@ its timestamps.`,
 				if r := s.Resolution; r != nil && s.State == workflows.StepNeedsResolution {
 					result = fmt.Sprintf("outcome unknown since %s: %s", r.FirstSentAt.UTC().Format(time.RFC3339), r.Known)
 				}
+				if s.State == workflows.StepDuplicate {
+					result = fmt.Sprintf("repeats step %d, not executed again: %s", s.DuplicateOf, s.Summary)
+				}
+				if ap := s.Approval; ap != nil && s.State == workflows.StepPendingApproval {
+					result = fmt.Sprintf("waits for a decision until %s (then %s)", ap.Deadline.UTC().Format(time.RFC3339),
+						cmp.Or(ap.OnExpiry, workflows.ExpiryExpire))
+					if ap.EditRefused != "" {
+						result += "; an edit was refused: " + ap.EditRefused
+					}
+				}
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Step, s.Tool, state, s.ArgsHash[:12], oneLine(result))
+				if e := s.Edit; e != nil {
+					fmt.Fprintf(tw, "\t  edited by %s at %s\tproposed\t%s\t%s\n", e.EditedBy, e.EditedAt.UTC().Format(time.RFC3339),
+						e.OriginalArgsHash[:12], oneLine(compact(e.OriginalArgs)))
+					fmt.Fprintf(tw, "\t  %s\tran\t%s\t%s\n", oneLine(cmp.Or(e.Comment, "(no comment)")), e.ArgsHash[:12],
+						oneLine(compact(e.Args)))
+				}
 				for _, fu := range s.FollowUps {
 					fmt.Fprintf(tw, "\t  follow-up %d\t%s\t%s\t%s\n", fu.Seq, fu.Tool, fu.State, oneLine(fu.Error))
 				}
@@ -130,4 +149,13 @@ func oneLine(s string) string {
 		s = s[:cut] + "…"
 	}
 	return s
+}
+
+// compact is raw JSON on one line.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -154,4 +156,70 @@ func TestReplannedRefundIsADuplicate(t *testing.T) {
 	assert.Len(t, w.refunds(payment), 1, "one refund in the provider's ledger")
 	assert.Equal(t, 0, w.count("idempotency_keys", "key = $1", stepKey(t, run, 3, payments.RefundPayment)),
 		"the duplicate never claimed a key")
+}
+
+// TestCLIApprovesWithEditedArguments edits a pending credit with
+// `oncerun approve --args FILE`, through the approvals service and
+// directly, and reads the outcome from the credits table and `oncerun
+// status`.
+func TestCLIApprovesWithEditedArguments(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w", worker.Options{})
+	a := e.serveApprovals(nil)
+	argsFile := func(cents int) string {
+		p := filepath.Join(t.TempDir(), "args.json")
+		require.NoError(t, os.WriteFile(p, fmt.Appendf(nil,
+			`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":%d,"currency":"EUR"}`, cents), 0o600))
+		return p
+	}
+
+	viaAPI := e.id("cli-edit-api")
+	a.startPending("ops", viaAPI)
+	out, err := a.oncerunVia("dana", "approve", "--run-id", viaAPI, "--step", "2", "--args", argsFile(30000))
+	require.Error(t, err, out)
+	assert.Contains(t, out+err.Error(), "amount_cents may not increase")
+	out, err = a.oncerunVia("dana", "approve", "--run-id", viaAPI, "--step", "2", "--args", argsFile(12000),
+		"--comment", "half the plate", "--json")
+	require.NoError(t, err, out)
+	var res struct {
+		Decision struct {
+			Decision       string `json:"decision"`
+			EditedArgsHash string `json:"edited_args_hash"`
+		} `json:"decision"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &res), out)
+	assert.Equal(t, "edit", res.Decision.Decision)
+	st := e.result("acme", viaAPI)
+	assert.Equal(t, res.Decision.EditedArgsHash, st.Steps[1].ArgsHash)
+	assert.Equal(t, 1, e.count("credits", "order_id = '1001' AND amount_cents = 12000 AND tenant = 'acme' AND reason = 'damaged_in_transit'"))
+	out, err = a.oncerunVia("dana", "status", "--run-id", viaAPI)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "edited by dana")
+	assert.Regexp(t, `proposed\s+\S+\s+\{.*"amount_cents":25900`, out)
+	assert.Regexp(t, `ran\s+\S+\s+\{.*"amount_cents":12000`, out)
+}
+
+// TestCLIEditsDirectly edits with the database's and Temporal's
+// credentials (no ONCERUN_API): the same checks, the same audit row.
+func TestCLIEditsDirectly(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("cli-edit-direct")
+	a.startPending("ops", run)
+	p := filepath.Join(t.TempDir(), "args.json")
+	require.NoError(t, os.WriteFile(p, []byte(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":"x","currency":"EUR"}`), 0o600))
+	out, err := e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "2", "--args", p, "--as", "carol")
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error(), "/amount_cents")
+	require.NoError(t, os.WriteFile(p, []byte(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":9000,"currency":"EUR"}`), 0o600))
+	out, err = e.oncerun("approve", "--tenant", "acme", "--run-id", run, "--step", "2", "--args", p, "--as", "carol")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "edited and approved step 2")
+	e.result("acme", run)
+	assert.Equal(t, 1, e.count("approval_decisions",
+		"run_id = $1 AND decision = 'edit' AND outcome = 'accepted' AND via = 'cli' AND approver = 'carol' AND edited_args_hash <> ''", run))
+	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND decision = 'edit' AND outcome = 'invalid'", run))
 }

@@ -25,7 +25,7 @@ type PendingApproval struct {
 	Deadline    time.Time       `json:"deadline"`
 }
 
-// Pending lists the steps waiting for a decision, oldest first; tenant ""
+// Pending lists the steps waiting for a decision, nearest deadline first; tenant ""
 // lists every tenant's.
 func (c *Client) Pending(ctx context.Context, tenant string) ([]PendingApproval, error) {
 	if c.Pool == nil {
