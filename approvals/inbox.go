@@ -41,15 +41,11 @@ var pageFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04 UTC")
 	},
-	"iso":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
-	"args": argRows,
-	"json": func(raw json.RawMessage) string {
-		var buf bytes.Buffer
-		if json.Indent(&buf, raw, "", "  ") != nil {
-			return string(raw)
-		}
-		return buf.String()
-	},
+	"iso": func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	// decided is what a decision did to a step, in words.
+	"decided":    func(d workflows.Decision) string { return pastTense(d) },
+	"expiryText": expiryText,
+	"urgent":     func(seconds int64) bool { return seconds < urgentSeconds },
 	"short": func(s string) string {
 		if len(s) > 12 {
 			return s[:12]
@@ -63,12 +59,21 @@ var pageFuncs = template.FuncMap{
 	"resolveURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/resolve"
 	},
+	"editURL": func(runID string, step int64) string {
+		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/edit"
+	},
+	"argField": func(name string) string { return argPrefix + name },
+	"string":   func(raw json.RawMessage) string { return string(raw) },
 }
 
 // argRow is one argument as the inbox shows it.
 type argRow struct {
 	Name  string
 	Value string
+	// Money is set when Value is an amount written as money; Raw is then
+	// the argument as the call has it (minor units).
+	Money bool
+	Raw   string
 }
 
 // argRows lists the top-level arguments of a call, a string as its text and
@@ -107,16 +112,36 @@ type page struct {
 
 	// Inbox.
 	Items    []inboxItem
-	Problems []Item
+	Problems []problemItem
+	// EditFailed is an edit the inbox refused, shown again on its card.
+	EditFailed *editAttempt
 	// Run page.
-	Run *workflows.Status
+	Run   *workflows.Status
+	Steps []stepView
 }
 
 // inboxItem is a pending step with its run's earlier steps.
 type inboxItem struct {
 	Item
-	Prior    []workflows.Step
+	// Index numbers the cards, for the ids of their form controls.
+	Index int
+	Rows  []argRow
+	// Left is the time left before the deadline, in words.
+	Left     string
+	Prior    []stepView
 	PriorErr string
+	// Edit is the step's edit form, nil when its tool allows no edit.
+	Edit *editView
+	// EditRefused is why the run refused the latest edit of the step.
+	EditRefused string
+}
+
+// problemItem is a step that needs resolution, with its arguments.
+type problemItem struct {
+	Item
+	Rows []argRow
+	// EditedRows are the arguments of a recorded edit not yet applied.
+	EditedRows []argRow
 }
 
 // session is the identity and CSRF token of a logged-in browser.
@@ -258,7 +283,8 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
-	if q := r.URL.Query(); q.Get("decided") == string(workflows.DecisionApprove) || q.Get("decided") == string(workflows.DecisionReject) {
+	if q := r.URL.Query(); slices.Contains([]workflows.Decision{workflows.DecisionApprove, workflows.DecisionReject, workflows.DecisionEdit},
+		workflows.Decision(q.Get("decided"))) {
 		p.Flash = "You " + pastTense(workflows.Decision(q.Get("decided"))) + " step " + q.Get("step") + " of run " + q.Get("run") + "."
 	} else if f := resolvedFlash(q); f != "" {
 		p.Flash = f
@@ -279,7 +305,7 @@ func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, p page) {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for i, it := range items {
-		p.Items[i].Item = it
+		p.Items[i] = s.inboxItemOf(i, it, p.EditFailed)
 		if i >= inboxStatusLimit {
 			continue
 		}
@@ -293,18 +319,44 @@ func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, p page) {
 				p.Items[i].PriorErr = "The run's earlier steps are not available right now."
 				return
 			}
+			var prior []workflows.Step
 			for _, step := range st.Steps {
-				if step.Step < it.Step {
-					p.Items[i].Prior = append(p.Items[i].Prior, step)
+				switch {
+				case step.Step < it.Step:
+					prior = append(prior, step)
+				case step.Step == it.Step && step.Approval != nil:
+					p.Items[i].EditRefused = step.Approval.EditRefused
 				}
 			}
+			p.Items[i].Prior = s.stepViews(prior)
 		})
 	}
 	wg.Wait()
 	if problems, err := s.list(r.Context(), p.ID.Tenant, ViewNeedsResolution, 20); err == nil {
-		p.Problems = problems
+		for _, it := range problems {
+			pi := problemItem{Item: it, Rows: s.argRowsOf(it.Tool, it.Args)}
+			if d := it.Decision; d != nil && d.Decision == workflows.DecisionEdit {
+				pi.EditedRows = s.argRowsOf(it.Tool, d.EditedArgs)
+			}
+			p.Problems = append(p.Problems, pi)
+		}
 	}
 	s.render(w, "inbox", p)
+}
+
+// inboxItemOf is a pending step's card, but for its run's earlier steps;
+// failed, when it is this step's, is an edit to show again.
+func (s *Server) inboxItemOf(i int, it Item, failed *editAttempt) inboxItem {
+	card := inboxItem{Item: it, Index: i, Rows: s.argRowsOf(it.Tool, it.Args), Left: timeLeft(it.SecondsLeft)}
+	var submitted url.Values
+	if failed != nil && failed.RunID == it.RunID && failed.Step == it.Step {
+		submitted = failed.Form
+	}
+	card.Edit = s.editFormOf(it.Tool, it.Args, submitted)
+	if card.Edit != nil && submitted != nil {
+		card.Edit.Error = failed.Message
+	}
+	return card
 }
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
@@ -325,7 +377,7 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "error", p)
 		return
 	}
-	p.Run = &st
+	p.Run, p.Steps = &st, s.stepViews(st.Steps)
 	s.render(w, "run", p)
 }
 
@@ -363,6 +415,13 @@ func (s *Server) inboxForm(w http.ResponseWriter, r *http.Request) (sess session
 // formFailed renders the inbox with what went wrong recording a form's
 // decision or answer (what, in words).
 func (s *Server) formFailed(w http.ResponseWriter, r *http.Request, p page, what, runID string, step int64, err error) {
+	s.renderInbox(w, r, s.formError(p, what, runID, step, err))
+}
+
+// formError sets p's error and status to what went wrong recording a
+// form's decision or answer (what, in words), and logs a failure that is
+// not a refusal.
+func (s *Server) formError(p page, what, runID string, step int64, err error) page {
 	var ae *apiError
 	switch {
 	case errors.As(err, &ae):
@@ -374,7 +433,7 @@ func (s *Server) formFailed(w http.ResponseWriter, r *http.Request, p page, what
 		s.log.Error("inbox "+what+" failed", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
 		p.Error, p.Status = "The "+what+" could not be recorded; try again.", http.StatusInternalServerError
 	}
-	s.renderInbox(w, r, p)
+	return p
 }
 
 func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {

@@ -173,6 +173,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /logout", s.logout)
 	mux.HandleFunc("GET /runs/{run_id}", s.runPage)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
+	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/edit", s.editForm)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/resolve", s.resolveForm)
 
 	cop := http.NewCrossOriginProtection()

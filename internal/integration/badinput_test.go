@@ -504,7 +504,7 @@ func TestInboxFormsWithBadValues(t *testing.T) {
 
 	status, _, page = b.send(http.MethodPost, path, form("delete", ""))
 	assert.Equal(t, http.StatusBadRequest, status)
-	assert.Contains(t, page, `decision &#34;delete&#34; is not approve or reject`)
+	assert.Contains(t, page, `decision &#34;delete&#34; is not approve, reject or edit`)
 	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND outcome = 'invalid' AND decision = ''", run))
 
 	before := rows()

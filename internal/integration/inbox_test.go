@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"bytes"
+	"cmp"
 	"context"
+	"encoding/json"
+	"image/png"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -202,8 +206,9 @@ func TestInboxDecisionFormsAreProtected(t *testing.T) {
 	// The run page shows the steps as a timeline.
 	status, _, page = b.send(http.MethodGet, "/runs/"+run, nil)
 	require.Equal(t, http.StatusOK, status)
-	assert.Regexp(t, `(?s)<ol class="timeline">.*Step 1: lookup_order.*Step 2: issue_credit <span class="state">rejected</span>`, page)
-	assert.Contains(t, page, "reject by dana")
+	assert.Regexp(t, `(?s)<ol class="timeline">.*<span class="num">Step 1</span> <span class="tool">lookup_order</span>`+
+		`.*<span class="num">Step 2</span> <span class="tool">issue_credit</span> <span class="badge state rejected">rejected</span>`, page)
+	assert.Contains(t, page, "rejected by dana")
 	status, _, _ = b.send(http.MethodGet, "/runs/nope", nil)
 	assert.Equal(t, http.StatusNotFound, status)
 }
@@ -224,27 +229,58 @@ func chromium(t *testing.T) string {
 	return ""
 }
 
-func TestInboxInBrowser(t *testing.T) {
-	t.Parallel()
+// headless starts a headless Chromium for the test, with a window of
+// 1200×1000, and returns its context. The browser is closed when the test
+// ends, and after limit at the latest: the limit cancels it rather than
+// bounding the first call, which starts the browser.
+func headless(t *testing.T, limit time.Duration) context.Context {
+	t.Helper()
 	exe := chromium(t)
-	e := setup(t)
-	e.startWorker("w1", worker.Options{})
-	a := e.serveApprovals(nil)
-	run := e.id("browser")
-	a.startPending("ops", run)
-
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1200, 1000))
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	ctx, cancel := chromedp.NewContext(allocCtx)
-	defer cancel()
-	// The browser lives as long as ctx: the limit cancels it rather than
-	// bounding the first call, which starts the browser.
-	stop := time.AfterFunc(2*time.Minute, cancel)
-	defer stop.Stop()
+	t.Cleanup(cancel)
+	stop := time.AfterFunc(limit, cancel)
+	t.Cleanup(func() { stop.Stop() })
+	return ctx
+}
+
+// screenshotDir is where the browser tests write their screenshots:
+// $ONCERUN_SCREENSHOT_DIR (created if need be), or test-artifacts/ at the
+// repository's root (ignored by git), where a person can look at them.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := cmp.Or(os.Getenv("ONCERUN_SCREENSHOT_DIR"), filepath.Join("..", "..", "test-artifacts"))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	return dir
+}
+
+// saveScreenshot checks that shot is a PNG image that is not empty and
+// writes it to dir as name.
+func saveScreenshot(t *testing.T, dir, name string, shot []byte) {
+	t.Helper()
+	require.Greater(t, len(shot), 1000, "%s: a screenshot of a page is not that small", name)
+	require.True(t, bytes.HasPrefix(shot, []byte("\x89PNG\r\n\x1a\n")), "%s is a PNG", name)
+	cfg, err := png.DecodeConfig(bytes.NewReader(shot))
+	require.NoError(t, err, name)
+	require.Positive(t, cfg.Width*cfg.Height, name)
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, shot, 0o644))
+	t.Logf("screenshot %s (%d×%d)", path, cfg.Width, cfg.Height)
+}
+
+func TestInboxInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := headless(t, 2*time.Minute)
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("browser")
+	a.startPending("ops", run)
 
 	article := chromedp.CSS(`article[data-run="` + run + `"][data-step="2"]`)
 	require.NoError(t, chromedp.Do(ctx,
@@ -260,7 +296,8 @@ func TestInboxInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, pending, "issue_credit — step 2 of run "+run)
 	assert.Contains(t, pending, "amount_cents")
-	assert.Contains(t, pending, "25900")
+	assert.Contains(t, pending, "259.00 EUR", "the amount as money")
+	assert.Contains(t, pending, "25900", "and as the call has it")
 	assert.Contains(t, pending, "Goal: refund order 1001")
 	assert.Contains(t, pending, "lookup_order", "the run's earlier steps")
 	assert.Contains(t, pending, "by a run started by ops")
@@ -295,10 +332,9 @@ func TestInboxInBrowser(t *testing.T) {
 	assert.Contains(t, after, "You approved step 2 of run "+run+".")
 	assert.Contains(t, after, "Nothing is waiting for a decision.", "the decided step left the pending list")
 
-	artifacts := filepath.Join("..", "..", "test-artifacts")
-	require.NoError(t, os.MkdirAll(artifacts, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(artifacts, "inbox-pending.png"), shotPending, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(artifacts, "inbox-approved.png"), shotAfter, 0o644))
+	dir := screenshotDir(t)
+	saveScreenshot(t, dir, "inbox-pending.png", shotPending)
+	saveScreenshot(t, dir, "inbox-approved.png", shotAfter)
 
 	st := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, st.State, "%+v", st)
@@ -307,4 +343,177 @@ func TestInboxInBrowser(t *testing.T) {
 	assert.Equal(t, "photos confirm the damage", st.Steps[1].Approval.Comment)
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001'"))
 	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND outcome = 'accepted' AND via = 'inbox'", run))
+}
+
+// Checks of a page's layout, run in the browser.
+const (
+	// overflowJS is how far the page is wider than the window, in CSS
+	// pixels: 0 when nothing overflows sideways. (A phone may zoom out
+	// to show a page that overflows, which widens window.innerWidth: the
+	// layout viewport, clientWidth, does not move.)
+	overflowJS = `Math.max(document.documentElement.scrollWidth, document.body.scrollWidth) -
+		Math.min(window.innerWidth, document.documentElement.clientWidth)`
+	// splitNamesJS lists the tool names, argument names and table headings
+	// that the browser laid out on more than one line.
+	splitNamesJS = `Array.from(document.querySelectorAll('.tool, th, .num')).filter(el => {
+		const r = document.createRange();
+		r.selectNodeContents(el);
+		const tops = new Set(Array.from(r.getClientRects()).filter(x => x.width > 0).map(x => Math.round(x.top)));
+		return tops.size > 1;
+	}).map(el => el.textContent)`
+)
+
+// Window sizes of the layout checks: a phone held upright, and a laptop.
+var (
+	phone   = chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait)
+	desktop = chromedp.EmulateViewport(1280, 800)
+)
+
+// checkLayout asserts that the page does not scroll sideways and that no
+// name is broken across lines, and saves a full-page screenshot as name.
+func checkLayout(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	over, err := chromedp.Run(ctx, chromedp.Evaluate[int](overflowJS))
+	require.NoError(t, err)
+	assert.LessOrEqual(t, over, 0, "%s: the page is %d px wider than the window", name, over)
+	split, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](splitNamesJS))
+	require.NoError(t, err)
+	assert.Empty(t, split, "%s: names broken across lines", name)
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	saveScreenshot(t, dir, name, shot)
+}
+
+func TestInboxEditInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := headless(t, 3*time.Minute)
+	e := setup(t)
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("browser-edit")
+	proposed := a.startPending("ops", run)
+	require.Equal(t, "issue_credit", proposed.Tool)
+	dir := screenshotDir(t)
+
+	article := `article[data-run="` + run + `"][data-step="2"]`
+	amount := chromedp.CSS(article + ` input[name="arg.amount_cents"]`)
+	send := chromedp.CSS(article + ` form.edit-form button[type=submit]`)
+	require.NoError(t, chromedp.Do(ctx,
+		phone,
+		chromedp.Navigate(a.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), a.tokens["dana"]),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(article)),
+	))
+	card, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(article)))
+	require.NoError(t, err)
+	assert.Contains(t, card, "259.00 EUR", "the amount as money")
+	assert.Regexp(t, `\d+ d \d+ h left — then it expires and does not run`, card, "the time left and what the deadline does")
+	assert.Contains(t, card, "lookup_order", "the run's earlier steps")
+
+	// Edit, then approve: the form opens prefilled, in euros.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(article+` details.edit > summary`)),
+		chromedp.WaitVisible(amount),
+	))
+	value, err := chromedp.Run(ctx, chromedp.Value(amount))
+	require.NoError(t, err)
+	assert.Equal(t, "259.00", value)
+	checkLayout(t, ctx, dir, "phone-inbox-edit.png")
+	require.NoError(t, chromedp.Do(ctx, desktop, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(article))))
+	checkLayout(t, ctx, dir, "desktop-inbox.png")
+
+	// More than proposed is refused, on the page; the step stays pending.
+	require.NoError(t, chromedp.Do(ctx,
+		phone,
+		chromedp.Reload(),
+		chromedp.Click(chromedp.CSS(article+` details.edit > summary`)),
+		chromedp.WaitVisible(amount),
+		chromedp.Clear(amount),
+		chromedp.SendKeys(amount, "300.00"),
+		chromedp.Click(send),
+		chromedp.WaitVisible(chromedp.CSS(article+` .inline-error`)),
+	))
+	refused, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(article+` .inline-error`)))
+	require.NoError(t, err)
+	assert.Contains(t, refused, "amount_cents may not increase")
+	value, err = chromedp.Run(ctx, chromedp.Value(amount))
+	require.NoError(t, err)
+	assert.Equal(t, "300.00", value, "the form comes back as it was sent")
+	alert, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.panel.error[role=alert]`)))
+	require.NoError(t, err)
+	assert.Contains(t, alert, "amount_cents may not increase")
+	checkLayout(t, ctx, dir, "phone-inbox-refused.png")
+	st, err := e.runs.Status(context.Background(), "acme", run)
+	require.NoError(t, err)
+	require.Equal(t, workflows.StepPendingApproval, st.Steps[1].State, "a refused edit leaves the step pending")
+
+	// Less is accepted: the run goes on with the edited amount.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Clear(amount),
+		chromedp.SendKeys(amount, "150.00"),
+		chromedp.SendKeys(chromedp.CSS(article+` form.edit-form textarea[name=comment]`), "half: the photos show one damaged item"),
+		chromedp.Click(send),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	))
+	flash, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.flash`)))
+	require.NoError(t, err)
+	assert.Equal(t, "You edited and approved step 2 of run "+run+".", strings.TrimSpace(flash))
+
+	final := e.result("acme", run)
+	require.Equal(t, workflows.RunCompleted, final.State, "%+v", final)
+	credit := final.Steps[1]
+	assert.Equal(t, workflows.StepDone, credit.State)
+	var ran struct {
+		AmountCents int64  `json:"amount_cents"`
+		Currency    string `json:"currency"`
+	}
+	require.NoError(t, json.Unmarshal(credit.Args, &ran))
+	assert.Equal(t, int64(15000), ran.AmountCents, "the step ran with the edited amount")
+	require.NotNil(t, credit.Edit, "the step keeps its lineage")
+	assert.Equal(t, proposed.ArgsHash, credit.Edit.OriginalArgsHash)
+	assert.Equal(t, credit.ArgsHash, credit.Edit.ArgsHash)
+	assert.NotEqual(t, proposed.ArgsHash, credit.ArgsHash)
+	assert.Equal(t, "dana", credit.Edit.EditedBy)
+	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001' AND amount_cents = 15000 AND currency = 'EUR'"),
+		"the credit granted is the edited one")
+	assert.Equal(t, 0, e.count("credits", "tenant = 'acme' AND order_id = '1001' AND amount_cents <> 15000"))
+	// The API says the same.
+	var api workflows.Status
+	a.do(http.MethodGet, "/v1/runs/"+run, "vic", nil).json(t, &api)
+	assert.Equal(t, credit.ArgsHash, api.Steps[1].ArgsHash)
+	// The audit: the refusal, and the edit with both hashes.
+	assert.Equal(t, 1, e.count("approval_decisions", `run_id = $1 AND step = 2 AND decision = 'edit' AND outcome = 'invalid'
+		AND via = 'inbox' AND args_hash = $2 AND (edited_args->>'amount_cents')::int = 30000`, run, proposed.ArgsHash))
+	assert.Equal(t, 1, e.count("approval_decisions", `run_id = $1 AND step = 2 AND decision = 'edit' AND outcome = 'accepted'
+		AND via = 'inbox' AND approver = 'dana' AND comment = 'half: the photos show one damaged item'
+		AND args_hash = $2 AND edited_args_hash = $3 AND (edited_args->>'amount_cents')::int = 15000`,
+		run, proposed.ArgsHash, credit.ArgsHash))
+
+	// The run page: a timeline with the lineage, money as money.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(a.srv.URL+"/runs/"+run),
+		chromedp.WaitVisible(chromedp.CSS(`ol.timeline`)),
+	))
+	step2, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#step-2`)))
+	require.NoError(t, err)
+	assert.Contains(t, step2, "Step 2")
+	assert.Contains(t, step2, "issue_credit")
+	assert.Contains(t, step2, "done")
+	assert.Contains(t, step2, "Edited before it ran by dana")
+	assert.Contains(t, step2, "half: the photos show one damaged item")
+	assert.Contains(t, step2, "amount_cents: 259.00 EUR → 150.00 EUR")
+	assert.Contains(t, step2, "Result: amount_cents: 150.00 EUR")
+	// The full result is one click away, and wraps in its box.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`#step-2 details.result-json > summary`)),
+		chromedp.WaitVisible(chromedp.CSS(`#step-2 details.result-json pre`)),
+	))
+	full, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#step-2 details.result-json pre`)))
+	require.NoError(t, err)
+	assert.Contains(t, full, `"idempotency_key": "v1/acme/`+run+`/2/issue_credit"`)
+	checkLayout(t, ctx, dir, "phone-run.png")
+	require.NoError(t, chromedp.Do(ctx, desktop, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`))))
+	checkLayout(t, ctx, dir, "desktop-run.png")
 }
