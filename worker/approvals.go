@@ -81,6 +81,13 @@ func Serve(ctx context.Context, cfg Config) error {
 	if !cfg.Approvals.Enabled() {
 		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", EnvApprovalsTokensFile)
 	}
+	// The service checks plans and edits against the MCP servers' tools too;
+	// it calls none of them.
+	cfg, closeMCP, err := WithMCP(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeMCP()
 	reg, err := Registry(cfg)
 	if err != nil {
 		return err

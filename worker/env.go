@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
 )
@@ -39,6 +40,7 @@ const (
 	// deadline a waiting step is warned about: comma-separated durations
 	// ("24h,1h"), or "none". Unset: activities.DefaultDeadlineWarnings.
 	EnvApprovalDeadlineWarnings = "APPROVAL_DEADLINE_WARNINGS"
+	EnvMCPConfig                = mcp.ConfigEnv
 	// EnvApprovalsAddr is where the approvals service listens.
 	EnvApprovalsAddr = "APPROVALS_ADDR"
 	// EnvApprovalsTokensFile is the approvals service's tokens file; a
@@ -60,7 +62,7 @@ var EnvNames = []string{
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
-	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings,
+	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -127,6 +129,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			Model:   getenv(EnvOpenAIModel),
 		},
 		ApprovalDeadlineWarnings: warnings,
+		MCPConfig:                getenv(EnvMCPConfig),
 	}, getenv(EnvLogLevel), nil
 }
 

@@ -106,6 +106,13 @@ type Config struct {
 	// AlertWebhookURL. Nil: activities.DefaultDeadlineWarnings (24h and
 	// 1h); empty and not nil: never (APPROVAL_DEADLINE_WARNINGS).
 	ApprovalDeadlineWarnings []time.Duration
+	// MCPConfig names the file that lists MCP servers and what oncerun
+	// must know of their tools (ONCERUN_MCP_CONFIG). [WithMCP] connects to
+	// the servers and adds their tools to Tools; Run does it at start.
+	MCPConfig string
+	// mcp is what WithMCP found: where each MCP tool comes from, and the
+	// optional servers left out.
+	mcp *mcpFound
 	// CrashAt and StallAt are fault injection for drills and tests: see
 	// EnvCrashAt and EnvStallAt. Empty in production.
 	CrashAt, StallAt string
@@ -153,6 +160,9 @@ type OpenAIConfig = planner.OpenAIConfig
 // others run. issue_credit tells customers of new credits by e-mail when
 // cfg.External names an SMTP server.
 func Registry(cfg Config) (*tools.Registry, error) {
+	if err := cfg.mcpDiscovered(); err != nil {
+		return nil, err
+	}
 	all, err := allTools(cfg)
 	if err != nil {
 		return nil, err
@@ -179,6 +189,9 @@ func allTools(cfg Config) ([]tools.Tool, error) {
 // workerRegistry is the registry of a worker of cfg, with its fault
 // injection, if any, and the faults.
 func workerRegistry(cfg Config) (*tools.Registry, faults, error) {
+	if err := cfg.mcpDiscovered(); err != nil {
+		return nil, nil, err
+	}
 	all, err := allTools(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -220,6 +233,11 @@ func Planners(openai OpenAIConfig) (map[string]activities.Planner, error) {
 func Run(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	log := cfg.Logger
+	cfg, closeMCP, err := WithMCP(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeMCP()
 	reg, fs, err := workerRegistry(cfg)
 	if err != nil {
 		return err
@@ -269,6 +287,7 @@ func Run(ctx context.Context, cfg Config) error {
 	rcfg, rmet := newReconcile(cfg.Reconcile, pool, sources, runStates, log, promReg)
 	m := metrics.New(promReg)
 	promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
+	promReg.MustRegister(cfg.mcp.skippedGauge())
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
 		Reconcile: rcfg, ReconcileMetrics: rmet,

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
@@ -79,8 +80,20 @@ func (e Env) Registry() (*tools.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The MCP servers are asked for their tools, and let go: a plan check
+	// calls no tool.
+	ctx, cancel := context.WithTimeout(context.Background(), mcpListTimeout)
+	defer cancel()
+	cfg, closeMCP, err := worker.WithMCP(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer closeMCP()
 	return worker.Registry(cfg)
 }
+
+// mcpListTimeout bounds asking every MCP server for its tools from the CLI.
+const mcpListTimeout = time.Minute
 
 func (e Env) databaseURL() string { return cmp.Or(e.DatabaseURL, worker.DefaultDatabaseURL) }
 
@@ -98,6 +111,7 @@ func NewRoot(env Env) *cobra.Command {
 		newMigrateCmd(env),
 		newStartCmd(conn),
 		newStatusCmd(conn),
+		newToolsCmd(env),
 		newApprovalsCmd(conn),
 		newDecideCmd(conn, "approve"),
 		newDecideCmd(conn, "reject"),

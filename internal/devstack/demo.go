@@ -39,6 +39,7 @@ import (
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/worker"
@@ -61,6 +62,8 @@ var demoPlan = []planner.Call{
 	{Tool: shop.ToolIssueCredit, Args: json.RawMessage(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":25900,"currency":"EUR"}`)},
 	{Tool: payments.RefundPayment, Args: json.RawMessage(`{"order_id":"1001","payment_id":"` + demoPayment + `","amount_cents":` +
 		strconv.Itoa(demoRefundAmount) + `,"currency":"EUR","reason":"delivery charge of a damaged parcel"}`)},
+	{Tool: deskTicketTool, Args: json.RawMessage(`{"order_id":"1001","subject":"Parcel arrived damaged",` +
+		`"body":"Credit of 259.00 EUR granted and the delivery charge refunded."}`)},
 }
 
 func newDemoCmd(env cli.Env, getenv func(string) string) *cobra.Command {
@@ -131,6 +134,10 @@ type demo struct {
 	ext       worker.ExternalConfig
 	providers *providers
 	mailbox   *mailtest.Server
+	// desk is the sandbox support desk, an MCP server; mcpConfig the file
+	// that points the workers at it.
+	desk      *desk.Running
+	mcpConfig string
 }
 
 func (d *demo) say(format string, args ...any) { fmt.Fprintf(d.out, format+"\n", args...) }
@@ -171,7 +178,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.temporalRunID = res.TemporalRunID
-	d.say("\n4. ops@acme started run %q of tenant %q through the API (POST /v1/runs → %d): look order 1001 up, note it, credit 259.00 EUR, refund the 15.00 EUR delivery charge.",
+	d.say("\n4. ops@acme started run %q of tenant %q through the API (POST /v1/runs → %d): look order 1001 up, note it, credit 259.00 EUR, refund the 15.00 EUR delivery charge, open a ticket at the support desk (an MCP tool).",
 		res.RunID, res.Tenant, code)
 	seen := map[int64]workflows.StepState{}
 	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, seen)
@@ -294,6 +301,9 @@ func (d *demo) setUp(ctx context.Context) error {
 	for _, line := range d.providers.lines {
 		d.say("   %s", line)
 	}
+	if err := d.startDesk(ctx); err != nil {
+		return err
+	}
 	// A free port for the frontend may still have a service port taken at
 	// one of the fixed offsets: try a few.
 	for attempt := 0; ; attempt++ {
@@ -352,7 +362,14 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	reg, err := worker.Registry(worker.Config{})
+	// The service checks the plan against the workers' registry, the
+	// desk's MCP tools included.
+	wcfg, closeMCP, err := worker.WithMCP(ctx, worker.Config{MCPConfig: d.mcpConfig})
+	if err != nil {
+		return err
+	}
+	_ = closeMCP()
+	reg, err := worker.Registry(wcfg)
 	if err != nil {
 		return err
 	}
@@ -443,9 +460,9 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 	for i, s := range st.Steps {
 		states[i] = string(s.State)
 	}
-	d.check(st.State == workflows.RunCompleted && strings.Join(states, ",") == "done,done,done,done",
+	d.check(st.State == workflows.RunCompleted && strings.Join(states, ",") == "done,done,done,done,done",
 		"the run completed with every step done (%s: %s)", st.State, strings.Join(states, ", "))
-	d.check(len(st.Steps) == 4 && st.Steps[2].Replayed,
+	d.check(len(st.Steps) == 5 && st.Steps[2].Replayed,
 		"step 3's result came from the dedup store: the retry replayed the committed credit")
 	d.check(d.count(ctx, `SELECT count(*) FROM credits WHERE tenant = $1 AND order_id = '1001'`, demoTenant) == 1,
 		"exactly one credit exists for order 1001")
@@ -464,6 +481,7 @@ func (d *demo) verify(ctx context.Context, rc *runs.Client, st workflows.Status,
 	d.check(err == nil && rec != nil && rec.Decision == approvalstore.DecisionApprove && rec.Approver == "dana@acme",
 		"the approval is in the audit table as dana@acme's decision of record (one per step)")
 	d.verifyRefund(ctx, st, m)
+	d.verifyTicket(st)
 	again, code, err := d.operator.Start(ctx, demoStart())
 	d.check(err == nil && code == http.StatusOK && again.Existing && again.TemporalRunID == d.temporalRunID,
 		"starting run %q again through the API returns the same run (HTTP %d)", demoRun, code)
@@ -587,6 +605,7 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 		worker.EnvSMTPUsername+"="+d.ext.SMTP.Username,
 		worker.EnvSMTPPassword+"="+d.ext.SMTP.Password,
 		worker.EnvSMTPFrom+"="+d.ext.SMTP.From,
+		worker.EnvMCPConfig+"="+d.mcpConfig,
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -269,4 +269,13 @@ var mutations = []Mutation{
 		Packages: []string{"./workflows"},
 		Tests:    []string{"TestDeadlineWarningsComeOnceEachBeforeTheDeadline"},
 	},
+	{
+		Name:     "mcp-keyless",
+		Bug:      "an MCP tool call carries no idempotency key in its _meta: a server that honours keys applies a resent call again",
+		File:     "internal/mcp/call.go",
+		Old:      "Meta:      mcpsdk.Meta{MetaIdempotencyKey: key},",
+		New:      "Meta:      mcpsdk.Meta{},",
+		Packages: []string{"./internal/mcp"},
+		Tests:    []string{"TestARefundUnderOneKeyIsAppliedOnceByAServerThatHonoursTheKey"},
+	},
 }

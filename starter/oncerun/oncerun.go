@@ -22,6 +22,7 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devstack"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	sandboxpayments "github.com/oncerun/oncerun/internal/sandbox/payments"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
@@ -72,7 +73,7 @@ func Command(o Options, getenv func(string) string) *cobra.Command {
 	}
 	root := cli.NewRoot(env)
 	root.AddCommand(devstack.Commands(env, getenv)...)
-	root.AddCommand(sandboxpayments.Command())
+	root.AddCommand(sandboxpayments.Command(), desk.Command())
 	return root
 }
 

@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/worker"
+)
+
+func newToolsCmd(env Env) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "tools [--json]",
+		Short: "List every tool the workers register, with its source and guarantees",
+		Long: `List every tool of the deployment's registry, as its workers build it: the
+built-in tools, the deployment's own, and the tools of the MCP servers that
+ONCERUN_MCP_CONFIG lists (the command connects to each server and asks it
+for its tools). For each: where it comes from, its effect class, its
+approval rule, what it guarantees (once, or at-least-once for an external
+effect whose provider neither honours the idempotency key nor can be
+asked), its paired read, and what an approver may edit.
+
+--json prints an array of objects with name, description, source
+(built-in, deployment or mcp), server, server_tool and transport (MCP
+tools), class, approval, guarantee, paired_read, idempotency_key, edits
+and once_per_run.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, _, err := env.WorkerConfig()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), mcpListTimeout)
+			defer cancel()
+			cfg, closeMCP, err := worker.WithMCP(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer closeMCP()
+			list, err := worker.Describe(cfg)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, list)
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "TOOL\tSOURCE\tCLASS\tAPPROVAL\tGUARANTEE\tPAIRED READ\tEDITS")
+			for _, t := range list {
+				source := t.Source
+				if t.Server != "" {
+					source = fmt.Sprintf("mcp %s (%s, tool %s)", t.Server, t.Transport, t.ServerTool)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, t.Class, t.Approval,
+					cmp.Or(t.Guarantee, "-"), cmp.Or(t.PairedRead, "-"), t.Edits)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	return cmd
+}

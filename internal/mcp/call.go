@@ -1,0 +1,177 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncerun/oncerun/tools"
+)
+
+// MetaIdempotencyKey is the _meta member of a tools/call request that
+// carries the step's idempotency key (tools.Key.String()). A server that
+// honours it answers a second call under a key it has seen with the first
+// call's result, and does nothing. Over http the key is also sent as the
+// Idempotency-Key header of that request.
+const MetaIdempotencyKey = "io.oncerun/idempotency-key"
+
+// runner returns the Run of the oncerun tool that calls MCP tool name of s.
+// An external tool checks tools.BeforeSend before each send; a read goes
+// out at any time. A call whose context has no deadline (the worker's
+// steps have one) is bounded by timeout: an answer stream that breaks
+// without a trace leaves the SDK waiting for the answer.
+func (s *server) runner(name string, external bool, timeout time.Duration) func(ctx context.Context, call tools.Call) (any, error) {
+	return func(ctx context.Context, call tools.Call) (any, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		args := call.Args
+		if len(args) == 0 {
+			args = json.RawMessage(`{}`)
+		}
+		res, err := s.call(ctx, name, args, call.Key.String(), external)
+		if err != nil {
+			return nil, fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err)
+		}
+		if res.IsError {
+			// The server ran the call and answered that it failed: a
+			// definite outcome, which retrying the same arguments does not
+			// change.
+			return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s answered an error: %s",
+				name, s.describe(), contentText(res.Content))))
+		}
+		return result(res)
+	}
+}
+
+// call sends tools/call under key. When the request did not reach the
+// server, or the server answered that the session is gone, the session is
+// replaced and the request sent once more: nothing of the first attempt was
+// acted on.
+func (s *server) call(ctx context.Context, name string, args json.RawMessage, key string, external bool) (*mcpsdk.CallToolResult, error) {
+	var err error
+	for attempt := 1; attempt <= 2; attempt++ {
+		var cs *mcpsdk.ClientSession
+		if cs, err = s.session(ctx); err != nil {
+			return nil, tools.NotApplied(err)
+		}
+		if external {
+			if err := tools.BeforeSend(ctx); err != nil {
+				return nil, err
+			}
+		}
+		st := &callState{key: key}
+		res, callErr := cs.CallTool(withCallState(ctx, st), &mcpsdk.CallToolParams{
+			Meta:      mcpsdk.Meta{MetaIdempotencyKey: key},
+			Name:      name,
+			Arguments: args,
+		})
+		if callErr == nil {
+			return res, nil
+		}
+		var resend bool
+		err, resend = classify(callErr, st)
+		if !resend || ctx.Err() != nil {
+			return nil, err
+		}
+		s.drop(cs, callErr)
+	}
+	return nil, err
+}
+
+// classify sorts a failed tools/call by what it says of the effect:
+//
+//   - not sent (the request never reached the server: a refused
+//     connection, a session found closed before sending) or refused by the
+//     server before running the tool (an HTTP 4xx other than 409 and 422, a
+//     JSON-RPC error saying the request or its arguments are invalid):
+//     tools.ErrNotApplied, and permanent where retrying the same request
+//     cannot help (400, invalid params, unknown method).
+//   - anything else after the request was sent (a timeout, a reset
+//     connection, a response cut short, a 5xx, 409 or 422, an internal
+//     error): unknown, a plain error that the paired read or a person
+//     settles.
+//
+// resend says the request was not acted on because of the session, so a
+// new session may send it again.
+func classify(err error, st *callState) (_ error, resend bool) {
+	status := int(st.status.Load())
+	var rpcErr *jsonrpc.Error
+	switch {
+	case !st.sent.Load():
+		return tools.NotApplied(fmt.Errorf("not sent: %w", err)), true
+	case status == http.StatusNotFound && errors.Is(err, mcpsdk.ErrSessionMissing):
+		return tools.NotApplied(fmt.Errorf("the server no longer knows the session: %w", err)), true
+	case status == http.StatusConflict || status == http.StatusUnprocessableEntity:
+		// What a gateway that honours the Idempotency-Key header answers
+		// while the first request with the key runs (409), or for a key it
+		// holds with another body (422): neither says nothing happened.
+		return fmt.Errorf("outcome unknown (HTTP %d): %w", status, err), false
+	case status == http.StatusBadRequest:
+		return tools.Permanent(tools.NotApplied(fmt.Errorf("refused (HTTP 400): %w", err))), false
+	case status >= 400 && status < 500:
+		return tools.NotApplied(fmt.Errorf("refused (HTTP %d): %w", status, err)), false
+	case status >= 500:
+		return fmt.Errorf("outcome unknown (HTTP %d): %w", status, err), false
+	case errors.As(err, &rpcErr) && refusedBeforeRunning(rpcErr.Code):
+		return tools.Permanent(tools.NotApplied(fmt.Errorf("refused: %w", err))), false
+	}
+	return fmt.Errorf("outcome unknown: sent, and no definite answer came back: %w", err), false
+}
+
+// refusedBeforeRunning reports the JSON-RPC errors a server answers before
+// running anything (MCP reports an unknown tool or invalid arguments as
+// invalid params). An internal error may come from a tool that failed half
+// way: it is not among them.
+func refusedBeforeRunning(code int64) bool {
+	switch code {
+	case jsonrpc.CodeParseError, jsonrpc.CodeInvalidRequest, jsonrpc.CodeMethodNotFound, jsonrpc.CodeInvalidParams:
+		return true
+	}
+	return false
+}
+
+// result is a call's result as the step records it: the structured content
+// when the tool gives one; else the text of its content, read as JSON when
+// it is a JSON object or array (many servers answer JSON as text) and as a
+// string otherwise; else the content items themselves.
+func result(res *mcpsdk.CallToolResult) (any, error) {
+	if res.StructuredContent != nil {
+		return res.StructuredContent, nil
+	}
+	if len(res.Content) == 0 {
+		return map[string]any{}, nil
+	}
+	for _, c := range res.Content {
+		if _, ok := c.(*mcpsdk.TextContent); !ok {
+			return res.Content, nil
+		}
+	}
+	text := contentText(res.Content)
+	if t := strings.TrimSpace(text); (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(t)) {
+		return json.RawMessage(t), nil
+	}
+	return text, nil
+}
+
+// contentText joins the text items of content, and names the others.
+func contentText(content []mcpsdk.Content) string {
+	parts := make([]string, 0, len(content))
+	for _, c := range content {
+		if t, ok := c.(*mcpsdk.TextContent); ok {
+			parts = append(parts, t.Text)
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("[%T]", c))
+	}
+	return strings.Join(parts, "\n")
+}

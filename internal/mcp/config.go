@@ -1,0 +1,325 @@
+package mcp
+
+import (
+	"bytes"
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/oncerun/oncerun/tools"
+)
+
+// ConfigEnv names the environment variable that holds the path of the MCP
+// configuration file. The worker's main reads it and calls [LoadConfig].
+const ConfigEnv = "ONCERUN_MCP_CONFIG"
+
+// Transports a server is reached by.
+const (
+	// TransportHTTP is MCP's Streamable HTTP transport.
+	TransportHTTP = "http"
+	// TransportStdio runs the server as a child process and speaks to it
+	// over its standard input and output.
+	TransportStdio = "stdio"
+)
+
+// What becomes of the tools a server offers that its configuration does
+// not list ([ServerConfig.Unlisted]).
+const (
+	// UnlistedRefuse leaves them out. The default.
+	UnlistedRefuse = "refuse"
+	// UnlistedApprove exposes them as external tools whose every call waits
+	// for a person's approval.
+	UnlistedApprove = "approve"
+)
+
+// DefaultKeyLifetime is how long a server that honours the idempotency key
+// is taken to keep keys, unless its tool says otherwise.
+const DefaultKeyLifetime = 24 * time.Hour
+
+// Config lists the MCP servers whose tools a worker serves. Read one with
+// [LoadConfig]; a Config built in code is checked by [Config.Validate]
+// (which [Load] calls).
+type Config struct {
+	// Servers are the servers, in the order they are connected.
+	Servers []ServerConfig `json:"servers"`
+}
+
+// ServerConfig is one MCP server.
+type ServerConfig struct {
+	// Name prefixes the server's tools' names ("<name>_<tool>"): lower-case
+	// letters, digits and underscores, starting with a letter. Required.
+	Name string `json:"name"`
+	// Transport is TransportHTTP or TransportStdio. Required.
+	Transport string `json:"transport"`
+	// URL is an http server's endpoint, such as https://mcp.example.com/mcp.
+	URL string `json:"url,omitempty"`
+	// BearerTokenEnv names the environment variable holding the bearer
+	// token sent to an http server. Optional.
+	BearerTokenEnv string `json:"bearer_token_env,omitempty"`
+	// Command is the program a stdio server runs.
+	Command string `json:"command,omitempty"`
+	// Args are the command's arguments.
+	Args []string `json:"args,omitempty"`
+	// Env is added to the environment of a stdio server, which otherwise
+	// inherits only HOME, LOGNAME, PATH, SHELL, TERM and USER from the
+	// worker (as the reference MCP clients do), never its secrets.
+	Env map[string]string `json:"env,omitempty"`
+	// Optional lets the worker start when the server is down: its tools are
+	// left out and Load reports it in [Discovered.Skipped]. Default false:
+	// a server that is down at start is an error.
+	Optional bool `json:"optional,omitempty"`
+	// Unlisted is UnlistedRefuse (the default) or UnlistedApprove.
+	Unlisted string `json:"unlisted,omitempty"`
+	// Tools maps the MCP name of each tool to expose to what oncerun must
+	// know of it.
+	Tools map[string]ToolConfig `json:"tools,omitempty"`
+}
+
+// ToolConfig is what oncerun must know of an MCP tool that the server
+// cannot say: MCP describes a tool's arguments, not its effect.
+type ToolConfig struct {
+	// Class is "read" or "external". Default "external".
+	Class tools.Class `json:"class,omitempty"`
+	// Approval decides which calls wait for a person. Default never.
+	Approval Approval `json:"approval,omitzero"`
+	// Retention is how long the tool's keys are kept. Default
+	// tools.DefaultRetention.
+	Retention Duration `json:"retention,omitzero"`
+	// Timeout bounds one call. Default tools.DefaultTimeout.
+	Timeout Duration `json:"timeout,omitzero"`
+	// PairedRead is the MCP name of a read tool of the same server that,
+	// called with this tool's arguments (and the step's key in _meta),
+	// answers a JSON object whose boolean "found" says whether the effect
+	// exists.
+	PairedRead string `json:"paired_read,omitempty"`
+	// Idempotent says the server honours the idempotency key: a second call
+	// under a key it has seen answers the first call's result and does
+	// nothing. Its tool then promises "once".
+	Idempotent bool `json:"idempotent,omitempty"`
+	// KeyLifetime is how long an idempotent server keeps keys. Default
+	// DefaultKeyLifetime; only with Idempotent.
+	KeyLifetime Duration `json:"key_lifetime,omitzero"`
+}
+
+// Approval is a tool's approval rule as the configuration spells it: the
+// string "never" or "always", or an object {"field": "amount_cents",
+// "above": 10000} asking for approval when that top-level argument is above
+// the number (or is missing: a call without it is not known to be small).
+type Approval struct {
+	// Rule is "never", "always" or "above". Empty means never.
+	Rule string
+	// Field and Above are the argument and the threshold of rule "above".
+	Field string
+	Above float64
+}
+
+// UnmarshalJSON reads a string or a {"field", "above"} object.
+func (a *Approval) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		if s != "never" && s != "always" {
+			return fmt.Errorf(`approval %q: want "never", "always" or {"field": ..., "above": ...}`, s)
+		}
+		*a = Approval{Rule: s}
+		return nil
+	}
+	var o struct {
+		Field string   `json:"field"`
+		Above *float64 `json:"above"`
+	}
+	if err := json.Unmarshal(b, &o, json.RejectUnknownMembers(true)); err != nil {
+		return fmt.Errorf(`approval: want "never", "always" or {"field": ..., "above": ...}: %w`, err)
+	}
+	if o.Field == "" || o.Above == nil {
+		return errors.New(`approval: an object rule needs both "field" and "above"`)
+	}
+	*a = Approval{Rule: "above", Field: o.Field, Above: *o.Above}
+	return nil
+}
+
+// MarshalJSON writes the rule as it is read.
+func (a Approval) MarshalJSON() ([]byte, error) {
+	if a.Rule == "above" {
+		return json.Marshal(map[string]any{"field": a.Field, "above": a.Above})
+	}
+	return json.Marshal(cmp.Or(a.Rule, "never"))
+}
+
+// IsZero reports the default rule, never.
+func (a Approval) IsZero() bool { return a.Rule == "" || a.Rule == "never" }
+
+// String describes the rule for approvers.
+func (a Approval) String() string {
+	if a.Rule == "above" {
+		return a.Field + " above " + strconv.FormatFloat(a.Above, 'f', -1, 64)
+	}
+	return cmp.Or(a.Rule, "never")
+}
+
+// Duration is a time.Duration spelled as Go spells it: "90s", "720h".
+type Duration time.Duration
+
+// UnmarshalJSON reads a duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf(`want a duration string such as "90s" or "720h", got %s`, b)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf(`duration %q: want a Go duration such as "90s" or "720h" (there is no "d" unit)`, s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// LoadConfig reads the configuration file at path: JSON when its name ends
+// in .json, YAML when in .yaml or .yml. Decoding is strict (an unknown or
+// repeated field is refused, with its path in the file), and the result is
+// validated.
+func LoadConfig(path string) (Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("mcp config: %w", err)
+	}
+	var format string
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		format = "json"
+	case ".yaml", ".yml":
+		format = "yaml"
+	default:
+		return Config{}, fmt.Errorf("mcp config %s: unknown file type %q: name it .json, .yaml or .yml", path, filepath.Ext(path))
+	}
+	cfg, err := ParseConfig(raw, format)
+	if err != nil {
+		return Config{}, fmt.Errorf("mcp config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes a configuration in format "json" or "yaml", strictly,
+// and validates it.
+func ParseConfig(raw []byte, format string) (Config, error) {
+	switch format {
+	case "json":
+	case "yaml":
+		// YAML is decoded as the JSON it stands for, so that both formats
+		// are held to one strict decoder and their errors name the same
+		// paths.
+		var doc any
+		if err := yaml.Unmarshal(raw, &doc); err != nil {
+			return Config{}, err // "yaml: line 3: ..."
+		}
+		v, err := jsonValue(doc, "")
+		if err != nil {
+			return Config{}, err
+		}
+		if raw, err = json.Marshal(v); err != nil {
+			return Config{}, fmt.Errorf("yaml: %w", err)
+		}
+	default:
+		return Config{}, fmt.Errorf("unknown config format %q (want json or yaml)", format)
+	}
+	var cfg Config
+	if len(bytes.TrimSpace(raw)) == 0 {
+		raw = []byte("{}")
+	}
+	if err := json.Unmarshal(raw, &cfg, json.RejectUnknownMembers(true)); err != nil {
+		return Config{}, decodeError(err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// jsonValue turns a decoded YAML document into one json.Marshal takes:
+// YAML allows mapping keys that are not strings, JSON does not.
+func jsonValue(v any, path string) (any, error) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			var err error
+			if v[k], err = jsonValue(e, path+"/"+k); err != nil {
+				return nil, err
+			}
+		}
+		return v, nil
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			ks, ok := k.(string)
+			if !ok {
+				return nil, fmt.Errorf("%s: key %v is not a string", displayPath(path), k)
+			}
+			var err error
+			if out[ks], err = jsonValue(e, path+"/"+ks); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case []any:
+		for i, e := range v {
+			var err error
+			if v[i], err = jsonValue(e, path+"/"+strconv.Itoa(i)); err != nil {
+				return nil, err
+			}
+		}
+		return v, nil
+	}
+	return v, nil
+}
+
+// decodeError rewrites a decoding error to name the field by its path
+// (servers[0].tools.refund.class).
+func decodeError(err error) error {
+	var se *json.SemanticError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("decode: %w", err)
+	}
+	at := displayPath(string(se.JSONPointer))
+	switch {
+	case errors.Is(se.Err, json.ErrUnknownName):
+		return fmt.Errorf("%s: unknown field", at)
+	case se.Err != nil:
+		return fmt.Errorf("%s: %w", at, se.Err)
+	}
+	want := "a value of another type"
+	if se.GoType != nil {
+		want = se.GoType.String()
+	}
+	return fmt.Errorf("%s: got %s, want %s", at, cmp.Or(se.JSONKind.String(), "a value"), want)
+}
+
+// displayPath spells a JSON pointer the way a reader of the file thinks of
+// it: /servers/0/tools/refund becomes servers[0].tools.refund.
+func displayPath(pointer string) string {
+	if pointer == "" {
+		return "(top level)"
+	}
+	var b strings.Builder
+	for tok := range strings.SplitSeq(strings.TrimPrefix(pointer, "/"), "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		if _, err := strconv.Atoi(tok); err == nil {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
+}

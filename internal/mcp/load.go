@@ -1,0 +1,350 @@
+package mcp
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/tools"
+)
+
+// DefaultConnectTimeout bounds connecting to one server and listing its
+// tools.
+const DefaultConnectTimeout = 10 * time.Second
+
+// Options configures [Load].
+type Options struct {
+	// Registry is what each tool's definition is checked against: pass the
+	// worker registry's own, so that a retention window it would refuse is
+	// refused here, naming the server and the tool. Zero: its defaults.
+	Registry tools.RegistryConfig
+	// ConnectTimeout bounds connecting to one server and listing its tools,
+	// and reconnecting later. Default DefaultConnectTimeout.
+	ConnectTimeout time.Duration
+	// LookupEnv reads the bearer tokens' variables and what stdio servers
+	// inherit. Default os.LookupEnv.
+	LookupEnv func(string) (string, bool)
+	// Stderr receives the standard error of stdio servers. Default
+	// os.Stderr.
+	Stderr io.Writer
+	// Log records reconnections. Default: no logging.
+	Log *zap.Logger
+}
+
+// WithDefaults returns o with zero fields set to their defaults.
+func (o Options) WithDefaults() Options {
+	o.ConnectTimeout = cmp.Or(o.ConnectTimeout, DefaultConnectTimeout)
+	if o.LookupEnv == nil {
+		o.LookupEnv = os.LookupEnv
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Log == nil {
+		o.Log = zap.NewNop()
+	}
+	return o
+}
+
+// Source says where an oncerun tool made from an MCP tool comes from, for
+// `oncerun tools` to show.
+type Source struct {
+	// Server is the configured server's name.
+	Server string
+	// Transport is TransportHTTP or TransportStdio.
+	Transport string
+	// Tool is the tool's name at the server.
+	Tool string
+	// Idempotent says the server honours the idempotency key.
+	Idempotent bool
+	// Unlisted says the tool is not in the configuration and is exposed by
+	// the server's unlisted: approve.
+	Unlisted bool
+}
+
+// SkippedServer is an optional server that was down at start.
+type SkippedServer struct {
+	Name string
+	Err  error
+}
+
+// Discovered is the tools of the configured MCP servers. Its sessions stay
+// open for the tools' calls until Close.
+type Discovered struct {
+	// Tools are the tools, sorted by name, ready for tools.NewRegistry.
+	Tools []tools.Tool
+	// Sources maps each tool's name to where it comes from.
+	Sources map[string]Source
+	// Skipped are the optional servers that were down, with why.
+	Skipped []SkippedServer
+
+	servers []*server
+}
+
+// Close closes the sessions. The tools answer an error afterwards.
+func (d Discovered) Close() error {
+	errs := make([]error, len(d.servers))
+	var wg sync.WaitGroup
+	for i, s := range d.servers {
+		wg.Go(func() { errs[i] = s.close() })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// Load connects to every configured server, lists its tools (following
+// pagination) and makes one oncerun tool of each listed one (or, with
+// unlisted: approve, of every one). It refuses, naming the server and the
+// tool: a server that is down and not optional, a listed tool the server
+// does not offer, names that collide or are too long once prefixed, an
+// input schema that is not an object schema or that the tool registry
+// refuses, and an approval field the schema does not have.
+func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
+	if err := cfg.Validate(); err != nil {
+		return Discovered{}, fmt.Errorf("mcp config: %w", err)
+	}
+	opts = opts.WithDefaults()
+	type listing struct {
+		srv   *server
+		tools []*mcpsdk.Tool
+		err   error
+	}
+	listings := make([]listing, len(cfg.Servers))
+	var wg sync.WaitGroup
+	for i, sc := range cfg.Servers {
+		wg.Go(func() {
+			srv, offered, err := connect(ctx, sc, opts)
+			listings[i] = listing{srv, offered, err}
+		})
+	}
+	wg.Wait()
+
+	d := Discovered{Sources: map[string]Source{}}
+	var errs []error
+	for i, l := range listings {
+		if l.srv != nil {
+			d.servers = append(d.servers, l.srv)
+		}
+		switch {
+		case l.err != nil && l.srv != nil && cfg.Servers[i].Optional:
+			// Down, not misconfigured: an optional server may be.
+			d.Skipped = append(d.Skipped, SkippedServer{Name: cfg.Servers[i].Name, Err: l.err})
+		case l.err != nil:
+			errs = append(errs, l.err)
+		default:
+			errs = append(errs, d.add(l.srv, l.tools, opts)...)
+		}
+	}
+	if len(errs) > 0 {
+		_ = d.Close()
+		return Discovered{}, errors.Join(errs...)
+	}
+	slices.SortFunc(d.Tools, func(a, b tools.Tool) int { return strings.Compare(a.Name, b.Name) })
+	return d, nil
+}
+
+// connect opens a session to the server and lists its tools.
+func connect(ctx context.Context, sc ServerConfig, opts Options) (*server, []*mcpsdk.Tool, error) {
+	srv, err := newServer(sc, opts)
+	if err != nil {
+		return nil, nil, fmt.Errorf("MCP server %s: %w", sc.Name, err)
+	}
+	cs, err := srv.session(ctx)
+	if err != nil {
+		return srv, nil, err
+	}
+	lctx, cancel := context.WithTimeout(ctx, opts.ConnectTimeout)
+	defer cancel()
+	var offered []*mcpsdk.Tool
+	for t, err := range cs.Tools(lctx, nil) {
+		if err != nil {
+			return srv, nil, fmt.Errorf("list the tools of %s: %w", srv.describe(), err)
+		}
+		offered = append(offered, t)
+	}
+	return srv, offered, nil
+}
+
+// add makes the tools of srv from what it offers.
+func (d *Discovered) add(srv *server, offered []*mcpsdk.Tool, opts Options) []error {
+	sc := srv.cfg
+	byName := make(map[string]*mcpsdk.Tool, len(offered))
+	for _, t := range offered {
+		byName[t.Name] = t
+	}
+	var errs []error
+	include := make(map[string]bool)
+	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
+		if _, ok := byName[name]; !ok {
+			errs = append(errs, fmt.Errorf("%s: tool %q is configured but the server does not offer it (it offers: %s)",
+				srv.describe(), name, offeredNames(offered)))
+			continue
+		}
+		include[name] = true
+	}
+	if sc.Unlisted == UnlistedApprove {
+		for name := range byName {
+			include[name] = true
+		}
+	}
+	oncerunName := make(map[string]string, len(include))
+	for name := range include {
+		oncerunName[name] = ToolName(sc.Name, name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(include)) {
+		t, err := build(srv, byName[name], oncerunName, opts)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: tool %q: %w", srv.describe(), name, err))
+			continue
+		}
+		src := Source{Server: sc.Name, Transport: sc.Transport, Tool: name, Unlisted: !hasKey(sc.Tools, name)}
+		src.Idempotent = sc.Tools[name].Idempotent
+		if prev, dup := d.Sources[t.Name]; dup {
+			errs = append(errs, fmt.Errorf("tool name %s would name both MCP tool %q of server %s and MCP tool %q of server %s: "+
+				"rename a server or expose only one of the tools", t.Name, prev.Tool, prev.Server, name, sc.Name))
+			continue
+		}
+		d.Sources[t.Name] = src
+		d.Tools = append(d.Tools, t)
+	}
+	return errs
+}
+
+// build makes the oncerun tool of MCP tool mt.
+func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Options) (tools.Tool, error) {
+	name := oncerunName[mt.Name]
+	if len(name) > tools.MaxNameLen {
+		return tools.Tool{}, fmt.Errorf("its oncerun name %s is %d bytes, the limit is %d: give the server a shorter name, or leave the tool out",
+			name, len(name), tools.MaxNameLen)
+	}
+	schema, err := json.Marshal(mt.InputSchema)
+	if err != nil {
+		return tools.Tool{}, fmt.Errorf("input schema: %w", err)
+	}
+	var doc map[string]any
+	if json.Unmarshal(schema, &doc) != nil || doc["type"] != "object" {
+		return tools.Tool{}, fmt.Errorf(`input schema must describe an object ("type": "object"); it is %s`, cut(string(schema), 120))
+	}
+	tc, listed := srv.cfg.Tools[mt.Name]
+	t := tools.Tool{
+		Name:        name,
+		Description: strings.TrimSpace(fmt.Sprintf("[MCP server %s] %s", srv.cfg.Name, cmp.Or(mt.Description, mt.Title, mt.Name))),
+		Schema:      schema,
+		Class:       cmp.Or(tc.Class, tools.ClassExternal),
+		Retention:   time.Duration(tc.Retention),
+		Timeout:     time.Duration(tc.Timeout),
+	}
+	if listed {
+		if t.Approval, err = approvalRule(tc.Approval, doc); err != nil {
+			return tools.Tool{}, err
+		}
+	} else {
+		// An unlisted tool may do anything: a person looks at every call,
+		// and nothing makes its effect once.
+		t.Approval = tools.Always()
+	}
+	if tc.PairedRead != "" {
+		t.PairedRead = oncerunName[tc.PairedRead]
+	}
+	if tc.Idempotent {
+		t.KeyLifetime = cmp.Or(time.Duration(tc.KeyLifetime), DefaultKeyLifetime)
+	}
+	t.Run = srv.runner(mt.Name, t.Class == tools.ClassExternal, cmp.Or(t.Timeout, tools.DefaultTimeout))
+	// Check the definition as the worker's registry will, now, so that
+	// what it refuses is named by server and tool. The paired read is
+	// checked by the configuration instead: it is not in this registry of
+	// one.
+	check := t
+	check.PairedRead = ""
+	if _, err := tools.NewRegistry(opts.Registry, check); err != nil {
+		return tools.Tool{}, fmt.Errorf("the tool registry refuses it: %w", err)
+	}
+	return t, nil
+}
+
+// approvalRule makes the configured rule, checking an "above" rule's field
+// against the tool's input schema.
+func approvalRule(a Approval, schema map[string]any) (tools.ApprovalRule, error) {
+	switch a.Rule {
+	case "always":
+		return tools.Always(), nil
+	case "above":
+	default:
+		return tools.Never(), nil
+	}
+	props, _ := schema["properties"].(map[string]any)
+	prop, _ := props[a.Field].(map[string]any)
+	if typ, _ := prop["type"].(string); typ != "integer" && typ != "number" {
+		return tools.ApprovalRule{}, fmt.Errorf("approval: field %q is not a number property of the input schema", a.Field)
+	}
+	field, above := a.Field, a.Above
+	return tools.When(a.String(), func(args json.RawMessage) (bool, error) {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(args, &m); err != nil {
+			return false, err
+		}
+		raw, ok := m[field]
+		if !ok || string(raw) == "null" {
+			// A call that does not say how much is not known to be small.
+			return true, nil
+		}
+		var v float64
+		if err := json.Unmarshal(raw, &v); err != nil {
+			return false, fmt.Errorf("%s is not a number", field)
+		}
+		return v > above, nil
+	}), nil
+}
+
+// ToolName is the oncerun name of MCP tool tool of server server:
+// "<server>_<tool>", lower-cased, with every character other than a letter,
+// a digit or an underscore replaced by an underscore.
+func ToolName(server, tool string) string {
+	var b strings.Builder
+	b.WriteString(server)
+	b.WriteByte('_')
+	for _, r := range strings.ToLower(tool) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '_' {
+			b.WriteRune(r)
+		} else {
+			b.WriteByte('_')
+		}
+	}
+	return b.String()
+}
+
+func offeredNames(offered []*mcpsdk.Tool) string {
+	if len(offered) == 0 {
+		return "no tools"
+	}
+	names := make([]string, len(offered))
+	for i, t := range offered {
+		names[i] = t.Name
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,295 @@
+package mcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncerun/oncerun/internal/mcp"
+)
+
+// The test MCP servers, real SDK servers with an in-memory ledger:
+//
+//   - honouring: refund records a refund once per idempotency key and
+//     answers a repeated key with the first refund;
+//   - ignoring: refund records a refund on every call;
+//   - odd: tools whose names or schemas oncerun must refuse or rewrite.
+//
+// Both refund servers offer find_refund (the paired read: the refunds made
+// under the call's key), decline (answers isError) and slow (answers when
+// the call is cancelled). Over stdio they also offer crash, which kills the
+// process mid-call, and whoami, which answers the process id.
+const (
+	honouring = "honouring"
+	ignoring  = "ignoring"
+	odd       = "odd"
+)
+
+type refundIn struct {
+	PaymentID   string `json:"payment_id"`
+	AmountCents int64  `json:"amount_cents"`
+}
+
+type refundRecord struct {
+	ID          string `json:"id"`
+	PaymentID   string `json:"payment_id"`
+	AmountCents int64  `json:"amount_cents"`
+	Key         string `json:"key"`
+}
+
+type found struct {
+	Found  bool          `json:"found"`
+	Count  int           `json:"count"`
+	Refund *refundRecord `json:"refund,omitempty"`
+}
+
+// seen is the key one refund call carried, by each channel.
+type seen struct {
+	Meta, Header string
+}
+
+// ledger is a server's record of refunds and of the keys calls carried.
+type ledger struct {
+	// release ends the calls of slow still running, so that the server
+	// can close.
+	release chan struct{}
+	mu      sync.Mutex
+	refunds []refundRecord
+	seen    []seen
+}
+
+func (l *ledger) Seen() []seen {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]seen(nil), l.seen...)
+}
+
+// Under returns the refunds made under key.
+func (l *ledger) Under(key string) []refundRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byKey(key)
+}
+
+// byKey returns the refunds made under key; l.mu must be held.
+func (l *ledger) byKey(key string) []refundRecord {
+	var out []refundRecord
+	for _, r := range l.refunds {
+		if r.Key == key {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// keyOf reads the idempotency key of a call: _meta first, then the header.
+func keyOf(req *mcpsdk.CallToolRequest) seen {
+	var s seen
+	s.Meta, _ = req.Params.Meta[mcp.MetaIdempotencyKey].(string)
+	if req.Extra != nil && req.Extra.Header != nil {
+		s.Header = req.Extra.Header.Get("Idempotency-Key")
+	}
+	return s
+}
+
+func (s seen) key() string {
+	if s.Meta != "" {
+		return s.Meta
+	}
+	return s.Header
+}
+
+// newServer returns a test MCP server of variant writing to l. PageSize 2
+// makes tools/list answer in pages.
+func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
+	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "test-" + variant, Version: "v1"}, &mcpsdk.ServerOptions{PageSize: 2})
+	if variant == odd {
+		addOddTools(s)
+		return s
+	}
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "refund", Description: "Refund (part of) a payment."},
+		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, refundRecord, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			k := keyOf(req)
+			l.seen = append(l.seen, k)
+			if prev := l.byKey(k.key()); variant == honouring && k.key() != "" && len(prev) > 0 {
+				return nil, prev[0], nil
+			}
+			r := refundRecord{ID: fmt.Sprintf("re_%d", len(l.refunds)+1), PaymentID: in.PaymentID, AmountCents: in.AmountCents, Key: k.key()}
+			l.refunds = append(l.refunds, r)
+			return nil, r, nil
+		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_refund", Description: "Find the refund made under the call's key."},
+		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, found, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			made := l.byKey(keyOf(req).key())
+			if len(made) == 0 {
+				return nil, found{}, nil
+			}
+			return nil, found{Found: true, Count: len(made), Refund: &made[0]}, nil
+		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "decline", Description: "Always declines."},
+		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, any, error) {
+			return nil, nil, errors.New("card declined")
+		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "slow", Description: "Answers when the call is cancelled."},
+		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, any, error) {
+			select {
+			case <-ctx.Done():
+				return nil, nil, ctx.Err()
+			case <-l.release:
+				return nil, nil, errors.New("released")
+			}
+		})
+	if stdio {
+		mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "crash", Description: "Exits the process mid-call."},
+			func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, any, error) {
+				os.Exit(3)
+				return nil, nil, nil
+			})
+		mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "whoami", Description: "Answers the server's process id."},
+			func(ctx context.Context, req *mcpsdk.CallToolRequest, in struct{}) (*mcpsdk.CallToolResult, map[string]int, error) {
+				return nil, map[string]int{"pid": os.Getpid()}, nil
+			})
+	}
+	return s
+}
+
+// addOddTools adds tools with names to rewrite or refuse, and schemas the
+// registry refuses. MCP servers must declare object schemas, so array_args
+// is rewritten on its way out to stand for a server that does not.
+func addOddTools(s *mcpsdk.Server) {
+	none := func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+		return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "ok"}}}, nil
+	}
+	object := json.RawMessage(`{"type":"object"}`)
+	for _, name := range []string{"get.Status", "status", "Refund", "refund", strings.Repeat("x", 70), "array_args"} {
+		s.AddTool(&mcpsdk.Tool{Name: name, InputSchema: object}, none)
+	}
+	s.AddTool(&mcpsdk.Tool{Name: "bad_schema", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer","minimum":"zero"}}}`)}, none)
+	s.AddReceivingMiddleware(func(next mcpsdk.MethodHandler) mcpsdk.MethodHandler {
+		return func(ctx context.Context, method string, req mcpsdk.Request) (mcpsdk.Result, error) {
+			res, err := next(ctx, method, req)
+			if list, ok := res.(*mcpsdk.ListToolsResult); ok && err == nil {
+				for i, t := range list.Tools {
+					if t.Name == "array_args" {
+						c := *t
+						c.InputSchema = json.RawMessage(`{"type":"array"}`)
+						list.Tools[i] = &c
+					}
+				}
+			}
+			return res, err
+		}
+	})
+}
+
+// httpServer is a test MCP server over Streamable HTTP.
+type httpServer struct {
+	URL    string
+	Ledger *ledger
+	srv    *httptest.Server
+	// handler is the SDK's handler; restart replaces it, losing the
+	// sessions as a restarted process would.
+	handler atomic.Pointer[http.Handler]
+	variant string
+	// dropAnswer makes the next tools/call run and its connection close
+	// before any answer.
+	dropAnswer atomic.Bool
+	lastAuth   atomic.Value
+	release    sync.Once
+}
+
+// releaseSlow ends the calls of slow still running.
+func (s *httpServer) releaseSlow() { s.release.Do(func() { close(s.Ledger.release) }) }
+
+// LastAuthorization is the Authorization header of the last request.
+func (s *httpServer) LastAuthorization() string {
+	v, _ := s.lastAuth.Load().(string)
+	return v
+}
+
+func startHTTP(t *testing.T, variant string) *httpServer {
+	t.Helper()
+	s := &httpServer{Ledger: &ledger{release: make(chan struct{})}, variant: variant}
+	s.restart()
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	t.Cleanup(s.releaseSlow) // runs first
+	s.URL = s.srv.URL
+	return s
+}
+
+func (s *httpServer) restart() {
+	srv := newServer(s.variant, s.Ledger, false)
+	var h http.Handler = mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil)
+	s.handler.Store(&h)
+}
+
+// stop makes the server unreachable: connections are refused.
+func (s *httpServer) stop() { s.srv.Close() }
+
+func (s *httpServer) serve(w http.ResponseWriter, r *http.Request) {
+	h := *s.handler.Load()
+	s.lastAuth.Store(r.Header.Get("Authorization"))
+	if r.Method != http.MethodPost || !s.dropAnswer.Load() {
+		h.ServeHTTP(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !bytes.Contains(body, []byte(`"tools/call"`)) || !s.dropAnswer.CompareAndSwap(true, false) {
+		h.ServeHTTP(w, r)
+		return
+	}
+	// The call runs to completion; then the connection drops before the
+	// answer leaves, like a proxy that resets it.
+	h.ServeHTTP(httptest.NewRecorder(), r)
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+// serverEnv switches a re-executed test binary into a stdio MCP server of
+// the variant it names (see TestMain).
+const serverEnv = "ONCERUN_MCP_TEST_SERVER"
+
+// runStdioServer serves variant on standard input and output until the
+// input ends.
+func runStdioServer(variant string) int {
+	if err := newServer(variant, &ledger{}, true).Run(context.Background(), &mcpsdk.StdioTransport{}); err != nil {
+		fmt.Fprintln(os.Stderr, "test MCP server:", err)
+		return 1
+	}
+	return 0
+}
+
+// stdioConfig is a server configuration that runs this test binary as a
+// stdio MCP server of variant.
+func stdioConfig(t *testing.T, name, variant string) mcp.ServerConfig {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mcp.ServerConfig{Name: name, Transport: mcp.TransportStdio, Command: exe, Env: map[string]string{
+		serverEnv: variant,
+		// A race-enabled binary otherwise lingers a second at exit.
+		"GORACE": "atexit_sleep_ms=0",
+	}}
+}

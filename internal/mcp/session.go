@@ -1,0 +1,125 @@
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"sync"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.uber.org/zap"
+)
+
+// errClosed is what a tool of a closed [Discovered] answers.
+var errClosed = errors.New("the MCP connections were closed")
+
+// server is one configured MCP server and its current session. A session
+// found to have ended (the server restarted, the process exited) when a
+// call could not be sent on it is replaced, and the call sent on the new
+// one (see server.call).
+type server struct {
+	cfg    ServerConfig
+	opts   Options
+	client *mcpsdk.Client
+	// bearer is the token sent to an http server, read once at Load.
+	bearer string
+
+	mu     sync.Mutex
+	cs     *mcpsdk.ClientSession
+	closed bool
+	// closing tracks sessions being closed in the background, for Close
+	// to wait on.
+	closing sync.WaitGroup
+}
+
+func newServer(cfg ServerConfig, opts Options) (*server, error) {
+	s := &server{
+		cfg:    cfg,
+		opts:   opts,
+		client: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"}, nil),
+	}
+	if cfg.BearerTokenEnv != "" {
+		tok, ok := opts.LookupEnv(cfg.BearerTokenEnv)
+		if !ok || tok == "" {
+			return nil, fmt.Errorf("bearer_token_env: %s is not set", cfg.BearerTokenEnv)
+		}
+		s.bearer = tok
+	}
+	return s, nil
+}
+
+// describe names the server and where it is, for errors.
+func (s *server) describe() string {
+	if s.cfg.Transport == TransportHTTP {
+		return fmt.Sprintf("MCP server %s (http %s)", s.cfg.Name, s.cfg.URL)
+	}
+	return fmt.Sprintf("MCP server %s (stdio %s)", s.cfg.Name, s.cfg.Command)
+}
+
+// session returns the current session, connecting first when there is
+// none. The handshake is bounded by the connect timeout and by ctx, whose
+// values the session does not keep: it outlives the call that opened it.
+func (s *server) session(ctx context.Context) (*mcpsdk.ClientSession, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, errClosed
+	}
+	if s.cs != nil {
+		return s.cs, nil
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), s.opts.ConnectTimeout)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	cs, err := s.client.Connect(cctx, s.transport(), nil)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%w)", err, context.Cause(ctx))
+		}
+		return nil, fmt.Errorf("connect to %s: %w", s.describe(), err)
+	}
+	s.cs = cs
+	return cs, nil
+}
+
+// drop forgets cs, on which a call failed because of the session, if it is
+// still the current session, so that the next call connects anew.
+func (s *server) drop(cs *mcpsdk.ClientSession, why error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cs == cs {
+		s.opts.Log.Info("mcp session lost; connecting again", zap.String("server", s.cfg.Name), zap.Error(why))
+		s.closeInBackground(cs)
+		s.cs = nil
+	}
+}
+
+// closeInBackground closes a session without holding up the caller: closing
+// waits for the server (a DELETE over http, the process's exit over stdio).
+func (s *server) closeInBackground(cs *mcpsdk.ClientSession) {
+	s.closing.Go(func() { _ = cs.Close() })
+}
+
+// close ends the session and refuses further calls.
+func (s *server) close() error {
+	s.mu.Lock()
+	cs := s.cs
+	s.cs, s.closed = nil, true
+	s.mu.Unlock()
+	var err error
+	if cs != nil {
+		err = cs.Close()
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
+			// How a stdio server's process exited, perhaps long before,
+			// is no failure to close it.
+			err = nil
+		}
+	}
+	s.closing.Wait()
+	if err != nil {
+		return fmt.Errorf("close %s: %w", s.describe(), err)
+	}
+	return nil
+}

@@ -1,0 +1,185 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// transport returns a new transport to the server: each connection needs
+// its own (a process runs once).
+func (s *server) transport() mcpsdk.Transport {
+	if s.cfg.Transport == TransportHTTP {
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		// Go's transport silently resends a request that carries an
+		// Idempotency-Key when a reused connection drops, after the server
+		// may have acted on it: a fresh connection per request keeps every
+		// send visible to the classification (as the payments client does).
+		base.DisableKeepAlives = true
+		return &mcpsdk.StreamableClientTransport{
+			Endpoint:   s.cfg.URL,
+			HTTPClient: &http.Client{Transport: &roundTripper{base: base, bearer: s.bearer}},
+			// oncerun only calls: it needs no messages the server would
+			// start.
+			DisableStandaloneSSE: true,
+			// A call's answer stream that breaks is an unknown outcome for
+			// the paired read to settle, not worth seconds of resumption
+			// attempts that most servers cannot serve.
+			MaxRetries: -1,
+		}
+	}
+	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+	cmd.Env = s.childEnv()
+	cmd.Stderr = s.opts.Stderr
+	return &stdioTransport{inner: &mcpsdk.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}}
+}
+
+// inheritedEnv is what a stdio server inherits of the worker's
+// environment, as in the reference MCP clients: enough to run a program,
+// none of the worker's secrets.
+var inheritedEnv = []string{"HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"}
+
+func (s *server) childEnv() []string {
+	var env []string
+	for _, k := range inheritedEnv {
+		if v, ok := s.opts.LookupEnv(k); ok {
+			env = append(env, k+"="+v)
+		}
+	}
+	for k, v := range s.cfg.Env {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// callState follows one tools/call request through the transport: whether
+// any of it may have reached the server, and the HTTP status it was
+// answered with.
+type callState struct {
+	key    string
+	sent   atomic.Bool
+	status atomic.Int32
+}
+
+type callStateKey struct{}
+
+func withCallState(ctx context.Context, st *callState) context.Context {
+	return context.WithValue(ctx, callStateKey{}, st)
+}
+
+func callStateOf(ctx context.Context) *callState {
+	st, _ := ctx.Value(callStateKey{}).(*callState)
+	return st
+}
+
+// roundTripper adds the bearer token to every request and, to a
+// tools/call request, the step's key as the Idempotency-Key header; it
+// records whether that request was written and how it was answered.
+type roundTripper struct {
+	base   http.RoundTripper
+	bearer string
+}
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	st := callStateOf(req.Context())
+	if rt.bearer == "" && st == nil {
+		return rt.base.RoundTrip(req)
+	}
+	ctx := req.Context()
+	isCall := st != nil && isToolsCall(req)
+	if isCall {
+		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+			// The headers are handed to the connection: from here on the
+			// server may see the request.
+			WroteHeaders: func() { st.sent.Store(true) },
+		})
+	}
+	req = req.Clone(ctx)
+	if rt.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+rt.bearer)
+	}
+	if isCall {
+		req.Header.Set("Idempotency-Key", st.key)
+	}
+	resp, err := rt.base.RoundTrip(req)
+	if isCall && resp != nil {
+		st.status.Store(int32(resp.StatusCode))
+	}
+	return resp, err
+}
+
+// isToolsCall reports whether req posts a tools/call request. The SDK sends
+// other messages with the call's context too (a cancellation notice).
+func isToolsCall(req *http.Request) bool {
+	if req.Method != http.MethodPost {
+		return false
+	}
+	if req.GetBody == nil {
+		return true // cannot tell: treat it as the call, the safer side
+	}
+	body, err := req.GetBody()
+	if err != nil {
+		return true
+	}
+	defer body.Close()
+	raw, err := io.ReadAll(body)
+	if err != nil {
+		return true
+	}
+	var msg struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(bytes.TrimSpace(raw), &msg) != nil {
+		return true
+	}
+	return msg.Method == "tools/call"
+}
+
+// stdioTransport wraps the SDK's command transport to record whether a
+// tools/call request was written to the server's standard input.
+type stdioTransport struct {
+	inner mcpsdk.Transport
+}
+
+func (t *stdioTransport) Connect(ctx context.Context) (mcpsdk.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &stdioConn{Connection: c}, nil
+}
+
+type stdioConn struct {
+	mcpsdk.Connection
+}
+
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	err := c.Connection.Write(ctx, msg)
+	if st := callStateOf(ctx); st != nil {
+		if req, ok := msg.(*jsonrpc.Request); ok && req.Method == "tools/call" && (err == nil || !nothingWritten(ctx, err)) {
+			st.sent.Store(true)
+		}
+	}
+	return err
+}
+
+// nothingWritten reports whether a failed write to a server's standard
+// input provably delivered nothing it could act on: the context ended
+// before the write began, or the pipe had no reader (the process had
+// exited or closed its input).
+func nothingWritten(ctx context.Context, err error) bool {
+	return (ctx.Err() != nil && errors.Is(err, ctx.Err())) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, os.ErrClosed) || errors.Is(err, io.ErrClosedPipe)
+}

@@ -1,0 +1,307 @@
+// Package desk is a sandbox support desk served over the Model Context
+// Protocol: an MCP server whose tools open tickets and issue vouchers and
+// keep them in a ledger that survives restarts. It is to MCP tools what
+// the sandbox payment provider is to refunds: a faithful opponent for the
+// dev stack, the demo and the tests, never a production system.
+//
+// Calls that change the ledger honour the idempotency key oncerun sends
+// (in the request's _meta as "io.oncerun/idempotency-key", or as an
+// Idempotency-Key HTTP header): the same key returns the first ticket. With
+// IgnoreKeys the desk behaves like a server that knows nothing of keys and
+// makes a new ticket on every call.
+package desk
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncerun/oncerun/internal/mcp"
+)
+
+// Ticket is a support ticket the desk opened.
+type Ticket struct {
+	ID      string `json:"id"`
+	OrderID string `json:"order_id"`
+	Subject string `json:"subject"`
+	Body    string `json:"body,omitempty"`
+	// Key is the idempotency key of the call that opened it, if any.
+	Key     string `json:"idempotency_key,omitempty"`
+	Created int64  `json:"created"`
+}
+
+// Voucher is a voucher the desk issued.
+type Voucher struct {
+	ID          string `json:"id"`
+	OrderID     string `json:"order_id"`
+	AmountCents int64  `json:"amount_cents"`
+	Currency    string `json:"currency"`
+	Key         string `json:"idempotency_key,omitempty"`
+	Created     int64  `json:"created"`
+}
+
+// Config configures a desk.
+type Config struct {
+	// DataDir holds the ledger (ledger.json). Empty: the ledger lives in
+	// memory only.
+	DataDir string
+	// IgnoreKeys makes every call a new ticket or voucher, whatever key it
+	// carries.
+	IgnoreKeys bool
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Desk is the desk's ledger and its MCP tools.
+type Desk struct {
+	cfg Config
+	mu  sync.Mutex
+	led ledger
+}
+
+// ledger is what the desk keeps.
+type ledger struct {
+	Tickets  []Ticket  `json:"tickets"`
+	Vouchers []Voucher `json:"vouchers"`
+}
+
+// New opens the desk's ledger in cfg.DataDir (creating it if missing).
+func New(cfg Config) (*Desk, error) {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	d := &Desk{cfg: cfg}
+	if cfg.DataDir == "" {
+		return d, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("desk: data dir: %w", err)
+	}
+	raw, err := os.ReadFile(d.path())
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return d, nil
+	case err != nil:
+		return nil, fmt.Errorf("desk: read ledger: %w", err)
+	}
+	if err := json.Unmarshal(raw, &d.led); err != nil {
+		return nil, fmt.Errorf("desk: ledger %s: %w", d.path(), err)
+	}
+	return d, nil
+}
+
+func (d *Desk) path() string { return filepath.Join(d.cfg.DataDir, "ledger.json") }
+
+// reload reads the ledger again, so that two processes serving the same
+// data dir one after the other (a stdio desk restarted with its worker)
+// see each other's writes; d.mu must be held.
+func (d *Desk) reload() error {
+	if d.cfg.DataDir == "" {
+		return nil
+	}
+	raw, err := os.ReadFile(d.path())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("desk: read ledger: %w", err)
+	}
+	var led ledger
+	if err := json.Unmarshal(raw, &led); err != nil {
+		return fmt.Errorf("desk: ledger %s: %w", d.path(), err)
+	}
+	d.led = led
+	return nil
+}
+
+// save writes the ledger atomically; d.mu must be held.
+func (d *Desk) save() error {
+	if d.cfg.DataDir == "" {
+		return nil
+	}
+	raw, err := json.MarshalIndent(d.led, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := d.path() + ".tmp"
+	if err := os.WriteFile(tmp, raw, 0o644); err != nil {
+		return fmt.Errorf("desk: write ledger: %w", err)
+	}
+	if err := os.Rename(tmp, d.path()); err != nil {
+		return fmt.Errorf("desk: write ledger: %w", err)
+	}
+	return nil
+}
+
+// Tickets returns the tickets opened so far.
+func (d *Desk) Tickets() []Ticket {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.reload()
+	return append([]Ticket(nil), d.led.Tickets...)
+}
+
+// Vouchers returns the vouchers issued so far.
+func (d *Desk) Vouchers() []Voucher {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.reload()
+	return append([]Voucher(nil), d.led.Vouchers...)
+}
+
+// ReadLedger reads the tickets and vouchers a desk keeps in dataDir, for
+// a caller that does not run the desk (the desk may be another process).
+func ReadLedger(dataDir string) ([]Ticket, []Voucher, error) {
+	d, err := New(Config{DataDir: dataDir})
+	if err != nil {
+		return nil, nil, err
+	}
+	return d.Tickets(), d.Vouchers(), nil
+}
+
+// keyOf is the idempotency key a call carries: _meta first, then the HTTP
+// header.
+func keyOf(req *mcpsdk.CallToolRequest) string {
+	if k, ok := req.Params.Meta[mcp.MetaIdempotencyKey].(string); ok && k != "" {
+		return k
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		return req.Extra.Header.Get("Idempotency-Key")
+	}
+	return ""
+}
+
+// TicketArgs are open_ticket's and find_ticket's arguments.
+type TicketArgs struct {
+	OrderID string `json:"order_id" jsonschema:"the order the ticket is about"`
+	Subject string `json:"subject" jsonschema:"one line"`
+	Body    string `json:"body,omitempty" jsonschema:"what the customer should know"`
+}
+
+// VoucherArgs are issue_voucher's and find_voucher's arguments.
+type VoucherArgs struct {
+	OrderID     string `json:"order_id" jsonschema:"the order the voucher is for"`
+	AmountCents int64  `json:"amount_cents" jsonschema:"the voucher's value in minor units (cents)"`
+	Currency    string `json:"currency" jsonschema:"ISO 4217 code such as EUR"`
+}
+
+// Found is what the paired reads answer: whether the call's key made a
+// ticket (or voucher), and which.
+type Found struct {
+	Found   bool     `json:"found"`
+	Ticket  *Ticket  `json:"ticket,omitempty"`
+	Voucher *Voucher `json:"voucher,omitempty"`
+}
+
+// Server returns an MCP server with the desk's tools:
+//
+//   - open_ticket {order_id, subject, body}: opens a ticket, once per key;
+//   - find_ticket (the same arguments): the ticket the call's key opened;
+//   - issue_voucher {order_id, amount_cents, currency}: issues a voucher,
+//     once per key;
+//   - find_voucher (the same arguments): the voucher the call's key issued.
+func (d *Desk) Server() *mcpsdk.Server {
+	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "oncerun-sandbox-desk", Version: "v1"}, nil)
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "open_ticket", Description: "Open a support ticket about an order."},
+		func(_ context.Context, req *mcpsdk.CallToolRequest, in TicketArgs) (*mcpsdk.CallToolResult, Ticket, error) {
+			if in.OrderID == "" || in.Subject == "" {
+				return nil, Ticket{}, errors.New("order_id and subject are required")
+			}
+			t, err := d.openTicket(keyOf(req), in)
+			return nil, t, err
+		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_ticket", Description: "Find the ticket this call's idempotency key opened."},
+		func(_ context.Context, req *mcpsdk.CallToolRequest, _ TicketArgs) (*mcpsdk.CallToolResult, Found, error) {
+			return nil, d.findTicket(keyOf(req)), nil
+		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "issue_voucher", Description: "Issue a voucher for an order."},
+		func(_ context.Context, req *mcpsdk.CallToolRequest, in VoucherArgs) (*mcpsdk.CallToolResult, Voucher, error) {
+			if in.OrderID == "" || in.AmountCents <= 0 || len(in.Currency) != 3 {
+				return nil, Voucher{}, errors.New("order_id, a positive amount_cents and a 3-letter currency are required")
+			}
+			v, err := d.issueVoucher(keyOf(req), in)
+			return nil, v, err
+		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_voucher", Description: "Find the voucher this call's idempotency key issued."},
+		func(_ context.Context, req *mcpsdk.CallToolRequest, _ VoucherArgs) (*mcpsdk.CallToolResult, Found, error) {
+			return nil, d.findVoucher(keyOf(req)), nil
+		})
+	return s
+}
+
+func (d *Desk) openTicket(key string, in TicketArgs) (Ticket, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.reload(); err != nil {
+		return Ticket{}, err
+	}
+	if !d.cfg.IgnoreKeys && key != "" {
+		for _, t := range d.led.Tickets {
+			if t.Key == key {
+				return t, nil
+			}
+		}
+	}
+	t := Ticket{ID: fmt.Sprintf("tk_%d", len(d.led.Tickets)+1), OrderID: in.OrderID, Subject: in.Subject, Body: in.Body,
+		Key: key, Created: d.cfg.Now().Unix()}
+	d.led.Tickets = append(d.led.Tickets, t)
+	if err := d.save(); err != nil {
+		d.led.Tickets = d.led.Tickets[:len(d.led.Tickets)-1]
+		return Ticket{}, err
+	}
+	return t, nil
+}
+
+func (d *Desk) findTicket(key string) Found {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.reload() // a read answers from what this process last saw if the file cannot be read
+	for _, t := range d.led.Tickets {
+		if key != "" && t.Key == key {
+			return Found{Found: true, Ticket: &t}
+		}
+	}
+	return Found{}
+}
+
+func (d *Desk) issueVoucher(key string, in VoucherArgs) (Voucher, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.reload(); err != nil {
+		return Voucher{}, err
+	}
+	if !d.cfg.IgnoreKeys && key != "" {
+		for _, v := range d.led.Vouchers {
+			if v.Key == key {
+				return v, nil
+			}
+		}
+	}
+	v := Voucher{ID: fmt.Sprintf("vo_%d", len(d.led.Vouchers)+1), OrderID: in.OrderID, AmountCents: in.AmountCents,
+		Currency: in.Currency, Key: key, Created: d.cfg.Now().Unix()}
+	d.led.Vouchers = append(d.led.Vouchers, v)
+	if err := d.save(); err != nil {
+		d.led.Vouchers = d.led.Vouchers[:len(d.led.Vouchers)-1]
+		return Voucher{}, err
+	}
+	return v, nil
+}
+
+func (d *Desk) findVoucher(key string) Found {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.reload() // a read answers from what this process last saw if the file cannot be read
+	for _, v := range d.led.Vouchers {
+		if key != "" && v.Key == key {
+			return Found{Found: true, Voucher: &v}
+		}
+	}
+	return Found{}
+}

@@ -1,0 +1,141 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/mcp"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// mcpFound is what WithMCP found.
+type mcpFound struct {
+	sources map[string]mcp.Source
+	skipped []mcp.SkippedServer
+}
+
+// WithMCP connects to the MCP servers cfg.MCPConfig lists, and returns cfg
+// with their tools added to Tools (and MCPConfig cleared, so that nothing
+// connects twice) and a function that closes the servers' sessions, which
+// the tools need for their calls. Without MCPConfig it returns cfg as it
+// is. Every entry point that builds a registry goes through it: a
+// configuration whose MCP servers were not asked is refused by [Registry],
+// so that no plan is checked against a registry without their tools.
+func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
+	none := func() error { return nil }
+	if cfg.MCPConfig == "" {
+		return cfg, none, nil
+	}
+	mc, err := mcp.LoadConfig(cfg.MCPConfig)
+	if err != nil {
+		return Config{}, none, fmt.Errorf("%s: %w", EnvMCPConfig, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	found, err := mcp.Load(ctx, mc, mcp.Options{Log: log.Named("mcp")})
+	if err != nil {
+		return Config{}, none, fmt.Errorf("%s %s: %w", EnvMCPConfig, cfg.MCPConfig, err)
+	}
+	for _, s := range found.Skipped {
+		log.Error("MCP server down at start: its tools are left out of the registry until the worker restarts",
+			zap.String("server", s.Name), zap.Error(s.Err))
+	}
+	cfg.Tools = slices.Concat(cfg.Tools, found.Tools)
+	cfg.MCPConfig = ""
+	cfg.mcp = &mcpFound{sources: found.Sources, skipped: found.Skipped}
+	return cfg, found.Close, nil
+}
+
+// errMCPNotAsked reports a configuration whose MCP servers were never
+// asked for their tools.
+var errMCPNotAsked = errors.New("the MCP servers' tools were not loaded (worker.WithMCP)")
+
+// mcpDiscovered refuses a configuration that names MCP servers whose tools
+// were not loaded.
+func (c Config) mcpDiscovered() error {
+	if c.MCPConfig != "" {
+		return fmt.Errorf("%s %s: %w", EnvMCPConfig, c.MCPConfig, errMCPNotAsked)
+	}
+	return nil
+}
+
+// skippedGauge is oncerun_mcp_server_skipped{server}: 1 for each optional
+// MCP server that was down when the worker started, whose tools the worker
+// does not offer.
+func (f *mcpFound) skippedGauge() prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "oncerun_mcp_server_skipped",
+		Help: "1 for each optional MCP server that was down when the worker started: its tools are not offered until a restart.",
+	}, []string{"server"})
+	if f != nil {
+		for _, s := range f.skipped {
+			g.WithLabelValues(s.Name).Set(1)
+		}
+	}
+	return g
+}
+
+// ToolInfo describes a registered tool for `oncerun tools`.
+type ToolInfo struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// Source is "built-in", "deployment" (the deployment's own Go tools)
+	// or "mcp".
+	Source string `json:"source"`
+	// Server and ServerTool name the MCP server and the tool's name there.
+	Server     string `json:"server,omitempty"`
+	ServerTool string `json:"server_tool,omitempty"`
+	Transport  string `json:"transport,omitempty"`
+	Class      string `json:"class"`
+	Approval   string `json:"approval"`
+	// Guarantee is "once" or "at-least-once" for tools with an effect.
+	Guarantee  string `json:"guarantee,omitempty"`
+	PairedRead string `json:"paired_read,omitempty"`
+	// IdempotencyKey says the provider deduplicates by the key oncerun
+	// sends (a key lifetime is declared).
+	IdempotencyKey bool   `json:"idempotency_key"`
+	Edits          string `json:"edits"`
+	OncePerRun     bool   `json:"once_per_run"`
+}
+
+// Describe lists the tools of cfg's registry, sorted by name, with where
+// each comes from.
+func Describe(cfg Config) ([]ToolInfo, error) {
+	reg, err := Registry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	own := map[string]bool{}
+	for _, t := range cfg.Tools {
+		own[t.Name] = true
+	}
+	var out []ToolInfo
+	for _, name := range reg.Names() {
+		t, _ := reg.Lookup(name)
+		info := ToolInfo{
+			Name: t.Name, Description: t.Description, Source: "built-in", Class: string(t.Class),
+			Approval: t.Approval.String(), PairedRead: t.PairedRead, IdempotencyKey: t.KeyLifetime > 0,
+			Edits: t.Edits.String(), OncePerRun: t.OncePerRun(),
+		}
+		if t.Class != tools.ClassRead {
+			info.Guarantee = t.Guarantee()
+		}
+		if own[name] {
+			info.Source = "deployment"
+		}
+		if cfg.mcp != nil {
+			if src, ok := cfg.mcp.sources[name]; ok {
+				info.Source, info.Server, info.ServerTool, info.Transport = "mcp", src.Server, src.Tool, src.Transport
+			}
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
