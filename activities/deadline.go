@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	"go.uber.org/zap"
 )
 
@@ -59,10 +60,20 @@ func (a *Activities) deadlineWarnings() []time.Duration {
 // activity, so a receiver may see a warning twice after a failed attempt
 // and should drop repeats by their id (tenant, run, step, before).
 func (a *Activities) WarnApprovalDeadline(ctx context.Context, w DeadlineWarning) error {
+	// The line is written by the first attempt only: a retry is the
+	// webhook's, not a second warning.
+	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
+		return a.deliverWarning(ctx, w)
+	}
 	a.log().Error("approval deadline comes near: the step still waits for a decision",
 		zap.String("tenant", w.Tenant), zap.String("run_id", w.RunID), zap.Int64("step", w.Step),
 		zap.String("tool", w.Tool), zap.Time("deadline", w.Deadline), zap.Duration("before", w.Before),
 		zap.String("on_expiry", w.OnExpiry))
+	return a.deliverWarning(ctx, w)
+}
+
+// deliverWarning hands w to the Warner, if any.
+func (a *Activities) deliverWarning(ctx context.Context, w DeadlineWarning) error {
 	if a.Warner == nil {
 		return nil
 	}

@@ -3,6 +3,10 @@ package activities
 import (
 	"context"
 	"encoding/json"
+
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/approvalstore"
 )
 
 // EditCheck asks whether an approver's edit of a pending step may run: the
@@ -32,4 +36,29 @@ func (a *Activities) CheckEdit(_ context.Context, in EditCheck) (EditChecked, er
 		return EditChecked{Refused: err.Error()}, nil
 	}
 	return EditChecked{Args: p.Args, ArgsHash: p.ArgsHash}, nil
+}
+
+// EditRefusal says that a run refused the edit of record of a step.
+type EditRefusal struct {
+	Tenant         string `json:"tenant"`
+	RunID          string `json:"run_id"`
+	Step           int64  `json:"step"`
+	EditedArgsHash string `json:"edited_args_hash"`
+	Why            string `json:"why"`
+}
+
+// RecordEditRefused takes an edit the run refused off the step's decision
+// of record (approvalstore.RecordEditRefused), so that the step, which
+// stays pending, is listed again and can be decided anew.
+func (a *Activities) RecordEditRefused(ctx context.Context, in EditRefusal) error {
+	found, err := approvalstore.RecordEditRefused(ctx, a.Pool, in.Tenant, in.RunID, in.Step, in.EditedArgsHash, in.Why)
+	if err != nil {
+		return dataError(err)
+	}
+	if !found {
+		a.log().Warn("the edit the run refused is not the step's decision of record",
+			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),
+			zap.String("edited_args_hash", in.EditedArgsHash))
+	}
+	return nil
 }

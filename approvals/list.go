@@ -58,8 +58,9 @@ type Item struct {
 	RequestedBy string    `json:"requested_by"`
 	RequestedAt time.Time `json:"requested_at"`
 	Deadline    time.Time `json:"deadline"`
-	// SecondsLeft is the time left before the deadline when the list was
-	// read, in whole seconds; 0 once it has passed.
+	// SecondsLeft is, for a pending step, the time left before the
+	// deadline when the list was read, in whole seconds; 0 once it has
+	// passed, and for a decided step.
 	SecondsLeft int64 `json:"seconds_left"`
 	// OnExpiry is what the deadline does to the step undecided: expire or
 	// reject, as the run's starter chose.
@@ -147,7 +148,10 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 		it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
 			Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
 			State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment,
-			SecondsLeft: secondsLeft(now, a.Deadline), OnExpiry: a.OnExpiry}
+			OnExpiry: a.OnExpiry}
+		if a.State == approvalstore.StatePending {
+			it.SecondsLeft = secondsLeft(now, a.Deadline)
+		}
 		if a.EditedArgsHash != "" {
 			it.Edit = &ItemEdit{Args: a.EditedArgs, ArgsHash: a.EditedArgsHash}
 		}

@@ -7,6 +7,13 @@
 ALTER TABLE approval_decisions DROP CONSTRAINT approval_decisions_decision_check;
 ALTER TABLE approval_decisions ADD CONSTRAINT approval_decisions_decision_check
     CHECK (decision IN ('approve', 'reject', 'edit') OR (decision = '' AND outcome = 'invalid'));
+-- An edit the run refused (its own registry disagreed with the service's)
+-- stops being the decision of record, so that the step, still pending, can
+-- be decided again: its row says refused_by_run and why.
+ALTER TABLE approval_decisions DROP CONSTRAINT approval_decisions_outcome_check;
+ALTER TABLE approval_decisions ADD CONSTRAINT approval_decisions_outcome_check
+    CHECK (outcome IN ('accepted', 'repeated', 'conflict', 'args_mismatch', 'not_pending', 'forbidden', 'invalid',
+                       'refused_by_run'));
 ALTER TABLE approval_decisions ADD COLUMN edited_args jsonb;
 ALTER TABLE approval_decisions ADD COLUMN edited_args_hash text NOT NULL DEFAULT '';
 
@@ -22,11 +29,14 @@ ALTER TABLE approvals ADD COLUMN on_expiry text NOT NULL DEFAULT 'expire'
     CHECK (on_expiry IN ('expire', 'reject'));
 
 -- Inboxes list a tenant's pending steps nearest deadline first; the index
--- gives that order whole, so a page reads only its own rows.
+-- gives that order whole, so a page reads only its own rows. It replaces
+-- the (tenant, deadline) index of 007, whose work it does too.
 CREATE INDEX approvals_pending_by_deadline_idx ON approvals (tenant, deadline, run_id, step) WHERE state = 'pending';
+DROP INDEX approvals_pending_deadline_idx;
 
 ---- create above / drop below ----
 
+CREATE INDEX approvals_pending_deadline_idx ON approvals (tenant, deadline) WHERE state = 'pending';
 DROP INDEX approvals_pending_by_deadline_idx;
 ALTER TABLE approvals DROP COLUMN on_expiry;
 ALTER TABLE approvals DROP CONSTRAINT approvals_edit_columns;
@@ -34,7 +44,10 @@ ALTER TABLE approvals DROP COLUMN edited_args_hash;
 ALTER TABLE approvals DROP COLUMN edited_args;
 ALTER TABLE approval_decisions DROP COLUMN edited_args_hash;
 ALTER TABLE approval_decisions DROP COLUMN edited_args;
-DELETE FROM approval_decisions WHERE decision = 'edit';
+-- The audit rows of edits stay: the narrower checks apply to new rows only.
 ALTER TABLE approval_decisions DROP CONSTRAINT approval_decisions_decision_check;
 ALTER TABLE approval_decisions ADD CONSTRAINT approval_decisions_decision_check
-    CHECK (decision IN ('approve', 'reject') OR (decision = '' AND outcome = 'invalid'));
+    CHECK (decision IN ('approve', 'reject') OR (decision = '' AND outcome = 'invalid')) NOT VALID;
+ALTER TABLE approval_decisions DROP CONSTRAINT approval_decisions_outcome_check;
+ALTER TABLE approval_decisions ADD CONSTRAINT approval_decisions_outcome_check
+    CHECK (outcome IN ('accepted', 'repeated', 'conflict', 'args_mismatch', 'not_pending', 'forbidden', 'invalid')) NOT VALID;

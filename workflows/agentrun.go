@@ -178,16 +178,8 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: now, Guarantee: call.Guarantee,
 	})
 	s := &r.status.Steps[n-1]
-	if call.OncePerRun && workflow.GetVersion(ctx, intentOncePerRun, workflow.DefaultVersion, 1) == 1 {
-		if done := r.appliedIntent(s.Tool, s.ArgsHash); done != nil {
-			s.State, s.DuplicateOf, s.Result, s.Summary = StepDuplicate, done.Step, done.Result, done.Summary
-			s.FinishedAt = now
-			log.Info("call repeats an applied step; not executed again", "step", n, "tool", s.Tool,
-				"duplicate_of", done.Step, "args_hash", s.ArgsHash)
-			r.touch(ctx)
-			r.observe(s, planner.OutcomeDuplicate)
-			return true, nil
-		}
+	if r.duplicate(ctx, s, call) {
+		return true, nil
 	}
 	if call.NeedsApproval {
 		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
@@ -200,6 +192,11 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 			}
 			r.observe(s, outcome)
 			return false, nil
+		}
+		// An approver may have edited the call into one an earlier step
+		// applied.
+		if s.Edit != nil && r.duplicate(ctx, s, call) {
+			return true, nil
 		}
 	}
 	s.State = StepRunning
@@ -241,6 +238,26 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 	r.deliverFollowUps(ctx, s, out.FollowUps)
 	r.observe(s, planner.OutcomeDone)
 	return true, nil
+}
+
+// duplicate records step s as a duplicate, and tells the planner, when its
+// tool makes each intent once per run and an earlier step of the run
+// applied the same tool with the same arguments.
+func (r *run) duplicate(ctx workflow.Context, s *Step, call activities.PlannedCall) bool {
+	if !call.OncePerRun || workflow.GetVersion(ctx, intentOncePerRun, workflow.DefaultVersion, 1) != 1 {
+		return false
+	}
+	done := r.appliedIntent(s.Tool, s.ArgsHash)
+	if done == nil {
+		return false
+	}
+	s.State, s.DuplicateOf, s.Result, s.Summary = StepDuplicate, done.Step, done.Result, done.Summary
+	s.FinishedAt = workflow.Now(ctx)
+	workflow.GetLogger(ctx).Info("call repeats an applied step; not executed again", "step", s.Step, "tool", s.Tool,
+		"duplicate_of", done.Step, "args_hash", s.ArgsHash)
+	r.touch(ctx)
+	r.observe(s, planner.OutcomeDuplicate)
+	return true
 }
 
 // intentOncePerRun is the change ID under which a run refuses to execute

@@ -218,6 +218,14 @@ func (r *run) applyEdit(ctx workflow.Context, s *Step, sig Approval) {
 		s.Approval.EditRefused = checked.Refused
 		r.touch(ctx)
 		log.Warn("edit refused; the step stays pending", "step", s.Step, "approver", sig.Approver, "why", checked.Refused)
+		// The approvals service accepted the edit as the step's decision
+		// of record; take it off, so that the step can be decided again.
+		err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, bookkeepingOptions), a.RecordEditRefused,
+			activities.EditRefusal{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, EditedArgsHash: sig.EditedArgsHash,
+				Why: checked.Refused}).Get(ctx, nil)
+		if err != nil {
+			log.Error("the refused edit could not be taken off the decision of record", "step", s.Step, "error", err)
+		}
 		return
 	}
 	now := workflow.Now(ctx)

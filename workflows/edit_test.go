@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,7 +124,9 @@ func TestRefusedEditLeavesTheStepPending(t *testing.T) {
 			c := edited(tc.tool, 25900)
 			h := setup(t, c)
 			h.edits = editRegistry(t)
-			h.signalAt(day, edit(1, c, "alice", tc.args))
+			e := edit(1, c, "alice", tc.args)
+			e.EditedArgsHash = strings.Repeat("e", 64)
+			h.signalAt(day, e)
 			mid := h.queryAt(t, day+time.Hour)
 			h.signalAt(2*day, approve(1, c, "bob"))
 
@@ -133,6 +136,12 @@ func TestRefusedEditLeavesTheStepPending(t *testing.T) {
 			assert.Equal(t, StepPendingApproval, mid.Steps[0].State, "the refused edit leaves the step pending")
 			assert.Contains(t, s.EditRefused, tc.why)
 			assert.Nil(t, mid.Steps[0].Edit)
+			h.mu.Lock()
+			off := h.editsOff
+			h.mu.Unlock()
+			require.Len(t, off, 1, "the refused edit is taken off the decision of record")
+			assert.Equal(t, activities.EditRefusal{Tenant: testTenant, RunID: testRunID, Step: 1,
+				EditedArgsHash: e.EditedArgsHash, Why: s.EditRefused}, off[0])
 
 			tcs := h.toolCalls()
 			require.Len(t, tcs, 1)
@@ -331,4 +340,21 @@ func (h *harness) warningsSent() []warning {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]warning(nil), h.warnings...)
+}
+
+func TestEditIntoAnAppliedCallIsADuplicate(t *testing.T) {
+	t.Parallel()
+	small := edited("refund", 10000)
+	small.OncePerRun, small.NeedsApproval = true, false
+	big := edited("refund", 25900)
+	big.OncePerRun = true
+	h := setup(t, small, big)
+	h.edits = editRegistry(t)
+	h.signalAt(day, edit(2, big, "alice", `{"order_id":"o-1","currency":"EUR","amount_cents":10000}`))
+
+	st := h.run(t, modelRun())
+
+	assert.Equal(t, []StepState{StepDone, StepDuplicate}, states(st))
+	assert.EqualValues(t, 1, st.Steps[1].DuplicateOf)
+	assert.Len(t, h.toolCalls(), 1, "the edited call equals step 1's, which is not made twice")
 }

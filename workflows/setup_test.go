@@ -73,6 +73,7 @@ type harness struct {
 	requests    []activities.ApprovalRequest
 	resolutions []activities.ApprovalResolution
 	warnings    []warning
+	editsOff    []activities.EditRefusal
 	started     []activity.Info // every activity attempt, in start order
 }
 
@@ -104,6 +105,12 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval)
 	env.OnActivity(a.WarnApprovalDeadline, mock.Anything, mock.Anything).Return(h.warnDeadline)
 	env.OnActivity(a.CheckEdit, mock.Anything, mock.Anything).Return(h.checkEdit)
+	env.OnActivity(a.RecordEditRefused, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EditRefusal) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.editsOff = append(h.editsOff, in)
+		return nil
+	})
 	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
 		h.mu.Lock()
 		defer h.mu.Unlock()

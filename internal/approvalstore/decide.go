@@ -77,7 +77,7 @@ type Decided struct {
 //     [ErrNotFound], and no row, so that nobody can fill the audit table
 //     with made-up steps;
 //  2. a requester who may not decide: [ErrForbidden], recorded;
-//  3. r.Invalid or a decision that is neither approve nor reject:
+//  3. r.Invalid or a decision that is neither approve, reject nor edit:
 //     [ErrInvalid], recorded;
 //  4. under the step's row lock (FOR UPDATE: two approvers at once are
 //     serialised), the decision itself: the same decision of record again
@@ -85,8 +85,10 @@ type Decided struct {
 //     [ErrConflict]; a decision of record the run recorded otherwise is
 //     [ErrResolvedOtherwise]; a step that is not pending, or whose deadline
 //     has passed, is [ErrNotPending]; another args hash than the step's is
-//     [ErrArgsHashMismatch]; otherwise the decision is accepted and becomes
-//     the decision of record.
+//     [ErrArgsHashMismatch]; an edit whose arguments the step's tool
+//     refuses (r.CheckEdit: its schema and edit rule) is [ErrEditInvalid];
+//     otherwise the decision is accepted and becomes the decision of
+//     record.
 //
 // Every request on a step of the tenant leaves exactly one row in
 // approval_decisions, whatever became of it; the row commits before Decide
@@ -165,20 +167,22 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		return Decided{}, a.refuse(ctx, OutcomeInvalid, bad.Error(), &RefusedError{Err: ErrInvalid, Message: bad.Error(), Cause: bad})
 	}
 
-	if r.Decision == DecisionEdit {
-		// The edit is checked against the step's own tool and proposed
-		// arguments before anything else is decided, so that a repeat of
-		// an edit compares canonical hashes.
+	// checkEdit checks an edit against the step's own tool and proposed
+	// arguments, and puts the canonical arguments and their hash in the
+	// request; it comes after every check that does not need it, so that a
+	// stale hash or a step no longer pending answers as for any decision.
+	checkEdit := func() error {
 		if r.CheckEdit == nil {
 			why := "edits cannot be checked here: this service has no tool registry"
-			return Decided{}, a.refuse(ctx, OutcomeInvalid, why, refused(ErrInvalid, why))
+			return a.refuse(ctx, OutcomeInvalid, why, refused(ErrInvalid, why))
 		}
 		args, hash, err := r.CheckEdit(tool, proposed, r.EditedArgs)
 		if err != nil {
-			return Decided{}, a.refuse(ctx, OutcomeInvalid, err.Error(), &RefusedError{Err: ErrEditInvalid, Message: err.Error(), Cause: err})
+			return a.refuse(ctx, OutcomeInvalid, err.Error(), &RefusedError{Err: ErrEditInvalid, Message: err.Error(), Cause: err})
 		}
 		a.r.EditedArgs, a.r.EditedArgsHash = args, hash
 		r = a.r
+		return nil
 	}
 
 	orig, err := decisionOfRecord(ctx, tx, r.Tenant, r.RunID, r.Step)
@@ -194,6 +198,13 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 				r.Step, r.RunID, pastTense(orig.Decision), orig.Approver, stamp(orig.DecidedAt), state)))
 	}
 	if orig != nil {
+		if orig.Decision == DecisionEdit && r.Decision == DecisionEdit {
+			// A repeat of an edit names the same arguments, compared
+			// canonically.
+			if err := checkEdit(); err != nil {
+				return Decided{}, err
+			}
+		}
 		if orig.Decision == DecisionEdit && r.Decision == DecisionEdit && orig.EditedArgsHash != r.EditedArgsHash {
 			return Decided{}, a.refuse(ctx, OutcomeConflict, "the step was already edited to other arguments", refused(ErrConflict,
 				fmt.Sprintf("step %d of run %s was already edited by %s at %s to arguments with hash %s; a decision cannot be changed",
@@ -224,6 +235,11 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 	}
 	if r.ArgsHash != argsHash {
 		return Decided{}, a.argsMismatch(ctx, "the pending step's", argsHash)
+	}
+	if r.Decision == DecisionEdit {
+		if err := checkEdit(); err != nil {
+			return Decided{}, err
+		}
 	}
 	rows, err := tx.Query(ctx, insertDecisionSQL+" RETURNING "+decisionColumns, a.args(OutcomeAccepted, "")...)
 	if err != nil {

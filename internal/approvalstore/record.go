@@ -3,6 +3,8 @@ package approvalstore
 import (
 	"context"
 	"fmt"
+
+	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // recordPendingSQL writes a step's pending row, or finds the one written:
@@ -97,4 +99,23 @@ func RecordResolved(ctx context.Context, db DB, r Resolution) error {
 		return fmt.Errorf("record the resolution of step %d of run %s: %w", r.Step, r.RunID, err)
 	}
 	return nil
+}
+
+// recordEditRefusedSQL takes an edit the run refused off the step's
+// decision of record.
+const recordEditRefusedSQL = `
+UPDATE approval_decisions SET outcome = 'refused_by_run', detail = $5
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted' AND decision = 'edit' AND edited_args_hash = $4`
+
+// RecordEditRefused records that the run refused the edit of record of a
+// step (to arguments with hash editedHash), and why: the edit's row says
+// OutcomeRefusedByRun and stops being the decision of record, so that the
+// step, which the run keeps pending, is listed and can be decided again.
+// It reports whether such an edit was the decision of record.
+func RecordEditRefused(ctx context.Context, db DB, tenant, runID string, step int64, editedHash, why string) (bool, error) {
+	tag, err := db.Exec(ctx, recordEditRefusedSQL, tenant, runID, step, editedHash, edge.Clean(why, maxAuditDetail))
+	if err != nil {
+		return false, fmt.Errorf("record that run %s refused the edit of step %d: %w", runID, step, err)
+	}
+	return tag.RowsAffected() == 1, nil
 }

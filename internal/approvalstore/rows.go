@@ -53,6 +53,10 @@ const (
 	OutcomeNotPending   = "not_pending"
 	OutcomeForbidden    = "forbidden"
 	OutcomeInvalid      = "invalid"
+	// OutcomeRefusedByRun is an edit the run refused after the service
+	// accepted it (their registries disagreed); it is no longer the
+	// decision of record.
+	OutcomeRefusedByRun = "refused_by_run"
 )
 
 // Where a request came from, as the audit tables record it.

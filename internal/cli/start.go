@@ -90,6 +90,9 @@ Without a plan, the openai planner works towards --goal.`,
 			if planPath == "" && in.Goal == "" {
 				return errors.New("give --plan FILE or --goal TEXT")
 			}
+			if e := in.OnApprovalExpiry; e != "" && e != workflows.ExpiryExpire && e != workflows.ExpiryReject {
+				return fmt.Errorf("--on-approval-expiry %q: want %s or %s", e, workflows.ExpiryExpire, workflows.ExpiryReject)
+			}
 			if planPath != "" {
 				reg, err := conn.env.Registry()
 				if err != nil {

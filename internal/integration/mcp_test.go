@@ -268,7 +268,8 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 	w := setupMCP(t, false, false, map[string]any{
 		"open_ticket":   map[string]any{"class": "external", "idempotent": true, "paired_read": "find_ticket"},
 		"find_ticket":   map[string]any{"class": "read"},
-		"issue_voucher": map[string]any{"class": "external", "approval": "always"},
+		"issue_voucher": map[string]any{"class": "external", "approval": "always", "edits": "no_increase",
+			"amounts": []any{map[string]any{"field": "amount_cents", "currency": "currency"}}},
 	})
 	out, err := runCLI(cli.Env{Getenv: func(k string) string {
 		if k == worker.EnvMCPConfig {
@@ -291,5 +292,6 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 	voucher := byName["desk_issue_voucher"]
 	assert.Equal(t, "at-least-once", voucher.Guarantee, "no key honoured, no paired read")
 	assert.Equal(t, "always", voucher.Approval)
+	assert.Equal(t, "no-increase", voucher.Edits, "an approver may lower the voucher, never raise it")
 	assert.NotContains(t, byName, "desk_find_voucher", "unlisted tools are refused by default")
 }

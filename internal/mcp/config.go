@@ -107,6 +107,29 @@ type ToolConfig struct {
 	// KeyLifetime is how long an idempotent server keeps keys. Default
 	// DefaultKeyLifetime; only with Idempotent.
 	KeyLifetime Duration `json:"key_lifetime,omitzero"`
+	// Edits says what an approver may change in a call before approving
+	// it: "allowed" (default), "forbidden" or "no_increase" (no Amounts
+	// field may grow).
+	Edits string `json:"edits,omitempty"`
+	// Amounts names the arguments that are sums of money in minor units,
+	// with their currency's argument: the inbox shows them as money, and
+	// no_increase guards them.
+	Amounts []Amount `json:"amounts,omitempty"`
+	// Repeatable lets a run make the same call twice on purpose (see
+	// tools.Tool.Repeatable).
+	Repeatable bool `json:"repeatable,omitempty"`
+}
+
+// Amount is an argument that is a sum of money, in minor units, and the
+// argument holding its ISO 4217 currency code.
+type Amount struct {
+	Field    string `json:"field"`
+	Currency string `json:"currency,omitempty"`
+}
+
+// editRules maps the configuration's spelling of an edit rule to the rule.
+var editRules = map[string]tools.EditRule{
+	"": tools.EditAllowed, "allowed": tools.EditAllowed, "forbidden": tools.EditForbidden, "no_increase": tools.EditNoIncrease,
 }
 
 // Approval is a tool's approval rule as the configuration spells it: the

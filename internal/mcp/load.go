@@ -250,10 +250,15 @@ func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Opt
 		if t.Approval, err = approvalRule(tc.Approval, doc); err != nil {
 			return tools.Tool{}, err
 		}
+		t.Edits, t.Repeatable = editRules[tc.Edits], tc.Repeatable
+		for _, a := range tc.Amounts {
+			t.Amounts = append(t.Amounts, tools.Amount{Field: a.Field, Currency: a.Currency})
+		}
 	} else {
 		// An unlisted tool may do anything: a person looks at every call,
-		// and nothing makes its effect once.
+		// approves it as proposed, and nothing makes its effect once.
 		t.Approval = tools.Always()
+		t.Edits = tools.EditForbidden
 	}
 	if tc.PairedRead != "" {
 		t.PairedRead = oncerunName[tc.PairedRead]

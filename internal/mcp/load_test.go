@@ -162,6 +162,7 @@ func TestUnlistedToolsAreExternalAndAlwaysApprovedWhenTheServerSaysApprove(t *te
 	assert.Equal(t, tools.ClassExternal, refund.Class)
 	assert.Equal(t, "always", refund.Approval.String())
 	assert.Equal(t, tools.GuaranteeAtLeastOnce, refund.Guarantee())
+	assert.Equal(t, tools.EditForbidden, refund.Edits, "approved as the server offers it: nothing is known of its arguments")
 	assert.True(t, d.Sources["pay_refund"].Unlisted)
 	assert.False(t, d.Sources["pay_find_refund"].Unlisted)
 }

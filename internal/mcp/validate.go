@@ -123,6 +123,12 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 	if class == tools.ClassRead && (t.Idempotent || t.PairedRead != "" || t.KeyLifetime != 0) {
 		bad("idempotent, key_lifetime and paired_read are for external tools; this one is read")
 	}
+	if _, ok := editRules[t.Edits]; !ok {
+		bad("edits %q: want allowed, forbidden or no_increase", t.Edits)
+	}
+	if t.Edits == "no_increase" && len(t.Amounts) == 0 {
+		bad("edits no_increase: name the amounts that may not grow (amounts: [{field, currency}])")
+	}
 	if t.KeyLifetime != 0 && !t.Idempotent {
 		bad("key_lifetime: set only for a tool whose server honours the key (idempotent: true)")
 	}
