@@ -266,8 +266,8 @@ func TestMCPServerDownAtStart(t *testing.T) {
 func TestToolsCommandListsMCPTools(t *testing.T) {
 	t.Parallel()
 	w := setupMCP(t, false, false, map[string]any{
-		"open_ticket":   map[string]any{"class": "external", "idempotent": true, "paired_read": "find_ticket"},
-		"find_ticket":   map[string]any{"class": "read"},
+		"open_ticket": map[string]any{"class": "external", "idempotent": true, "paired_read": "find_ticket"},
+		"find_ticket": map[string]any{"class": "read"},
 		"issue_voucher": map[string]any{"class": "external", "approval": "always", "edits": "no_increase",
 			"amounts": []any{map[string]any{"field": "amount_cents", "currency": "currency"}}},
 	})
