@@ -347,7 +347,7 @@ func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, p page) {
 // inboxItemOf is a pending step's card, but for its run's earlier steps;
 // failed, when it is this step's, is an edit to show again.
 func (s *Server) inboxItemOf(i int, it Item, failed *editAttempt) inboxItem {
-	card := inboxItem{Item: it, Index: i, Rows: s.argRowsOf(it.Tool, it.Args), Left: timeLeft(it.SecondsLeft)}
+	card := inboxItem{Item: it, Index: i, Rows: s.argRowsOf(it.Tool, it.Args), Left: TimeLeft(it.SecondsLeft)}
 	var submitted url.Values
 	if failed != nil && failed.RunID == it.RunID && failed.Step == it.Step {
 		submitted = failed.Form

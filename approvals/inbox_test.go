@@ -107,7 +107,7 @@ func TestTimeLeft(t *testing.T) {
 		{-5, ""},
 	}
 	for _, tt := range tests {
-		assert.Equal(t, tt.want, timeLeft(tt.seconds), "%d s", tt.seconds)
+		assert.Equal(t, tt.want, TimeLeft(tt.seconds), "%d s", tt.seconds)
 	}
 	assert.Equal(t, "then it is rejected", expiryText(workflows.ExpiryReject))
 	assert.Equal(t, "then it expires and does not run", expiryText(workflows.ExpiryExpire))

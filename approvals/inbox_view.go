@@ -98,10 +98,10 @@ func ellipsis(s string, maxBytes int) string {
 	return edge.Cut(s, maxBytes) + "…"
 }
 
-// timeLeft says how long is left before a deadline, in words a glance
+// TimeLeft says how long is left before a deadline, in words a glance
 // takes in: "2 d 4 h", "3 h 20 min", "45 min", "less than a minute";
-// "" once it has passed.
-func timeLeft(seconds int64) string {
+// "" once it has passed. The inbox and `oncerun approvals` show it.
+func TimeLeft(seconds int64) string {
 	if seconds <= 0 {
 		return ""
 	}

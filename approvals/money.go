@@ -14,8 +14,8 @@ import (
 
 // currencyScale is the number of decimals of an ISO 4217 currency's
 // standard rounding (EUR 2, JPY 0, KWD 3) and its code in upper case; ok
-// is false for a code that is not a known currency. XXX ("no currency")
-// and XTS ("testing") are not money either.
+// is false for a code that is not a known currency. ISO 4217's "XXX" (no
+// currency) and "XTS" (testing) are not money either.
 func currencyScale(code string) (scale int, unit string, ok bool) {
 	u, err := currency.ParseISO(strings.TrimSpace(code))
 	if err != nil {

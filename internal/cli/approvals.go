@@ -362,18 +362,7 @@ func decisionJSON(rec approvalstore.Decision) approvals.Decision {
 		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }
 
-// left says how long is left from now to deadline, to the minute ("2d4h",
-// "45m"), or "passed".
+// left is the time from now to deadline as the inbox says it, or "passed".
 func left(now, deadline time.Time) string {
-	d := deadline.Sub(now).Truncate(time.Minute)
-	switch {
-	case d <= 0:
-		return "passed"
-	case d >= 24*time.Hour:
-		days := d / (24 * time.Hour)
-		return fmt.Sprintf("%dd%dh", days, (d-days*24*time.Hour)/time.Hour)
-	case d >= time.Hour:
-		return fmt.Sprintf("%dh%dm", d/time.Hour, (d%time.Hour)/time.Minute)
-	}
-	return fmt.Sprintf("%dm", d/time.Minute)
+	return cmp.Or(approvals.TimeLeft(int64(deadline.Sub(now)/time.Second)), "passed")
 }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,10 +185,7 @@ func printResolution(out io.Writer, res approvals.ResolveResponse, asJSON bool) 
 	r := res.Resolution
 	result := ""
 	if len(r.Result) > 0 {
-		var buf bytes.Buffer
-		if json.Compact(&buf, r.Result) == nil {
-			result = " with result " + oneLine(buf.String())
-		}
+		result = " with result " + oneLine(compact(r.Result))
 	}
 	if res.Repeated {
 		fmt.Fprintf(out, "round %d of step %d of run %s was already answered %s%s by %s at %s\n",
