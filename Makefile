@@ -18,15 +18,15 @@ help: ## List the targets.
 
 .PHONY: demo
 demo: ## Tell the product's story end to end on an embedded Temporal server; exits 0 only if every check holds.
-	go run ./starter demo
+	go run ./cmd/oncerun-dev demo
 
 .PHONY: dev
 dev: ## Run an embedded Temporal server, the migrations and a worker in one process.
-	go run ./starter dev
+	go run ./cmd/oncerun-dev dev
 
 .PHONY: migrate
 migrate: ## Apply the database migrations to DATABASE_URL.
-	go run ./starter migrate
+	go run ./cmd/oncerun migrate
 
 .PHONY: test
 test: ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL).
@@ -47,7 +47,7 @@ mutation: ## Build each named bug into the tests in turn (go test -overlay; the 
 
 .PHONY: worker
 worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
-	go run ./starter worker
+	go run ./cmd/oncerun worker
 
 .PHONY: record-histories
 record-histories: ## Re-record the workflow histories the replay tests check (after an intended change): runs' in workflows/, the watchdog's passes in internal/watchdog/.
@@ -57,7 +57,7 @@ record-histories: ## Re-record the workflow histories the replay tests check (af
 
 .PHONY: chaos
 chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; count every effect where it landed.
-	go run ./starter chaos
+	go run ./cmd/oncerun-dev chaos
 
 # BENCH_OUT receives the raw output of `make bench`, in Go's benchmark
 # format, which benchstat reads (e.g. to compare two commits).

@@ -100,9 +100,7 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := migrate(ctx, pool, cfg.Logger); err != nil {
 		return err
 	}
-	tc, err := DialTemporal(ctx, client.Options{
-		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: TemporalLogger(cfg.Logger),
-	}, cfg.TemporalConnectWait, cfg.Logger)
+	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(cfg.Logger), cfg.TemporalConnectWait, cfg.Logger)
 	if err != nil {
 		return err
 	}

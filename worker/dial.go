@@ -2,50 +2,38 @@ package worker
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/temporalconn"
 )
 
 // EnvTemporalConnectWait is how long a worker or `oncerun serve` keeps
 // trying to reach Temporal at start (a server that restarts, a deploy that
 // starts both at once) before it gives up.
-const EnvTemporalConnectWait = "TEMPORAL_CONNECT_WAIT"
+const EnvTemporalConnectWait = temporalconn.EnvConnectWait
 
 // DefaultTemporalConnectWait is the default of EnvTemporalConnectWait.
-const DefaultTemporalConnectWait = time.Minute
+const DefaultTemporalConnectWait = temporalconn.DefaultConnectWait
 
 // DialTemporal connects to Temporal, trying again with backoff (0.5 s,
 // doubling to 5 s) for up to wait (DefaultTemporalConnectWait when zero; a
-// negative wait tries once). Each failed try is logged.
+// negative wait tries once) while the server is not reachable. Each failed
+// try is logged. A server that refuses us (a failed TLS handshake, a
+// missing or wrong API key or client certificate) fails the dial at once
+// with what failed and which variables to check.
 func DialTemporal(ctx context.Context, opts client.Options, wait time.Duration, log *zap.Logger) (client.Client, error) {
-	if wait == 0 {
-		wait = DefaultTemporalConnectWait
-	}
-	deadline := time.Now().Add(wait)
-	backoff := 500 * time.Millisecond
-	for tries := 1; ; tries++ {
-		c, err := client.DialContext(ctx, opts)
-		if err == nil {
-			if tries > 1 {
-				log.Info("connected to Temporal", zap.String("temporal", opts.HostPort), zap.Int("tries", tries))
-			}
-			return c, nil
-		}
-		if wait < 0 || time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
-			return nil, fmt.Errorf("connect to Temporal at %s (%d tries in %s; %s waits longer): %w",
-				opts.HostPort, tries, time.Since(deadline.Add(-wait)).Round(time.Millisecond), EnvTemporalConnectWait, err)
-		}
-		log.Warn("Temporal is not reachable yet; trying again", zap.String("temporal", opts.HostPort),
-			zap.Duration("in", backoff), zap.Error(err))
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("connect to Temporal at %s: %w", opts.HostPort, errors.Join(err, ctx.Err()))
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
+	return temporalconn.Dial(ctx, opts, wait, log)
+}
+
+// TemporalClientOptions are the options of cfg's Temporal client:
+// cfg.TemporalOptions with cfg's address and namespace, and the SDK's log
+// lines going to log.
+func (c Config) TemporalClientOptions(log *zap.Logger) client.Options {
+	opts := c.TemporalOptions
+	opts.HostPort, opts.Namespace = c.TemporalAddress, c.Namespace
+	opts.Logger = TemporalLogger(log)
+	return opts
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/temporalconn"
 )
 
 // Environment variables a worker reads.
@@ -54,7 +55,9 @@ const (
 	EnvApprovalsTokensInsecure = "APPROVALS_TOKENS_FILE_INSECURE"
 )
 
-// EnvNames lists every environment variable a worker reads.
+// EnvNames lists every environment variable a worker reads, but the
+// TEMPORAL_GRPC_META_ ones (temporalconn.EnvGRPCMetaPrefix), which are
+// read by prefix.
 var EnvNames = []string{
 	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
@@ -63,6 +66,16 @@ var EnvNames = []string{
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
+}
+
+func init() {
+	// The temporal CLI's variables, but TEMPORAL_ADDRESS and
+	// TEMPORAL_NAMESPACE, which are listed above.
+	for _, name := range temporalconn.Names {
+		if name != EnvTemporalAddress && name != EnvTemporalNamespace {
+			EnvNames = append(EnvNames, name)
+		}
+	}
 }
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -87,6 +100,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		return Config{}, "", err
 	}
 	rc, err := ReconcileConfigFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
+	}
+	temporal, err := temporalconn.Load(getenv)
 	if err != nil {
 		return Config{}, "", err
 	}
@@ -117,8 +134,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		CrashAfterCommit:    getenv(EnvCrashAfterCommit),
 		CrashAroundEffect:   getenv(EnvCrashAroundEffect),
 		AlertWebhookURL:     getenv(EnvAlertWebhookURL),
-		TemporalAddress:     getenv(EnvTemporalAddress),
-		Namespace:           getenv(EnvTemporalNamespace),
+		TemporalAddress:     temporal.HostPort,
+		Namespace:           temporal.Namespace,
+		TemporalOptions:     temporal,
+		TemporalConnectWait: connectWait,
 		TaskQueue:           getenv(EnvTaskQueue),
 		DatabaseURL:         getenv(EnvDatabaseURL),
 		HTTPAddr:            getenv(EnvMetricsAddr),

@@ -53,6 +53,14 @@ type Config struct {
 	// Namespace is the Temporal namespace. Default "default"
 	// (TEMPORAL_NAMESPACE).
 	Namespace string
+	// TemporalOptions are the rest of how to reach Temporal: TLS, the API
+	// key (as Credentials), gRPC headers. ConfigFromEnv reads them, with
+	// TemporalAddress and Namespace, as the temporal CLI does
+	// (TEMPORAL_API_KEY, TEMPORAL_TLS_*, TEMPORAL_GRPC_META_*, and the TOML
+	// profile of TEMPORAL_PROFILE and TEMPORAL_CONFIG_FILE). Its HostPort,
+	// Namespace and Logger are not used: TemporalAddress, Namespace and
+	// Logger are.
+	TemporalOptions client.Options
 	// TemporalConnectWait is how long the process keeps trying to reach
 	// Temporal at start. Default DefaultTemporalConnectWait; negative tries
 	// once (TEMPORAL_CONNECT_WAIT).
@@ -263,9 +271,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tc, err := DialTemporal(ctx, client.Options{
-		HostPort: cfg.TemporalAddress, Namespace: cfg.Namespace, Logger: TemporalLogger(log),
-	}, cfg.TemporalConnectWait, log)
+	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(log), cfg.TemporalConnectWait, log)
 	if err != nil {
 		return err
 	}

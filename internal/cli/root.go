@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -14,10 +13,12 @@ import (
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
+	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
 )
@@ -119,6 +120,7 @@ func NewRoot(env Env) *cobra.Command {
 		newKeysCmd(conn),
 		newReconcileCmd(conn),
 		newServeCmd(env),
+		newWorkerCmd(env),
 		newTokenCmd(),
 	)
 	return root
@@ -153,13 +155,15 @@ func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, er
 		if c.env.Temporal != nil {
 			c.tc = c.env.Temporal
 		} else {
-			addr := cmp.Or(c.env.TemporalAddress, worker.DefaultTemporalAddress)
-			tc, err := client.DialContext(ctx, client.Options{
-				HostPort: addr, Namespace: cmp.Or(c.env.Namespace, worker.DefaultNamespace),
-				Logger: quietLogger(),
-			})
+			opts, err := c.env.temporalOptions()
 			if err != nil {
-				return nil, fmt.Errorf("connect to Temporal at %s (TEMPORAL_ADDRESS): %w", addr, err)
+				return nil, err
+			}
+			// One try: a command is run again by its caller, and a server
+			// that refuses us says why at once.
+			tc, err := worker.DialTemporal(ctx, opts, -1, zap.NewNop())
+			if err != nil {
+				return nil, err
 			}
 			c.tc, c.own = tc, true
 		}
@@ -172,6 +176,25 @@ func (c *connections) client(ctx context.Context, withDB bool) (*runs.Client, er
 		c.pool = pool
 	}
 	return &runs.Client{Temporal: c.tc, TaskQueue: c.env.TaskQueue, Pool: c.pool}, nil
+}
+
+// temporalOptions are the Temporal client's options of this environment,
+// read as the temporal CLI reads them (temporalconn.Load), with
+// TemporalAddress and Namespace, when set, in place of the address and
+// namespace they name.
+func (e Env) temporalOptions() (client.Options, error) {
+	getenv := e.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	opts, err := temporalconn.Load(getenv)
+	if err != nil {
+		return client.Options{}, err
+	}
+	opts.HostPort = cmp.Or(e.TemporalAddress, opts.HostPort, worker.DefaultTemporalAddress)
+	opts.Namespace = cmp.Or(e.Namespace, opts.Namespace, worker.DefaultNamespace)
+	opts.Logger = quietLogger()
+	return opts, nil
 }
 
 func (c *connections) close() {

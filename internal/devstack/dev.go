@@ -16,16 +16,18 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// Commands returns the commands that need Temporal's server code (dev,
-// demo, worker, temporal-server) and the chaos harness, which runs them. getenv is how main reads the environment (os.Getenv); the
-// worker's variables are read when dev or worker runs, so a bad one does not
-// break the other commands.
+// Commands returns the development commands: those that need Temporal's
+// server code (dev, demo, temporal-server) and the chaos harness, which
+// runs them. getenv is how main reads the environment (os.Getenv); the
+// worker's variables are read when dev runs, so a bad one does not break the
+// other commands.
 func Commands(env cli.Env, getenv func(string) string) []*cobra.Command {
-	return []*cobra.Command{newDevCmd(env), newDemoCmd(env, getenv), newWorkerCmd(env), newTemporalServerCmd(), newChaosCmd(env)}
+	return []*cobra.Command{newDevCmd(env), newDemoCmd(env, getenv), newTemporalServerCmd(), newChaosCmd(env)}
 }
 
 // DevConfig configures [Dev].
@@ -45,8 +47,15 @@ type DevConfig struct {
 // Dev runs the dev stack until ctx is done.
 func Dev(ctx context.Context, cfg DevConfig) error {
 	w := cfg.Worker
-	temporalLine := fmt.Sprintf("Temporal    %s, namespace %s (TEMPORAL_ADDRESS)", w.TemporalAddress, cmp.Or(w.Namespace, worker.DefaultNamespace))
-	if w.TemporalAddress == "" {
+	outside := w.TemporalOptions
+	outside.HostPort, outside.Namespace = w.TemporalAddress, cmp.Or(w.Namespace, worker.DefaultNamespace)
+	temporalLine := "Temporal    " + temporalconn.Describe(outside) + " (" + worker.EnvTemporalAddress + ")"
+	if w.TemporalAddress != "" {
+		// Said before anything else: the flags of the embedded server are
+		// ignored, and a server that is not up yet is waited for.
+		fmt.Fprintf(cfg.Out, "oncerun dev: using the Temporal server at %s (%s); none is embedded, so --temporal-port and --data-dir do not apply to Temporal (--data-dir keeps only the development token and the sandboxes' data)\n",
+			temporalconn.Describe(outside), worker.EnvTemporalAddress)
+	} else {
 		srv, err := devserver.Start(devserver.Config{DataDir: cfg.DataDir, Port: cfg.TemporalPort, Namespace: w.Namespace})
 		if err != nil {
 			return err
@@ -85,14 +94,14 @@ oncerun dev is running
   %s
 
 Start a run in another terminal:%s
-  go run ./starter start --tenant acme --run-id r1 --plan examples/refund.json
-  go run ./starter approvals
-  go run ./starter approve --tenant acme --run-id r1 --step 3
-  go run ./starter status --tenant acme --run-id r1
+  go run ./cmd/oncerun start --tenant acme --run-id r1 --plan examples/refund.json
+  go run ./cmd/oncerun approvals
+  go run ./cmd/oncerun approve --tenant acme --run-id r1 --step 3
+  go run ./cmd/oncerun status --tenant acme --run-id r1
 or through the approvals service, as an approver on another machine would:
   export ONCERUN_API=%s ONCERUN_TOKEN=<the token>
-  go run ./starter approvals
-  go run ./starter approve --run-id r1 --step 3
+  go run ./cmd/oncerun approvals
+  go run ./cmd/oncerun approve --run-id r1 --step 3
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
@@ -143,42 +152,6 @@ makes a development token for tenant acme and prints it.`,
 	cmd.Flags().StringVar(&cfg.DataDir, "data-dir", devserver.DefaultDataDir, "directory of the embedded Temporal server's state")
 	cmd.Flags().IntVar(&cfg.TemporalPort, "temporal-port", devserver.DefaultPort, "port of the embedded Temporal frontend")
 	return cmd
-}
-
-func newWorkerCmd(env cli.Env) *cobra.Command {
-	return &cobra.Command{
-		Use:   "worker",
-		Short: "Run a worker: oncerun's workflows and activities, /healthz and /metrics, and the approvals service when a tokens file is set",
-		Long: `Run a worker process. It connects to Temporal and PostgreSQL, applies pending
-migrations, polls its task queue, serves /healthz and Prometheus /metrics, and
-stops gracefully on SIGTERM or Ctrl-C. With APPROVALS_TOKENS_FILE set it also
-serves the approvals API and inbox. Run as many as you like: they are
-stateless.
-
-Environment (defaults in brackets; the README lists every variable):
-
-  TEMPORAL_ADDRESS                 Temporal frontend [127.0.0.1:7233]
-  TEMPORAL_NAMESPACE               namespace [default]
-  TEMPORAL_TASK_QUEUE              task queue [oncerun]
-  DATABASE_URL                     PostgreSQL [postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable]
-  METRICS_ADDR                     /healthz and /metrics [127.0.0.1:9464]
-  CREDIT_APPROVAL_THRESHOLD_CENTS  credits above it need approval [10000]
-  OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL   the openai planner [off without a model]
-  LOG_LEVEL                        debug, info, warn or error [info]
-  APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens [off]
-  APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			wcfg, logLevel, err := env.WorkerConfig()
-			if err != nil {
-				return err
-			}
-			if wcfg.Logger, err = worker.NewLogger(logLevel, false); err != nil {
-				return err
-			}
-			return worker.Run(cmd.Context(), wcfg)
-		},
-	}
 }
 
 // devToken makes sure the dev stack has a tokens file. With

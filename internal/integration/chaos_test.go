@@ -25,7 +25,7 @@ import (
 // drift.
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
-	bin := buildStarter(t)
+	bin := buildDev(t)
 	// The harness stops its processes on SIGTERM; should the test time out,
 	// the kernel kills them with it (they die with their parent).
 	cmd := exec.CommandContext(t.Context(), bin, "chaos", "--short", "--json", "--dir", t.TempDir())

@@ -32,7 +32,7 @@ import (
 // buildWorker builds the command whose `worker` the tests run.
 func buildWorker(t *testing.T) string {
 	t.Helper()
-	return buildStarter(t)
+	return buildOncerun(t)
 }
 
 // workerProcess is the worker command running against a test's world.

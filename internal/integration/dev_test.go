@@ -74,7 +74,7 @@ func (p *devProcess) interrupt(t *testing.T) {
 // on the same data directory still has the run, and approving it completes it.
 func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	t.Parallel()
-	bin := buildStarter(t)
+	bin := buildDev(t)
 	db := pgtest.NewEmptyDB(t)
 	dataDir := t.TempDir()
 	port := devPort(t)

@@ -74,7 +74,7 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 	require.NoError(t, err, "loyalty start accepts a plan that calls award_points:\n%s", out)
 
 	// oncerun's own binary has no such tool.
-	stock := exec.Command(buildStarter(t), "start", "--tenant", "acme", "--run-id", "r-stock", "--plan", planPath)
+	stock := exec.Command(buildOncerun(t), "start", "--tenant", "acme", "--run-id", "r-stock", "--plan", planPath)
 	stock.Env = cliEnv
 	out, err = stock.CombinedOutput()
 	require.Error(t, err)

@@ -341,7 +341,7 @@ VALUES ('acme', 'r-mail', 1, 1, 'v1/acme/r-mail/1/send_email.1', 'send_email', '
 // over.
 func TestRefundOnceWhenTheWorkerIsKilledAroundTheEffect(t *testing.T) {
 	t.Parallel()
-	bin := buildStarter(t)
+	bin := buildOncerun(t)
 	for _, point := range []string{"before", "after"} {
 		t.Run(point, func(t *testing.T) {
 			t.Parallel()

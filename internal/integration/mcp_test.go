@@ -50,7 +50,7 @@ func setupMCP(t *testing.T, stdio, ignoreKeys bool, tools map[string]any) *mcpWo
 		if ignoreKeys {
 			args = append(args, "--ignore-keys")
 		}
-		server["transport"], server["command"], server["args"] = "stdio", buildStarter(t), args
+		server["transport"], server["command"], server["args"] = "stdio", buildDev(t), args
 	} else {
 		ctx, cancel := context.WithCancel(context.Background())
 		t.Cleanup(cancel)

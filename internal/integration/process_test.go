@@ -58,7 +58,7 @@ func freeAddr(t *testing.T) string {
 // service, completes a run started through the API, and exits 0 on SIGTERM.
 func TestWorkerProcess(t *testing.T) {
 	t.Parallel()
-	bin := buildStarter(t)
+	bin := buildOncerun(t)
 
 	db := pgtest.NewEmptyDB(t)
 	httpAddr := freeAddr(t)
@@ -164,30 +164,48 @@ func devPort(t *testing.T) int {
 	return port
 }
 
-var (
-	starterOnce sync.Once
-	starterBin  string
-	starterErr  error
-)
+// binary is a command of this module, built once for the package's tests.
+type binary struct {
+	pkg, name string
+	once      sync.Once
+	path      string
+	err       error
+}
 
-// buildStarter builds the oncerun command once for the package's tests.
-func buildStarter(t *testing.T) string {
+// build builds b once and returns its path.
+func (b *binary) build(t *testing.T) string {
 	t.Helper()
-	starterOnce.Do(func() {
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "oncerun-it-")
 		if err != nil {
-			starterErr = err
+			b.err = err
 			return
 		}
+		binMu.Lock()
 		binDirs = append(binDirs, dir)
-		starterBin = filepath.Join(dir, "oncerun")
-		if out, err := exec.Command("go", "build", "-o", starterBin, "../../starter").CombinedOutput(); err != nil {
-			starterErr = fmt.Errorf("build oncerun: %w\n%s", err, out)
+		binMu.Unlock()
+		b.path = filepath.Join(dir, b.name)
+		if out, err := exec.Command("go", "build", "-o", b.path, b.pkg).CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("build %s: %w\n%s", b.name, err, out)
 		}
 	})
-	require.NoError(t, starterErr)
-	return starterBin
+	require.NoError(t, b.err)
+	return b.path
 }
+
+var (
+	oncerunBin = &binary{pkg: "../../cmd/oncerun", name: "oncerun"}
+	devBin     = &binary{pkg: "../../cmd/oncerun-dev", name: "oncerun-dev"}
+	binMu      sync.Mutex
+)
+
+// buildOncerun builds the production command, cmd/oncerun.
+func buildOncerun(t *testing.T) string { return oncerunBin.build(t) }
+
+// buildDev builds the development command, cmd/oncerun-dev: every
+// production command and dev, demo, chaos, temporal-server and the
+// sandboxes.
+func buildDev(t *testing.T) string { return devBin.build(t) }
 
 // binDirs are removed when the package's tests end.
 var binDirs []string
@@ -197,7 +215,7 @@ var binDirs []string
 // the API against Temporal and PostgreSQL, and stops on SIGTERM.
 func TestServeCommand(t *testing.T) {
 	t.Parallel()
-	bin := buildStarter(t)
+	bin := buildOncerun(t)
 	db := pgtest.NewEmptyDB(t)
 	base := []string{"TEMPORAL_ADDRESS=" + frontend, "TEMPORAL_NAMESPACE=" + namespace, "DATABASE_URL=" + db.URL}
 

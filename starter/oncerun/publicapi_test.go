@@ -16,6 +16,7 @@ var publicPackages = []string{
 	"github.com/oncerun/oncerun/approvals",
 	"github.com/oncerun/oncerun/migrations",
 	"github.com/oncerun/oncerun/starter/oncerun",
+	"github.com/oncerun/oncerun/starter/oncerundev",
 	"github.com/oncerun/oncerun/tools",
 	"github.com/oncerun/oncerun/worker",
 	"github.com/oncerun/oncerun/workflows",

@@ -1,0 +1,34 @@
+// Command oncerun is oncerun's production command line: the worker, the
+// approvals service and the commands people and scripts use. It links no
+// Temporal server and no development code (those are in cmd/oncerun-dev).
+//
+// Usage:
+//
+//	oncerun worker
+//	oncerun serve
+//	oncerun migrate [--database-url URL]
+//	oncerun start --tenant T --run-id R (--plan FILE | --goal TEXT) [--json]
+//	oncerun status --tenant T --run-id R [--json]
+//	oncerun approvals [--tenant T] [--state S] [--json]
+//	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT]
+//	oncerun resolve [--tenant T] --run-id R --step N --outcome applied|not_applied [--result JSON] [--note TEXT]
+//	oncerun reconcile [--json] | --ack ID --note TEXT
+//	oncerun keys --expiring [--within 24h] [--json]
+//	oncerun tools [--json]
+//	oncerun token new --name N --tenant T --role R [--add-to FILE]
+//
+// Temporal is reached as the temporal CLI reaches it: TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* and the TOML
+// profiles of TEMPORAL_CONFIG_FILE and TEMPORAL_PROFILE (docs/deploy.md).
+// Also: DATABASE_URL, TEMPORAL_TASK_QUEUE, USER (the default approver
+// name), ONCERUN_API and ONCERUN_TOKEN (start, status, approvals, approve
+// and reject through the approvals service), and for worker and serve the
+// worker's variables (`oncerun worker --help`).
+//
+// A deployment with tools of its own builds this same command line with
+// them: see package starter/oncerun.
+package main
+
+import "github.com/oncerun/oncerun/starter/oncerun"
+
+func main() { oncerun.Main(oncerun.Options{}) }

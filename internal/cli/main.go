@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/worker"
+)
+
+// EnvFrom is the environment as getenv (os.Getenv in a real process)
+// reads it, with configure adding a deployment's part to every worker
+// configuration the commands build (nil: none).
+func EnvFrom(getenv func(string) string, configure func(*worker.Config)) Env {
+	return Env{
+		DatabaseURL:     getenv(worker.EnvDatabaseURL),
+		TemporalAddress: getenv(worker.EnvTemporalAddress),
+		Namespace:       getenv(worker.EnvTemporalNamespace),
+		TaskQueue:       getenv(worker.EnvTaskQueue),
+		User:            getenv("USER"),
+		APIURL:          getenv(EnvAPI),
+		Token:           getenv(EnvToken),
+		Getenv:          getenv,
+		Configure:       configure,
+		Reconcile: func() ([]reconcile.Source, error) {
+			ext, err := worker.ExternalFromEnv(getenv)
+			if err != nil {
+				return nil, err
+			}
+			return worker.ReconcileSources(ext)
+		},
+	}
+}
+
+// Main runs root on os.Args and exits with its status: 0, or 1 when the
+// command failed (it has printed why). The first Ctrl-C or SIGTERM asks the
+// command to stop cleanly; a second one forces.
+func Main(root *cobra.Command) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fmt.Fprintln(os.Stderr, "stopping (Ctrl-C again to force)")
+		cancel()
+		<-sigs
+		fmt.Fprintln(os.Stderr, "forced")
+		os.Exit(130)
+	}()
+	err := Execute(ctx, root, os.Stdout, os.Stderr)
+	cancel()
+	if err != nil {
+		// Cobra has printed the error and, for bad usage, the usage.
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/worker"
+)
+
+func newWorkerCmd(env Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "worker",
+		Short: "Run a worker: oncerun's workflows and activities, /healthz and /metrics, and the approvals service when a tokens file is set",
+		Long: `Run a worker process. It connects to Temporal and PostgreSQL, applies pending
+migrations, polls its task queue, serves /healthz and Prometheus /metrics, and
+stops gracefully on SIGTERM or Ctrl-C. With APPROVALS_TOKENS_FILE set it also
+serves the approvals API and inbox. Run as many as you like: they are
+stateless.
+
+Environment (defaults in brackets; the README lists every variable):
+
+  TEMPORAL_ADDRESS                 Temporal frontend [127.0.0.1:7233]
+  TEMPORAL_NAMESPACE               namespace [default]
+  TEMPORAL_TASK_QUEUE              task queue [oncerun]
+  DATABASE_URL                     PostgreSQL [postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable]
+  METRICS_ADDR                     /healthz and /metrics [127.0.0.1:9464]
+  CREDIT_APPROVAL_THRESHOLD_CENTS  credits above it need approval [10000]
+  OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL   the openai planner [off without a model]
+  LOG_LEVEL                        debug, info, warn or error [info]
+  APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens [off]
+  APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			wcfg, logLevel, err := env.WorkerConfig()
+			if err != nil {
+				return err
+			}
+			if wcfg.Logger, err = worker.NewLogger(logLevel, false); err != nil {
+				return err
+			}
+			return worker.Run(cmd.Context(), wcfg)
+		},
+	}
+}

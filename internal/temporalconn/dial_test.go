@@ -1,0 +1,150 @@
+package temporalconn_test
+
+import (
+	"crypto/tls"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/oncerun/oncerun/internal/temporalconn"
+	"github.com/oncerun/oncerun/internal/testcerts"
+)
+
+// tlsServer accepts connections on loopback and runs the server side of a
+// TLS handshake with cfg on each, as a TLS-only Temporal frontend would
+// before any gRPC is spoken.
+func tlsServer(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	cfg.NextProtos = []string{"h2"}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				tc := tls.Server(c, cfg) // cfg offers h2, as gRPC needs
+				if tc.Handshake() == nil {
+					buf := make([]byte, 1024)
+					_ = tc.SetReadDeadline(time.Now().Add(2 * time.Second))
+					_, _ = tc.Read(buf) // a client that failed to verify us hangs up
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// dial dials addr with the options the environment vars give, waiting up to
+// a minute for a server that is not there, and returns the error and how
+// many times the dial said it would try again.
+func dial(t *testing.T, addr string, vars map[string]string) (error, int) {
+	t.Helper()
+	vars[temporalconn.EnvAddress] = addr
+	opts, err := temporalconn.Load(env(t, vars))
+	require.NoError(t, err)
+	core, logs := observer.New(zap.WarnLevel)
+	c, err := temporalconn.Dial(t.Context(), opts, time.Minute, zap.New(core))
+	if c != nil {
+		c.Close()
+	}
+	return err, logs.FilterMessageSnippet("not reachable yet").Len()
+}
+
+func TestDialFailsAtOnceWhenTheServerIsSignedByAnUnknownCA(t *testing.T) {
+	t.Parallel()
+	ours, theirs := testcerts.NewCA(t, "our CA"), testcerts.NewCA(t, "their CA")
+	addr := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{theirs.Server(t, "127.0.0.1").TLS}})
+	err, retries := dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ours.CertPath})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, temporalconn.ErrRefused)
+	assert.Zero(t, retries, "a server that refuses us is not waited for")
+	assert.ErrorContains(t, err, "TLS handshake with "+addr+": tls: failed to verify certificate: x509: certificate signed by unknown authority")
+	assert.ErrorContains(t, err, "check TEMPORAL_TLS_*")
+}
+
+func TestDialFailsAtOnceWithoutTheClientCertificateTheServerRequires(t *testing.T) {
+	t.Parallel()
+	ca := testcerts.NewCA(t, "test CA")
+	addr := tlsServer(t, &tls.Config{
+		Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1").TLS},
+		ClientAuth:   tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool,
+	})
+	err, retries := dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ca.CertPath})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, temporalconn.ErrRefused)
+	assert.Zero(t, retries)
+	assert.ErrorContains(t, err, "TLS handshake with "+addr+": remote error: tls: certificate required")
+
+	// A certificate of another CA is refused as well.
+	other := testcerts.NewCA(t, "other CA").Client(t, "worker")
+	err, retries = dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ca.CertPath,
+		temporalconn.EnvTLSClientCertPath: other.CertPath, temporalconn.EnvTLSClientKeyPath: other.KeyPath})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, temporalconn.ErrRefused)
+	assert.Zero(t, retries)
+	assert.ErrorContains(t, err, "TLS handshake with "+addr+": remote error: tls:")
+}
+
+// A plain-text client at a TLS-only server meets a closed connection, as it
+// would at a load balancer with no server behind it yet: it waits, and the
+// warning says what to set if the server wants TLS.
+func TestDialInPlainTextAtATLSServerWaitsAndSaysToTurnTLSOn(t *testing.T) {
+	t.Parallel()
+	ca := testcerts.NewCA(t, "test CA")
+	addr := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1").TLS}})
+	opts, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: addr}))
+	require.NoError(t, err)
+	core, logs := observer.New(zap.WarnLevel)
+	_, err = temporalconn.Dial(t.Context(), opts, 1200*time.Millisecond, zap.New(core))
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, temporalconn.ErrRefused)
+	assert.ErrorContains(t, err, "if the server requires TLS, set TEMPORAL_TLS=true")
+	assert.Positive(t, logs.FilterMessageSnippet("set TEMPORAL_TLS=true").Len())
+}
+
+func TestRefusalOfAnAuthorizationErrorNamesTheCredentialVariable(t *testing.T) {
+	t.Parallel()
+	ca := testcerts.NewCA(t, "test CA")
+	cert := ca.Client(t, "worker")
+	withKey, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: "t:7233", temporalconn.EnvAPIKey: "k"}))
+	require.NoError(t, err)
+	withCert, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: "t:7233",
+		temporalconn.EnvTLSClientCertPath: cert.CertPath, temporalconn.EnvTLSClientKeyPath: cert.KeyPath}))
+	require.NoError(t, err)
+	plain := client.Options{HostPort: "t:7233"}
+	denied := fmt.Errorf("failed reaching server: %w", serviceerror.NewPermissionDenied("Request unauthorized.", ""))
+	unauthenticated := status.Error(codes.Unauthenticated, "no token")
+	cases := []struct {
+		opts client.Options
+		err  error
+		want string
+	}{
+		{withKey, denied, "permission denied at t:7233: Request unauthorized.; check TEMPORAL_API_KEY"},
+		{withCert, denied, "check TEMPORAL_TLS_CLIENT_CERT_PATH (the server does not accept this client certificate)"},
+		{plain, unauthenticated, "not authenticated at t:7233: no token; check TEMPORAL_API_KEY or TEMPORAL_TLS_CLIENT_CERT_PATH (none is set)"},
+	}
+	for _, c := range cases {
+		err := temporalconn.Refusal(c.opts, c.err)
+		require.Error(t, err, c.want)
+		assert.ErrorIs(t, err, temporalconn.ErrRefused)
+		assert.ErrorContains(t, err, c.want)
+	}
+	assert.NoError(t, temporalconn.Refusal(plain, serviceerror.NewUnavailable("connection refused")),
+		"a server that is not there yet is no refusal")
+	assert.NoError(t, temporalconn.Refusal(plain, serviceerror.NewNotFound("namespace x")))
+}
