@@ -92,6 +92,11 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(cfg.Logger), cfg.TemporalConnectWait, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
 	pool, err := NewPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -100,10 +105,5 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := migrate(ctx, pool, cfg.Logger); err != nil {
 		return err
 	}
-	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(cfg.Logger), cfg.TemporalConnectWait, cfg.Logger)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
 	return ServeApprovals(ctx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, cfg.Logger)
 }

@@ -254,6 +254,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	// Temporal first: a server that refuses us stops the process before it
+	// has touched the database.
+	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(log), cfg.TemporalConnectWait, log)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
 	pool, err := NewPool(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
@@ -271,11 +278,6 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(log), cfg.TemporalConnectWait, log)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
 
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

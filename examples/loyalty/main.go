@@ -1,87 +1,21 @@
 // Command loyalty is oncerun with one tool of its own: award_points grants
-// a customer loyalty points, once per step, in the deployment's own table.
-// It is the whole of what a team writes to add tools to oncerun: the tool,
-// the table it writes, and a main that runs oncerun's command line with
-// them. Every command of the binary knows the tool: `loyalty dev` runs the
-// dev stack with it, `loyalty worker` a worker, and `loyalty start`, like
-// the approvals API, accepts plans that call it.
+// a customer loyalty points, once per step, in the deployment's own table
+// (package points). It is the whole of what a team writes to add tools to
+// oncerun: the tool, the table it writes, and a main that runs oncerun's
+// command line with them. Every command of the binary knows the tool:
+// `loyalty worker` runs a worker with it, and `loyalty start`, like the
+// approvals API, accepts plans that call it. This command is lean (no
+// Temporal server inside): it is what the team deploys. Its dev stack is
+// ./dev, the same tool on oncerun's development command line.
 //
-//	go build -o loyalty . && ./loyalty dev
-//	./loyalty start --tenant acme --run-id r1 --plan plan.json
+//	go build -o loyalty-dev ./dev && ./loyalty-dev dev
+//	go build -o loyalty . && ./loyalty start --tenant acme --run-id r1 --plan plan.json
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-
-	"github.com/jackc/pgx/v5/pgxpool"
+	"example.com/loyalty/points"
 
 	"github.com/oncerun/oncerun/starter/oncerun"
-	"github.com/oncerun/oncerun/tools"
 )
 
-// schema is the table award_points writes. The unique idempotency_key
-// column is what makes a keyed tool's effect once: the row commits in the
-// transaction that completes the step's key.
-const schema = `
-CREATE TABLE IF NOT EXISTS loyalty_points (
-	id              bigserial PRIMARY KEY,
-	tenant          text NOT NULL,
-	customer_id     text NOT NULL,
-	points          integer NOT NULL CHECK (points > 0),
-	reason          text NOT NULL,
-	idempotency_key text NOT NULL UNIQUE,
-	created_at      timestamptz NOT NULL DEFAULT now()
-)`
-
-// approvalThreshold: awards above it wait for a person.
-const approvalThreshold = 1000
-
-type awardArgs struct {
-	CustomerID string `json:"customer_id"`
-	Points     int    `json:"points"`
-	Reason     string `json:"reason"`
-}
-
-var awardPoints = tools.Tool{
-	Name:        "award_points",
-	Description: fmt.Sprintf("Grant a customer loyalty points. Awards above %d points wait for a person's approval.", approvalThreshold),
-	Schema: json.RawMessage(`{"type":"object","properties":{
-		"customer_id":{"type":"string","minLength":1,"maxLength":64},
-		"points":{"type":"integer","minimum":1,"maximum":100000},
-		"reason":{"type":"string","minLength":1,"maxLength":200}},
-		"required":["customer_id","points","reason"],"additionalProperties":false}`),
-	Class: tools.ClassKeyed,
-	Approval: tools.When(fmt.Sprintf("points above %d", approvalThreshold), func(args json.RawMessage) (bool, error) {
-		var a awardArgs
-		if err := json.Unmarshal(args, &a); err != nil {
-			return false, err
-		}
-		return a.Points > approvalThreshold, nil
-	}),
-	Run: func(ctx context.Context, call tools.Call) (any, error) {
-		var a awardArgs
-		if err := call.Decode(&a); err != nil {
-			return nil, err
-		}
-		var id int64
-		err := call.Tx.QueryRow(ctx, `
-INSERT INTO loyalty_points (tenant, customer_id, points, reason, idempotency_key)
-VALUES ($1, $2, $3, $4, $5) RETURNING id`,
-			call.Key.Tenant, a.CustomerID, a.Points, a.Reason, call.Key.String()).Scan(&id)
-		if err != nil {
-			return nil, fmt.Errorf("award points: %w", err)
-		}
-		return map[string]any{"award_id": id, "customer_id": a.CustomerID, "points": a.Points}, nil
-	},
-}
-
-func setup(ctx context.Context, pool *pgxpool.Pool) error {
-	_, err := pool.Exec(ctx, schema)
-	return err
-}
-
-func main() {
-	oncerun.Main(oncerun.Options{Tools: []tools.Tool{awardPoints}, Setup: setup})
-}
+func main() { oncerun.Main(points.Options()) }

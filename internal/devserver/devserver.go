@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -59,6 +60,20 @@ type Config struct {
 	// Logger receives the server's own log lines. Default: warnings and
 	// errors to temporal.log in DataDir.
 	Logger *zap.Logger
+	// FrontendTLS, when set, makes the frontend speak TLS only, with this
+	// certificate, and with RequireClientAuth, take only clients whose
+	// certificate one of ClientCAFiles signed (mutual TLS).
+	FrontendTLS *config.ServerTLS
+	// ClaimMapper and Authorizer, when set, decide who may call the
+	// frontend, as in a secured cluster (an API key's check, say).
+	ClaimMapper authorization.ClaimMapper
+	Authorizer  authorization.Authorizer
+}
+
+// secured reports whether the frontend checks its callers: the server's
+// own services then reach it through an internal frontend, which does not.
+func (c Config) secured() bool {
+	return c.FrontendTLS != nil || c.ClaimMapper != nil || c.Authorizer != nil
 }
 
 // Server is a running embedded Temporal server.
@@ -133,9 +148,19 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claim mapper: %w", err)
 	}
+	services := temporal.DefaultServices
+	if cfg.secured() {
+		services = append(slices.Clone(services), internalFrontend)
+	}
+	if cfg.Authorizer != nil {
+		authorizer = cfg.Authorizer
+	}
+	if cfg.ClaimMapper != nil {
+		claims = cfg.ClaimMapper
+	}
 	srv, err := temporal.NewServer(
 		temporal.WithConfig(sc),
-		temporal.ForServices(temporal.DefaultServices),
+		temporal.ForServices(services),
 		temporal.WithLogger(logger),
 		temporal.WithAuthorizer(authorizer),
 		temporal.WithClaimMapper(func(*config.Config) authorization.ClaimMapper { return claims }),
@@ -175,7 +200,13 @@ var servicePorts = []struct {
 	{"history", 1, -299},
 	{"matching", 2, -298},
 	{"worker", 6, -294},
+	// Only when Config.secured: the frontend of the server's own services.
+	{internalFrontend, 3, -297},
 }
+
+// internalFrontend is the frontend the server's own services (its system
+// workflows: schedules, batches) call when the public one checks callers.
+const internalFrontend = "internal-frontend"
 
 // portCycle hands out the ports of [lo, hi) in steps of step, wrapping
 // around, so that two pickers of one process never get the same port while
@@ -267,6 +298,9 @@ func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, error) {
 	}
 	services := make(map[string]config.Service, len(servicePorts))
 	for _, sp := range servicePorts {
+		if sp.name == internalFrontend && !cfg.secured() {
+			continue
+		}
 		grpc, membership := cfg.Port+sp.grpc, cfg.Port+sp.membership
 		for _, p := range []int{grpc, membership} {
 			if sp.name == "frontend" && p == cfg.Port {
@@ -279,8 +313,17 @@ func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, error) {
 		services[sp.name] = config.Service{RPC: config.RPC{GRPCPort: grpc, MembershipPort: membership, BindOnIP: cfg.IP}}
 	}
 	frontend := net.JoinHostPort(cfg.IP, strconv.Itoa(cfg.Port))
+	var tlsCfg config.RootTLS
+	if cfg.FrontendTLS != nil {
+		tlsCfg.Frontend.Server = *cfg.FrontendTLS
+	}
+	public := config.PublicClient{HostPort: frontend}
+	if cfg.secured() {
+		public = config.PublicClient{} // the server's own clients use the internal frontend
+	}
 	return &config.Config{
 		Global: config.Global{
+			TLS:        tlsCfg,
 			Membership: config.Membership{MaxJoinDuration: 30 * time.Second, BroadcastAddress: cfg.IP},
 			Metrics: &metrics.Config{Prometheus: &metrics.PrometheusConfig{
 				ListenAddress: net.JoinHostPort(cfg.IP, strconv.Itoa(metricsPort)), HandlerPath: "/metrics",
@@ -310,7 +353,7 @@ func serverConfig(cfg Config, sqlCfg *config.SQL) (*config.Config, error) {
 			History:    config.HistoryArchivalNamespaceDefaults{State: "disabled"},
 			Visibility: config.VisibilityArchivalNamespaceDefaults{State: "disabled"},
 		}},
-		PublicClient: config.PublicClient{HostPort: frontend},
+		PublicClient: public,
 	}, nil
 }
 

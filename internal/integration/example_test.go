@@ -22,7 +22,7 @@ import (
 
 // TestExampleModuleRunsItsOwnTool builds examples/loyalty, a module of its
 // own that imports oncerun's public packages only, and uses it as its team
-// would: `loyalty dev` runs the dev stack with the module's award_points
+// would: `loyalty-dev dev` (the module's ./dev) runs the dev stack with the module's award_points
 // tool and creates its table; a run started through the approvals API and
 // one started by `loyalty start` (each command checks the plan against the
 // same registry) call it, wait for approval, and complete; the table holds
@@ -32,12 +32,15 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 	t.Parallel()
 	dir, err := filepath.Abs("../../examples/loyalty")
 	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "loyalty")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	build.Dir = dir
-	build.Env = append(build.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "the example module builds on its own go.mod:\n%s", out)
+	bins := t.TempDir()
+	bin, devBin := filepath.Join(bins, "loyalty"), filepath.Join(bins, "loyalty-dev")
+	for out, pkg := range map[string]string{bin: ".", devBin: "./dev"} {
+		build := exec.Command("go", "build", "-o", out, pkg)
+		build.Dir = dir
+		build.Env = append(build.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+		msg, err := build.CombinedOutput()
+		require.NoError(t, err, "the example module's %s builds on its own go.mod:\n%s", pkg, msg)
+	}
 	planPath := filepath.Join(dir, "plan.json")
 
 	db := pgtest.NewEmptyDB(t)
@@ -47,7 +50,7 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 	apAddr := freeAddr(t)
 	env := []string{"DATABASE_URL=" + db.URL, "METRICS_ADDR=" + freeAddr(t), "TEMPORAL_TASK_QUEUE=" + queue,
 		"APPROVALS_ADDR=" + apAddr, "APPROVALS_TOKENS_FILE="}
-	dev := startDev(t, bin, dataDir, port, env)
+	dev := startDev(t, devBin, dataDir, port, env)
 	m := regexp.MustCompile(`token +(oncerun_\S+)`).FindStringSubmatch(dev.out.String())
 	require.NotNil(t, m, "the banner shows the development token:\n%s", dev.out.String())
 	api := &approvals.Client{BaseURL: "http://" + apAddr, Token: m[1]}
@@ -70,7 +73,7 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 		fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", port), "ONCERUN_API=", "ONCERUN_TOKEN=")
 	start := exec.Command(bin, "start", "--tenant", "acme", "--run-id", "r-cli", "--plan", planPath, "--json")
 	start.Env = cliEnv
-	out, err = start.CombinedOutput()
+	out, err := start.CombinedOutput()
 	require.NoError(t, err, "loyalty start accepts a plan that calls award_points:\n%s", out)
 
 	// oncerun's own binary has no such tool.

@@ -2,8 +2,10 @@ package temporalconn
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ func Dial(ctx context.Context, opts client.Options, wait time.Duration, log *zap
 			return c, nil
 		}
 		if refused := Refusal(opts, err); refused != nil {
+			return nil, refused
+		}
+		if refused := probeTLS(ctx, opts); refused != nil {
 			return nil, refused
 		}
 		if wait < 0 {
@@ -191,4 +196,47 @@ func Describe(opts client.Options) string {
 		b.WriteString(", API key")
 	}
 	return b.String()
+}
+
+// probeTLS tells, for a dial that failed without saying why, whether the
+// server refuses our TLS: it makes a TLS connection of its own with opts'
+// settings and waits a moment for the server's verdict. With TLS 1.3 a
+// server that does not take our client certificate says so only after the
+// handshake, and gRPC may meet the closed connection (a broken pipe)
+// before it reads the server's alert. It returns nil when TLS is off, the
+// server is not there, or the server took our handshake.
+func probeTLS(ctx context.Context, opts client.Options) error {
+	t := opts.ConnectionOptions.TLS
+	if t == nil || opts.ConnectionOptions.TLSDisabled {
+		return nil
+	}
+	cfg := t.Clone()
+	cfg.NextProtos = []string{"h2"}
+	if cfg.ServerName == "" {
+		host, _, err := net.SplitHostPort(opts.HostPort)
+		if err != nil {
+			return nil
+		}
+		cfg.ServerName = host
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	raw, err := (&net.Dialer{}).DialContext(ctx, "tcp", opts.HostPort)
+	if err != nil {
+		return nil // not there: the dial waits
+	}
+	conn := tls.Client(raw, cfg)
+	defer conn.Close()
+	err = conn.HandshakeContext(ctx)
+	if err == nil {
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		_, err = conn.Read(make([]byte, 1))
+	}
+	if err == nil {
+		return nil
+	}
+	if cause := tlsCause(err.Error()); cause != "" {
+		return fmt.Errorf("%w: TLS handshake with %s: %s; check TEMPORAL_TLS_*", ErrRefused, opts.HostPort, cause)
+	}
+	return nil
 }
