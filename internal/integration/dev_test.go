@@ -159,3 +159,23 @@ func waitState(t *testing.T, rc *runs.Client, runID string, want workflows.RunSt
 	t.Fatalf("run %s never became %s: %+v (%v)", runID, want, last, lastErr)
 	return last
 }
+
+// TestDevWithTemporalAddressSaysItEmbedsNone: `oncerun dev` in a shell
+// where TEMPORAL_ADDRESS is exported uses that server, says so before
+// anything else, and says the embedded server's flags do not apply.
+func TestDevWithTemporalAddressSaysItEmbedsNone(t *testing.T) {
+	t.Parallel()
+	bin := buildDev(t)
+	db := pgtest.NewEmptyDB(t)
+	dataDir := t.TempDir()
+	queue := fmt.Sprintf("oncerun-dev-outside-%d", queues.Add(1))
+	p := startDev(t, bin, dataDir, devPort(t), []string{"DATABASE_URL=" + db.URL, "TEMPORAL_ADDRESS=" + frontend,
+		"TEMPORAL_NAMESPACE=" + namespace, "TEMPORAL_TASK_QUEUE=" + queue, "METRICS_ADDR=" + freeAddr(t),
+		"APPROVALS_ADDR=" + freeAddr(t), "APPROVALS_TOKENS_FILE="})
+	out := p.out.String()
+	first, _, _ := strings.Cut(out, "\n")
+	assert.Contains(t, first, "using the Temporal server at "+frontend+", namespace "+namespace+", plain text")
+	assert.Contains(t, first, "none is embedded, so --temporal-port and --data-dir do not apply to Temporal")
+	assert.NoFileExists(t, filepath.Join(dataDir, "temporal.sqlite"), "no server was embedded")
+	p.interrupt(t)
+}
