@@ -20,6 +20,11 @@ Environment (defaults in brackets; the README lists every variable):
 
   TEMPORAL_ADDRESS                 Temporal frontend [127.0.0.1:7233]
   TEMPORAL_NAMESPACE               namespace [default]
+  TEMPORAL_API_KEY                 API key (Temporal Cloud); turns TLS on [none]
+  TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH, TEMPORAL_TLS_CLIENT_KEY_PATH,
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME   TLS and mutual TLS [off]
+  TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE   the temporal CLI's TOML profile [default]
+  TEMPORAL_CONNECT_WAIT            how long to wait for a server not there yet [1m]
   TEMPORAL_TASK_QUEUE              task queue [oncerun]
   DATABASE_URL                     PostgreSQL [postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable]
   METRICS_ADDR                     /healthz and /metrics [127.0.0.1:9464]
