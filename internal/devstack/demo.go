@@ -41,6 +41,7 @@ import (
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
@@ -589,7 +590,7 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 	}
 	defer logFile.Close()
 	cmd := exec.Command(d.exe, "worker")
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(temporalconn.LocalEnv(os.Environ(), d.dir),
 		worker.EnvTemporalAddress+"="+d.temporal.Address(),
 		worker.EnvTemporalNamespace+"="+d.temporal.Namespace(),
 		worker.EnvTaskQueue+"="+workflows.DefaultTaskQueue,

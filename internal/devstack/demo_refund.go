@@ -13,6 +13,7 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -83,7 +84,7 @@ func (d *demo) reconcile(ctx context.Context) (int, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.exe, "reconcile", "--json", "--settlement", "1ms")
-	cmd.Env = append(cmd.Environ(),
+	cmd.Env = append(temporalconn.LocalEnv(cmd.Environ(), d.dir),
 		worker.EnvDatabaseURL+"="+d.dbURL,
 		worker.EnvTemporalAddress+"="+d.temporal.Address(),
 		worker.EnvTemporalNamespace+"="+d.temporal.Namespace(),

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"go.temporal.io/sdk/client"
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
@@ -56,6 +57,9 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 		fmt.Fprintf(cfg.Out, "oncerun dev: using the Temporal server at %s (%s); none is embedded, so --temporal-port and --data-dir do not apply to Temporal (--data-dir keeps only the development token and the sandboxes' data)\n",
 			temporalconn.Describe(outside), worker.EnvTemporalAddress)
 	} else {
+		// The embedded server is plain and local: TLS and an API key meant
+		// for another Temporal do not apply to it.
+		w.TemporalOptions = client.Options{}
 		srv, err := devserver.Start(devserver.Config{DataDir: cfg.DataDir, Port: cfg.TemporalPort, Namespace: w.Namespace})
 		if err != nil {
 			return err

@@ -179,3 +179,17 @@ func TestDevWithTemporalAddressSaysItEmbedsNone(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(dataDir, "temporal.sqlite"), "no server was embedded")
 	p.interrupt(t)
 }
+
+// TestDevEmbeddingIgnoresTheUsersTemporalCredentials: an API key exported
+// for another Temporal does not reach the embedded server, which is plain
+// and local, and is not printed.
+func TestDevEmbeddingIgnoresTheUsersTemporalCredentials(t *testing.T) {
+	t.Parallel()
+	const key = "oncerun-key-for-another-temporal"
+	p := startDev(t, buildDev(t), t.TempDir(), devPort(t), []string{"DATABASE_URL=" + pgtest.NewEmptyDB(t).URL,
+		"TEMPORAL_ADDRESS=", "TEMPORAL_API_KEY=" + key, "TEMPORAL_TASK_QUEUE=" + fmt.Sprintf("oncerun-dev-key-%d", queues.Add(1)),
+		"METRICS_ADDR=" + freeAddr(t), "APPROVALS_ADDR=" + freeAddr(t), "APPROVALS_TOKENS_FILE="})
+	assert.Contains(t, p.out.String(), "(embedded; state in")
+	assert.NotContains(t, p.out.String(), key)
+	p.interrupt(t)
+}

@@ -88,6 +88,9 @@ func Refusal(opts client.Options, err error) error {
 	}
 	if cause := tlsCause(msg); cause != "" {
 		hint := "check " + "TEMPORAL_TLS_*"
+		if strings.Contains(cause, "does not look like a TLS handshake") {
+			hint = "the server does not speak TLS: set " + EnvTLS + "=false, or check " + EnvAddress
+		}
 		if opts.ConnectionOptions.TLS == nil {
 			hint = "the server may require TLS: set " + EnvTLS + "=true (and " + EnvTLSServerCACertPath + " for a private CA)"
 		}

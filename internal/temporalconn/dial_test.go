@@ -148,3 +148,29 @@ func TestRefusalOfAnAuthorizationErrorNamesTheCredentialVariable(t *testing.T) {
 		"a server that is not there yet is no refusal")
 	assert.NoError(t, temporalconn.Refusal(plain, serviceerror.NewNotFound("namespace x")))
 }
+
+// A TLS client at a plain-text server is refused at once, and told to
+// turn TLS off.
+func TestDialOverTLSAtAPlainServerSaysToTurnTLSOff(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			// What an HTTP/2 server answers first: a SETTINGS frame.
+			_, _ = c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
+			time.Sleep(100 * time.Millisecond)
+			_ = c.Close()
+		}
+	}()
+	err, retries := dial(t, ln.Addr().String(), map[string]string{temporalconn.EnvTLS: "true"})
+	require.Error(t, err)
+	assert.ErrorIs(t, err, temporalconn.ErrRefused)
+	assert.Zero(t, retries)
+	assert.ErrorContains(t, err, "the server does not speak TLS: set TEMPORAL_TLS=false")
+}
