@@ -75,7 +75,8 @@ func ServeApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 }
 
 // Serve runs the approvals service on its own (`oncerun serve`) until ctx
-// ends: it applies the migrations, connects to Temporal and serves.
+// ends: it connects to Temporal (a refusal stops it before it touches the
+// database), applies the migrations and serves.
 func Serve(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if !cfg.Approvals.Enabled() {

@@ -43,7 +43,8 @@ type Env struct {
 	// Token is ONCERUN_TOKEN, the bearer token for APIURL.
 	Token string
 	// Getenv reads the environment for commands that take a worker's
-	// variables (serve). Default: every variable is empty.
+	// variables (serve) and for reaching Temporal. Default: every variable
+	// is empty (the temporal CLI's default profile file is still read).
 	Getenv func(string) string
 	// Reconcile returns the ledgers `oncerun reconcile` compares, as main
 	// configures them. Nil: no ledger; the command checks the outbox only.

@@ -41,6 +41,9 @@ type DevConfig struct {
 	// Worker configures the worker; a TemporalAddress in it means "use
 	// that server, embed none".
 	Worker worker.Config
+	// TemporalFrom says where Worker's TemporalAddress came from, for the
+	// banner (temporalconn.AddressSource). Default TEMPORAL_ADDRESS.
+	TemporalFrom string
 	// Out receives the banner.
 	Out io.Writer
 }
@@ -50,12 +53,13 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 	w := cfg.Worker
 	outside := w.TemporalOptions
 	outside.HostPort, outside.Namespace = w.TemporalAddress, cmp.Or(w.Namespace, worker.DefaultNamespace)
-	temporalLine := "Temporal    " + temporalconn.Describe(outside) + " (" + worker.EnvTemporalAddress + ")"
+	from := cmp.Or(cfg.TemporalFrom, worker.EnvTemporalAddress)
+	temporalLine := "Temporal    " + temporalconn.Describe(outside) + " (" + from + ")"
 	if w.TemporalAddress != "" {
 		// Said before anything else: the flags of the embedded server are
 		// ignored, and a server that is not up yet is waited for.
 		fmt.Fprintf(cfg.Out, "oncerun dev: using the Temporal server at %s (%s); none is embedded, so --temporal-port and --data-dir do not apply to Temporal (--data-dir keeps only the development token and the sandboxes' data)\n",
-			temporalconn.Describe(outside), worker.EnvTemporalAddress)
+			temporalconn.Describe(outside), from)
 	} else {
 		// The embedded server is plain and local: TLS and an API key meant
 		// for another Temporal do not apply to it.
@@ -150,6 +154,9 @@ makes a development token for tenant acme and prints it.`,
 			}
 			cfg.Worker = wcfg
 			cfg.Out = cmd.OutOrStdout()
+			if env.Getenv != nil {
+				cfg.TemporalFrom = temporalconn.AddressSource(env.Getenv)
+			}
 			return Dev(cmd.Context(), cfg)
 		},
 	}
@@ -202,8 +209,17 @@ func exports(w worker.Config) string {
 	if w.TaskQueue != workflows.DefaultTaskQueue {
 		vars = append(vars, worker.EnvTaskQueue+"="+w.TaskQueue)
 	}
-	if len(vars) == 0 {
+	secured := w.TemporalOptions.ConnectionOptions.TLS != nil || w.TemporalOptions.Credentials != nil
+	if len(vars) == 0 && !secured {
 		return ""
 	}
-	return "\n  export " + strings.Join(vars, " ")
+	var line string
+	if len(vars) > 0 {
+		line = "\n  export " + strings.Join(vars, " ")
+	}
+	if secured {
+		// Named, never shown: they hold an API key or a key's path.
+		line += "\n  (and this shell's TEMPORAL_API_KEY and TEMPORAL_TLS_* variables)"
+	}
+	return line
 }

@@ -49,7 +49,7 @@ func startWorkerProcess(t *testing.T, e *env, w *externalWorld, extra ...string)
 	t.Helper()
 	bin := buildWorker(t)
 	cmd := exec.Command(bin, "worker")
-	cmd.Env = append(cmd.Environ(),
+	cmd.Env = append(localEnv(t, cmd.Environ()),
 		"TEMPORAL_ADDRESS="+frontend, "TEMPORAL_NAMESPACE="+namespace, "TEMPORAL_TASK_QUEUE="+e.queue,
 		"DATABASE_URL="+e.pool.Config().ConnString(), "METRICS_ADDR="+freeAddr(t), "APPROVALS_TOKENS_FILE=")
 	if w != nil {

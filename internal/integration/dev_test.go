@@ -38,7 +38,7 @@ func startDev(t *testing.T, bin, dataDir string, port int, env []string) *devPro
 	t.Helper()
 	p := &devProcess{out: &syncBuffer{}, exited: make(chan error, 1)}
 	p.cmd = exec.Command(bin, "dev", "--data-dir", dataDir, "--temporal-port", strconv.Itoa(port))
-	p.cmd.Env = append(p.cmd.Environ(), env...)
+	p.cmd.Env = append(localEnv(t, p.cmd.Environ()), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
 	require.NoError(t, p.cmd.Start())
 	go func() { p.exited <- p.cmd.Wait() }()
@@ -174,7 +174,7 @@ func TestDevWithTemporalAddressSaysItEmbedsNone(t *testing.T) {
 		"APPROVALS_ADDR=" + freeAddr(t), "APPROVALS_TOKENS_FILE="})
 	out := p.out.String()
 	first, _, _ := strings.Cut(out, "\n")
-	assert.Contains(t, first, "using the Temporal server at "+frontend+", namespace "+namespace+", plain text")
+	assert.Contains(t, first, "using the Temporal server at "+frontend+", namespace "+namespace+", plain text (TEMPORAL_ADDRESS)")
 	assert.Contains(t, first, "none is embedded, so --temporal-port and --data-dir do not apply to Temporal")
 	assert.NoFileExists(t, filepath.Join(dataDir, "temporal.sqlite"), "no server was embedded")
 	p.interrupt(t)

@@ -69,7 +69,7 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 	assert.Equal(t, 201, code, "the dev stack's API knows award_points")
 
 	// Through the module's CLI, which checks the plan itself.
-	cliEnv := append(os.Environ(), "DATABASE_URL="+db.URL, "TEMPORAL_TASK_QUEUE="+queue,
+	cliEnv := append(localEnv(t, os.Environ()), "DATABASE_URL="+db.URL, "TEMPORAL_TASK_QUEUE="+queue,
 		fmt.Sprintf("TEMPORAL_ADDRESS=127.0.0.1:%d", port), "ONCERUN_API=", "ONCERUN_TOKEN=")
 	start := exec.Command(bin, "start", "--tenant", "acme", "--run-id", "r-cli", "--plan", planPath, "--json")
 	start.Env = cliEnv

@@ -350,7 +350,7 @@ func TestRefundOnceWhenTheWorkerIsKilledAroundTheEffect(t *testing.T) {
 			payment := w.pay("pay_"+w.id("k"), 10000)
 			logs := &syncBuffer{}
 			cmd := exec.Command(bin, "worker")
-			cmd.Env = append(cmd.Environ(),
+			cmd.Env = append(localEnv(t, cmd.Environ()),
 				"TEMPORAL_ADDRESS="+frontend, "TEMPORAL_NAMESPACE="+namespace, "TEMPORAL_TASK_QUEUE="+w.queue,
 				"DATABASE_URL="+db, "METRICS_ADDR="+freeAddr(t),
 				"PAYMENTS_BASE_URL="+w.provider.URL(), "PAYMENTS_API_KEY="+sandbox.DefaultAPIKey,

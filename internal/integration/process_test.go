@@ -71,7 +71,7 @@ func TestWorkerProcess(t *testing.T) {
 	require.NoError(t, approvals.AppendToken(tokensFile, entry))
 	apAddr := freeAddr(t)
 	cmd := exec.Command(bin, "worker")
-	cmd.Env = append(cmd.Environ(),
+	cmd.Env = append(localEnv(t, cmd.Environ()),
 		"TEMPORAL_ADDRESS="+frontend,
 		"TEMPORAL_NAMESPACE="+namespace,
 		"TEMPORAL_TASK_QUEUE="+queue,
@@ -220,7 +220,7 @@ func TestServeCommand(t *testing.T) {
 	base := []string{"TEMPORAL_ADDRESS=" + frontend, "TEMPORAL_NAMESPACE=" + namespace, "DATABASE_URL=" + db.URL}
 
 	cmd := exec.Command(bin, "serve")
-	cmd.Env = append(cmd.Environ(), append(base, "APPROVALS_TOKENS_FILE=")...)
+	cmd.Env = append(localEnv(t, cmd.Environ()), append(base, "APPROVALS_TOKENS_FILE=")...)
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err)
 	assert.Contains(t, string(out), "APPROVALS_TOKENS_FILE")
@@ -234,7 +234,7 @@ func TestServeCommand(t *testing.T) {
 	addr := freeAddr(t)
 	logs := &syncBuffer{}
 	cmd = exec.Command(bin, "serve")
-	cmd.Env = append(cmd.Environ(), append(base, "APPROVALS_TOKENS_FILE="+tokensFile, "APPROVALS_ADDR="+addr)...)
+	cmd.Env = append(localEnv(t, cmd.Environ()), append(base, "APPROVALS_TOKENS_FILE="+tokensFile, "APPROVALS_ADDR="+addr)...)
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)

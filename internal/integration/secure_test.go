@@ -21,6 +21,7 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/internal/testcerts"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -67,18 +68,25 @@ func (adminsOnly) Authorize(_ context.Context, c *authorization.Claims, _ *autho
 	return authorization.Result{Decision: authorization.DecisionDeny}, nil
 }
 
-// temporalEnv is this process's environment without any TEMPORAL_
-// variable, and with no temporal.toml of the machine's user, plus vars.
+// temporalEnv is this process's environment with none of the user's
+// Temporal settings (localEnv), plus vars.
 func temporalEnv(t *testing.T, vars ...string) []string {
 	t.Helper()
 	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TEMPORAL_") && !strings.HasPrefix(kv, "ONCERUN_") {
+	for _, kv := range localEnv(t, os.Environ()) {
+		if !strings.HasPrefix(kv, "ONCERUN_") {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "TEMPORAL_CONFIG_FILE="+filepath.Join(t.TempDir(), "none.toml"))
 	return append(env, vars...)
+}
+
+// localEnv is environ for a process of a test: no TEMPORAL_ variable and
+// no temporal.toml of the machine's user reach it; the test adds the
+// TEMPORAL_ variables the process needs.
+func localEnv(t *testing.T, environ []string) []string {
+	t.Helper()
+	return temporalconn.LocalEnv(environ, t.TempDir())
 }
 
 // refusedAtStart runs `oncerun worker` with env and checks that it exits
@@ -87,7 +95,10 @@ func temporalEnv(t *testing.T, vars ...string) []string {
 func refusedAtStart(t *testing.T, bin string, env []string, want ...string) {
 	t.Helper()
 	db := pgtest.NewEmptyDB(t)
-	cmd := exec.Command(bin, "worker")
+	// A worker that waited instead would be stopped here, and fail below.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "worker")
 	cmd.Env = append(env, "DATABASE_URL="+db.URL, "METRICS_ADDR="+freeAddr(t), "TEMPORAL_CONNECT_WAIT=10m")
 	out, err := cmd.CombinedOutput()
 	require.Error(t, err, "the worker refuses to start:\n%s", out)

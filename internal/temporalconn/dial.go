@@ -151,18 +151,19 @@ const grpcHandshake = "authentication handshake failed: "
 // tlsCause returns why a TLS handshake failed, from a dial error's text,
 // or "" when it was not a TLS failure.
 func tlsCause(msg string) string {
-	at := strings.Index(msg, grpcHandshake)
-	if at >= 0 {
-		at += len(grpcHandshake)
-	} else {
-		for _, m := range tlsMarkers {
-			if i := strings.Index(msg, m); i >= 0 && (at < 0 || i < at) {
-				at = i
-			}
+	at := -1
+	for _, m := range tlsMarkers {
+		if i := strings.Index(msg, m); i >= 0 && (at < 0 || i < at) {
+			at = i
 		}
 	}
 	if at < 0 {
+		// A handshake cut short without a word (EOF, a reset) is what a
+		// load balancer with no server behind it does too: no refusal.
 		return ""
+	}
+	if i := strings.Index(msg, grpcHandshake); i >= 0 && i < at {
+		at = i + len(grpcHandshake) // gRPC's words for the cause, when it has some
 	}
 	cause := msg[at:]
 	if end := strings.IndexAny(cause, "\"\n"); end >= 0 {
@@ -216,6 +217,8 @@ func probeTLS(ctx context.Context, opts client.Options) error {
 	cfg := t.Clone()
 	cfg.NextProtos = []string{"h2"}
 	if cfg.ServerName == "" {
+		// As the SDK's gRPC connection over TLS: the address's host (it
+		// applies TEMPORAL_CLIENT_AUTHORITY to plain-text connections only).
 		host, _, err := net.SplitHostPort(opts.HostPort)
 		if err != nil {
 			return nil

@@ -110,7 +110,7 @@ func TestDialInPlainTextAtATLSServerWaitsAndSaysToTurnTLSOn(t *testing.T) {
 	opts, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: addr}))
 	require.NoError(t, err)
 	core, logs := observer.New(zap.WarnLevel)
-	_, err = temporalconn.Dial(t.Context(), opts, 1200*time.Millisecond, zap.New(core))
+	_, err = temporalconn.Dial(t.Context(), opts, 3*time.Second, zap.New(core))
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, temporalconn.ErrRefused)
 	assert.ErrorContains(t, err, "if the server requires TLS, set TEMPORAL_TLS=true")
@@ -173,4 +173,53 @@ func TestDialOverTLSAtAPlainServerSaysToTurnTLSOff(t *testing.T) {
 	assert.ErrorIs(t, err, temporalconn.ErrRefused)
 	assert.Zero(t, retries)
 	assert.ErrorContains(t, err, "the server does not speak TLS: set TEMPORAL_TLS=false")
+}
+
+// closingServer accepts connections and closes each at once, as a load
+// balancer with no server behind it does, or after a TLS handshake with
+// cfg when cfg is set.
+func closingServer(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			if cfg != nil {
+				tc := tls.Server(c, cfg)
+				_ = tc.Handshake()
+				c = tc
+			}
+			_ = c.Close()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A connection closed without a word is waited for over TLS as in plain
+// text: it is what a load balancer with no live server behind it does.
+func TestDialOverTLSWaitsForAConnectionClosedWithoutAWord(t *testing.T) {
+	t.Parallel()
+	ca := testcerts.NewCA(t, "test CA")
+	for name, addr := range map[string]string{
+		"closed before the handshake": closingServer(t, nil),
+		"closed after the handshake": closingServer(t, &tls.Config{NextProtos: []string{"h2"},
+			Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1").TLS}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			opts, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: addr,
+				temporalconn.EnvTLSServerCACertPath: ca.CertPath}))
+			require.NoError(t, err)
+			core, logs := observer.New(zap.WarnLevel)
+			_, err = temporalconn.Dial(t.Context(), opts, 3*time.Second, zap.New(core))
+			require.Error(t, err)
+			assert.NotErrorIs(t, err, temporalconn.ErrRefused, "no refusal: the server may only be not there yet")
+			assert.Positive(t, logs.FilterMessageSnippet("not reachable yet").Len(), "it tried again")
+		})
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/BurntSushi/toml"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 )
@@ -53,16 +54,10 @@ var Names = []string{
 // its path. An API key or PEM data never appears in an error.
 func Load(getenv func(string) string) (client.Options, error) {
 	lookup := envLookup(getenv)
-	src := sources{getenv: getenv, profile: getenv(EnvProfile), file: getenv(EnvConfigFile)}
-	if src.profile == "" {
-		src.profile = envconfig.DefaultConfigFileProfile
-	}
-	if src.file == "" {
-		src.file = envconfig.DefaultConfigFilePath()
-	}
+	src := newSources(getenv)
 	prof, err := envconfig.LoadClientConfigProfile(envconfig.LoadClientConfigProfileOptions{DisableEnv: true, EnvLookup: lookup})
 	if err != nil {
-		return client.Options{}, fmt.Errorf("temporal client profile %q of %s (%s, %s): %w", src.profile, src.file, EnvProfile, EnvConfigFile, err)
+		return client.Options{}, fmt.Errorf("temporal client profile %q of %s (%s, %s): %w", src.profile, src.file, EnvProfile, EnvConfigFile, tomlError(err))
 	}
 	for _, name := range []string{EnvTLS, EnvTLSDisableHostVerification} {
 		if v := getenv(name); v != "" && !isBool(v) {
@@ -88,6 +83,21 @@ func Load(getenv func(string) string) (client.Options, error) {
 	return opts, nil
 }
 
+// tomlError is err without the text a TOML parse error quotes from the
+// file, which may be part of an API key: only the line and the key where
+// parsing stopped are kept.
+func tomlError(err error) error {
+	var pe toml.ParseError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	where := fmt.Sprintf("line %d", pe.Position.Line)
+	if pe.LastKey != "" {
+		where += " (after " + pe.LastKey + ")"
+	}
+	return fmt.Errorf("not valid TOML at %s", where)
+}
+
 func isBool(v string) bool {
 	switch strings.ToLower(v) {
 	case "1", "0", "true", "false":
@@ -101,6 +111,27 @@ func isBool(v string) bool {
 type sources struct {
 	getenv        func(string) string
 	profile, file string
+}
+
+func newSources(getenv func(string) string) sources {
+	src := sources{getenv: getenv, profile: getenv(EnvProfile), file: getenv(EnvConfigFile)}
+	if src.profile == "" {
+		src.profile = envconfig.DefaultConfigFileProfile
+	}
+	if src.file == "" {
+		src.file = envconfig.DefaultConfigFilePath()
+	}
+	return src
+}
+
+// AddressSource says where the address Load reads comes from: its
+// variable when that is set, otherwise the profile and its file.
+func AddressSource(getenv func(string) string) string {
+	if getenv(EnvAddress) != "" {
+		return EnvAddress
+	}
+	src := newSources(getenv)
+	return fmt.Sprintf("profile %q in %s", src.profile, src.file)
 }
 
 func (s sources) name(env, field string) string {

@@ -196,3 +196,23 @@ func TestLoadNeverPrintsKeyData(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, opts.ConnectionOptions.TLS.Certificates, 1)
 }
+
+// A profile file that does not parse is reported by its line, never by the
+// text found there, which may be part of an API key.
+func TestLoadNeverQuotesAProfileThatDoesNotParse(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(t.TempDir(), "temporal.toml")
+	require.NoError(t, os.WriteFile(file, []byte("[profile.default]\naddress = \"x:7233\"\napi_key = secretkeywithoutquotes\n"), 0o600))
+	_, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvConfigFile: file}))
+	require.Error(t, err)
+	assert.ErrorContains(t, err, file)
+	assert.ErrorContains(t, err, "not valid TOML at line 3")
+	assert.NotContains(t, err.Error(), "secret")
+}
+
+func TestAddressSourceNamesTheVariableOrTheProfile(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "TEMPORAL_ADDRESS", temporalconn.AddressSource(env(t, map[string]string{temporalconn.EnvAddress: "x:7233"})))
+	getenv := env(t, map[string]string{temporalconn.EnvProfile: "prod"})
+	assert.Equal(t, `profile "prod" in `+getenv(temporalconn.EnvConfigFile), temporalconn.AddressSource(getenv))
+}
