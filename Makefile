@@ -59,6 +59,10 @@ record-histories: ## Re-record the workflow histories the replay tests check (af
 chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; count every effect where it landed.
 	go run ./cmd/oncerun-dev chaos
 
+.PHONY: chaos-cluster
+chaos-cluster: ## Shake oncerun on two Temporal nodes on PostgreSQL for about eight minutes: 100 runs, each node SIGKILLed twice and kept down 30 s, 100 worker kills, PostgreSQL connections cut, provider and mail faults.
+	go run ./cmd/oncerun-dev chaos --temporal cluster --pg-restart backends
+
 # BENCH_OUT receives the raw output of `make bench`, in Go's benchmark
 # format, which benchstat reads (e.g. to compare two commits).
 BENCH_OUT ?= bench.txt

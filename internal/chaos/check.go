@@ -144,12 +144,19 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 			c.violations = append(c.violations, fmt.Sprintf("%s: %v", w.name, f.err))
 		}
 	}
-	rep := &Report{Counts: *c, Seed: h.cfg.Seed, Runs: len(h.runs), Ended: len(closed),
+	c.violations = append(c.violations, h.deadNodes()...)
+	rep := &Report{Counts: *c, Seed: h.cfg.Seed, Temporal: h.cfg.Temporal, Runs: len(h.runs), Ended: len(closed),
 		Wall: time.Since(h.start).Round(time.Millisecond).String(), Violations: append([]string(nil), c.violations...)}
 	if !lastEnd.IsZero() && !h.lastFault.IsZero() {
 		rep.RecoverSeconds = max(0, lastEnd.Sub(h.lastFault).Seconds())
 	}
 	rep.Resume = h.resume()
+	if h.lb != nil {
+		rep.NodeConnections = h.lb.Joined()
+		if rep.ShardAcquisitions, err = h.shardAcquisitions(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return rep, nil
 }
 

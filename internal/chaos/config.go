@@ -17,6 +17,17 @@ const (
 	PGRestartBackends = "backends"
 )
 
+// How Temporal runs.
+const (
+	// TemporalEmbedded is one Temporal server process on SQLite, SIGKILLed
+	// and started again on its file.
+	TemporalEmbedded = "embedded"
+	// TemporalCluster is two Temporal server nodes on PostgreSQL behind the
+	// harness's TCP load balancer: one node at a time is SIGKILLed, kept
+	// down for NodeDown and started again on its ports.
+	TemporalCluster = "cluster"
+)
+
 // Config says how hard and how long to shake.
 type Config struct {
 	// Binary is the oncerun executable every process is started from.
@@ -43,9 +54,15 @@ type Config struct {
 	// Settle for every run to end, and checks.
 	Duration time.Duration
 	Settle   time.Duration
+	// Temporal is how Temporal runs: TemporalEmbedded or TemporalCluster.
+	Temporal string
 	// TemporalRestarts is how many times the Temporal server process is
-	// SIGKILLed and started again on its data directory.
+	// SIGKILLed and started again on its data directory; with
+	// TemporalCluster, how many times a node is, the two in turn.
 	TemporalRestarts int
+	// NodeDown is how long a killed node of the cluster stays down, runs
+	// and approvals going on against the other, before it is started again.
+	NodeDown time.Duration
 	// PGRestarts is how many times PostgreSQL is restarted, PGRestart how.
 	PGRestarts int
 	PGRestart  string
@@ -75,10 +92,24 @@ func Full() Config {
 	return Config{
 		Runs: 200, Workers: 4, CrashWorkers: 2, Kills: 1000,
 		Duration: 20 * time.Minute, Settle: 10 * time.Minute,
-		TemporalRestarts: 3, PGRestarts: 3, PGRestart: PGRestartCluster,
+		Temporal: TemporalEmbedded, TemporalRestarts: 3, NodeDown: 30 * time.Second,
+		PGRestarts: 3, PGRestart: PGRestartCluster,
 		FaultRate: 0.2, RejectRate: 0.1, DecideWithin: 30 * time.Second,
 		ProviderKeyRetention: 24 * time.Hour,
 	}
+}
+
+// FullCluster is the configuration of `make chaos-cluster`: Temporal as two
+// nodes on PostgreSQL, each killed twice and kept down half a minute, and
+// every other fault of Full, for eight minutes.
+func FullCluster() Config {
+	c := Full()
+	c.Temporal = TemporalCluster
+	c.Runs, c.Workers, c.CrashWorkers, c.Kills = 100, 3, 1, 100
+	c.Duration, c.Settle = 8*time.Minute, 10*time.Minute
+	c.TemporalRestarts, c.NodeDown = 4, 30*time.Second
+	c.PGRestarts = 2
+	return c
 }
 
 // Short is the configuration that runs inside `make test`: every kind of
@@ -88,10 +119,23 @@ func Short() Config {
 	return Config{
 		Runs: 20, Workers: 3, CrashWorkers: 1, Kills: 20,
 		Duration: 60 * time.Second, Settle: 4 * time.Minute,
-		TemporalRestarts: 1, PGRestarts: 1, PGRestart: PGRestartBackends,
+		Temporal: TemporalEmbedded, TemporalRestarts: 1, NodeDown: 15 * time.Second,
+		PGRestarts: 1, PGRestart: PGRestartBackends,
 		FaultRate: 0.3, RejectRate: 0.1, DecideWithin: 10 * time.Second,
 		ProviderKeyRetention: 24 * time.Hour,
 	}
+}
+
+// ShortCluster is Short with Temporal as two nodes on PostgreSQL, each
+// killed once and kept down 15 seconds: the configuration of the cluster's
+// test in `make test`.
+func ShortCluster() Config {
+	c := Short()
+	c.Temporal = TemporalCluster
+	c.Runs, c.Kills = 12, 12
+	c.Duration = 90 * time.Second
+	c.TemporalRestarts = 2
+	return c
 }
 
 func (c Config) validate() error {
@@ -110,7 +154,9 @@ func (c Config) validate() error {
 	check(c.Kills >= 0, "chaos: --kills %d: want 0 or more", c.Kills)
 	check(c.Duration > 0, "chaos: --duration %s: want more than 0", c.Duration)
 	check(c.Settle > 0, "chaos: --settle %s: want more than 0", c.Settle)
+	check(c.Temporal == TemporalEmbedded || c.Temporal == TemporalCluster, "chaos: --temporal %q: want %s or %s", c.Temporal, TemporalEmbedded, TemporalCluster)
 	check(c.TemporalRestarts >= 0, "chaos: --temporal-restarts %d: want 0 or more", c.TemporalRestarts)
+	check(c.NodeDown >= 0, "chaos: --node-down %s: want 0 or more", c.NodeDown)
 	check(c.PGRestarts >= 0, "chaos: --pg-restarts %d: want 0 or more", c.PGRestarts)
 	check(c.PGRestart == PGRestartCluster || c.PGRestart == PGRestartBackends, "chaos: --pg-restart %q: want %s or %s", c.PGRestart, PGRestartCluster, PGRestartBackends)
 	check(c.PGRestart != PGRestartCluster || c.PGRestarts == 0 || len(c.RestartCommand) > 0, "chaos: --pg-restart cluster needs a restart command")

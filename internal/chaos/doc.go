@@ -11,5 +11,7 @@
 // (`oncerun temporal-server`, `oncerun sandbox-payments`, `oncerun serve`,
 // `oncerun worker`), except the SMTP server, whose mailbox is the harness's
 // own ledger of e-mails. `oncerun chaos` is the command; `make chaos` runs
-// the full configuration.
+// the full configuration. With TemporalCluster (`make chaos-cluster`),
+// Temporal is two server nodes whose state is in PostgreSQL, behind a TCP
+// load balancer of the harness's own, and the nodes are killed in turn.
 package chaos

@@ -63,8 +63,12 @@ func (h *harness) at(ctx context.Context, n int, f func()) {
 }
 
 // restartTemporal SIGKILLs the Temporal server and starts it again on its
-// data directory and port.
+// data directory and port; with TemporalCluster, one node at a time.
 func (h *harness) restartTemporal(ctx context.Context) {
+	if h.cfg.Temporal == TemporalCluster {
+		h.restartNodes(ctx)
+		return
+	}
 	h.at(ctx, h.cfg.TemporalRestarts, func() {
 		h.temporal.kill()
 		h.fault(&h.counts.TemporalKills)
@@ -79,7 +83,8 @@ func (h *harness) restartTemporal(ctx context.Context) {
 }
 
 // restartPostgres restarts PostgreSQL (or cuts every connection to the
-// harness's database) and waits until it answers again.
+// harness's databases, the Temporal cluster's included) and waits until it
+// answers again.
 func (h *harness) restartPostgres(ctx context.Context) {
 	h.at(ctx, h.cfg.PGRestarts, func() {
 		began := time.Now()
@@ -118,7 +123,8 @@ func (h *harness) terminateBackends(ctx context.Context) error {
 		return err
 	}
 	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, h.dbName)
+	_, err = c.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = ANY($1) AND pid <> pg_backend_pid()`,
+		append([]string{h.dbName}, h.temporalDBs...))
 	return err
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +57,13 @@ type harness struct {
 	api          *apiClient
 	apiProc      *proc
 	workers      []*supervised
+
+	// nodes, lb and temporalDBs are the cluster's Temporal nodes, the load
+	// balancer in front of them and the databases the harness made for
+	// them (TemporalCluster).
+	nodes       []*proc
+	lb          *forwarder
+	temporalDBs []string
 
 	runs []runPlan
 
@@ -147,7 +155,15 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 		return fmt.Errorf("start the SMTP server: %w", err)
 	}
 	h.mail = mail
-	if err := h.startTemporal(ctx); err != nil {
+	// The processes read no Temporal profile: an empty one.
+	if err := os.WriteFile(h.profile(), []byte("# The chaos harness's processes read no Temporal profile.\n"), 0o644); err != nil {
+		return err
+	}
+	start := h.startTemporal
+	if h.cfg.Temporal == TemporalCluster {
+		start = h.startCluster
+	}
+	if err := start(ctx); err != nil {
 		return err
 	}
 	if err := h.startAPI(ctx); err != nil {
@@ -160,8 +176,12 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 			return err
 		}
 	}
-	h.say("%d workers up (%d with crash faults); Temporal on port %d; API %s; provider %s; SMTP %s",
-		len(h.workers), h.cfg.CrashWorkers, h.temporalPort, h.api.base, h.sandboxURL, h.mail.Addr())
+	temporal := fmt.Sprintf("Temporal on port %d", h.temporalPort)
+	if h.lb != nil {
+		temporal = fmt.Sprintf("Temporal nodes %s behind the load balancer %s", strings.Join(h.lb.backends, " and "), h.lb.Addr())
+	}
+	h.say("%d workers up (%d with crash faults); %s; API %s; provider %s; SMTP %s",
+		len(h.workers), h.cfg.CrashWorkers, temporal, h.api.base, h.sandboxURL, h.mail.Addr())
 	return nil
 }
 
@@ -208,8 +228,8 @@ VALUES ($1, $2, 'Chaos Customer', $3, $4, 'delivered_damaged', $5, 'EUR', now())
 	return nil
 }
 
-// dropDatabase drops the harness's database once every process has
-// stopped.
+// dropDatabase drops the harness's databases once every process has
+// stopped: its own and those it made for the Temporal cluster.
 func (h *harness) dropDatabase() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -218,7 +238,9 @@ func (h *harness) dropDatabase() {
 		return
 	}
 	defer conn.Close(ctx)
-	_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{h.dbName}.Sanitize()+" WITH (FORCE)")
+	for _, name := range append([]string{h.dbName}, h.temporalDBs...) {
+		_, _ = conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	}
 }
 
 func (h *harness) startSandbox(ctx context.Context) error {
@@ -258,9 +280,18 @@ func (h *harness) startTemporal(ctx context.Context) error {
 	return h.temporal.start(ctx, 2*time.Minute)
 }
 
+// temporalAddr is where the processes reach Temporal: the server, or the
+// cluster's load balancer.
 func (h *harness) temporalAddr() string {
+	if h.lb != nil {
+		return h.lb.Addr()
+	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(h.temporalPort))
 }
+
+// profile is the Temporal profile file the processes are given: an empty
+// one, so that a profile of the user's does not reach them.
+func (h *harness) profile() string { return filepath.Join(h.cfg.Dir, "temporal.toml") }
 
 // temporalUp reports whether a client can connect to the frontend at addr.
 func temporalUp(ctx context.Context, addr string) bool {
@@ -275,10 +306,12 @@ func temporalUp(ctx context.Context, addr string) bool {
 	return true
 }
 
-// env is what every oncerun process of the harness shares.
+// env is what every oncerun process of the harness shares. These are
+// the only TEMPORAL_ variables a process gets (temporalconn.LocalEnv).
 func (h *harness) env() []string {
 	return []string{
 		"TEMPORAL_ADDRESS=" + h.temporalAddr(), "TEMPORAL_NAMESPACE=" + namespace, "TEMPORAL_TASK_QUEUE=" + taskQueue,
+		"TEMPORAL_CONFIG_FILE=" + h.profile(),
 		"TEMPORAL_CONNECT_WAIT=5m", "DATABASE_URL=" + h.dbURL, "LOG_LEVEL=warn",
 		"PAYMENTS_BASE_URL=" + h.sandboxURL, "PAYMENTS_API_KEY=" + sandbox.DefaultAPIKey,
 		"PAYMENTS_KEY_LIFETIME=" + h.cfg.ProviderKeyRetention.String(),
@@ -366,10 +399,13 @@ func (h *harness) tearDown() {
 	for _, w := range h.workers {
 		w.stopAll(10 * time.Second)
 	}
-	for _, p := range []*proc{h.apiProc, h.temporal, h.sandbox} {
+	for _, p := range append([]*proc{h.apiProc, h.temporal, h.sandbox}, h.nodes...) {
 		if p != nil {
 			p.stop(10 * time.Second)
 		}
+	}
+	if h.lb != nil {
+		_ = h.lb.Close()
 	}
 	if h.mail != nil {
 		_ = h.mail.Close()

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/oncerun/oncerun/internal/temporalconn"
 )
 
 // proc is one child process of the harness, started again on demand with
@@ -38,7 +40,10 @@ func (p *proc) start(ctx context.Context, wait time.Duration) error {
 	}
 	defer log.Close()
 	cmd := exec.Command(p.binary, p.args...)
-	cmd.Env = append(os.Environ(), p.env...)
+	// Only the TEMPORAL_ variables the harness sets reach the child: an API
+	// key, TLS settings or a profile meant for another Temporal do not
+	// reach the harness's plain local servers.
+	cmd.Env = append(temporalconn.LocalEnv(os.Environ(), filepath.Dir(p.logPath)), p.env...)
 	if p.envAt != nil {
 		p.mu.Lock()
 		cmd.Env = append(cmd.Env, p.envAt(p.starts)...)

@@ -21,6 +21,8 @@ type Counts struct {
 	CrashPoints      map[string]int `json:"crash_points"`
 	TemporalKills    int            `json:"temporal_kills"`
 	TemporalRestarts int            `json:"temporal_restarts"`
+	NodeKills        int            `json:"temporal_node_kills"`
+	NodeRestarts     int            `json:"temporal_node_restarts"`
 	PGRestarts       int            `json:"postgres_restarts"`
 	ProviderFaults   int            `json:"provider_faults"`
 	MailFaults       int            `json:"mail_faults"`
@@ -46,14 +48,28 @@ type Report struct {
 	Resume         Resume   `json:"resume"`
 	Wall           string   `json:"wall"`
 	Violations     []string `json:"violations"`
+
+	// Temporal is how Temporal ran: TemporalEmbedded or TemporalCluster.
+	Temporal string `json:"temporal"`
+	// NodeConnections counts the connections the load balancer joined to
+	// each node of the cluster (TemporalCluster).
+	NodeConnections []int `json:"temporal_node_connections,omitempty"`
+	// ShardAcquisitions counts the times a node of the cluster took a
+	// history shard, at the cluster's start and as nodes died and came back
+	// (TemporalCluster).
+	ShardAcquisitions int `json:"temporal_shard_acquisitions,omitempty"`
 }
 
 func (h *harness) countLine() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c := h.counts
-	return fmt.Sprintf("%d runs started, %d worker kills, %d Temporal restarts, %d PostgreSQL restarts, %d provider and %d mail faults, %d decisions, %d resolutions",
-		c.Started, c.WorkerKills, c.TemporalRestarts, c.PGRestarts, c.ProviderFaults, c.MailFaults, c.Decisions, c.Resolutions)
+	temporal := fmt.Sprintf("%d Temporal restarts", c.TemporalRestarts)
+	if h.cfg.Temporal == TemporalCluster {
+		temporal = fmt.Sprintf("%d Temporal node kills", c.NodeKills)
+	}
+	return fmt.Sprintf("%d runs started, %d worker kills, %s, %d PostgreSQL restarts, %d provider and %d mail faults, %d decisions, %d resolutions",
+		c.Started, c.WorkerKills, temporal, c.PGRestarts, c.ProviderFaults, c.MailFaults, c.Decisions, c.Resolutions)
 }
 
 // Print writes the report as a table, then the violations.
@@ -69,7 +85,13 @@ func (r *Report) Print(w io.Writer) {
 		row("  at "+p, r.CrashPoints[p])
 	}
 	row("worker starts that failed during the faults", r.StartFailures)
-	row("Temporal server kills / restarts", fmt.Sprintf("%d / %d", r.TemporalKills, r.TemporalRestarts))
+	if r.Temporal == TemporalCluster {
+		row("Temporal node kills / restarts", fmt.Sprintf("%d / %d", r.NodeKills, r.NodeRestarts))
+		row("connections through the load balancer, per node", fmt.Sprint(r.NodeConnections))
+		row("history shard acquisitions", r.ShardAcquisitions)
+	} else {
+		row("Temporal server kills / restarts", fmt.Sprintf("%d / %d", r.TemporalKills, r.TemporalRestarts))
+	}
 	row("PostgreSQL restarts", r.PGRestarts)
 	row("provider faults / mail faults", fmt.Sprintf("%d / %d", r.ProviderFaults, r.MailFaults))
 	row("exactly-once effects found", r.Effects)

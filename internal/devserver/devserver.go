@@ -2,6 +2,8 @@
 // server code with its SQLite persistence in one file, so runs survive a
 // restart of the process. It is what `oncerun dev` starts when
 // TEMPORAL_ADDRESS is not set; production uses a real Temporal cluster.
+// StartNode starts a node of such a cluster instead, its state in
+// PostgreSQL: the chaos harness runs two and kills them in turn.
 package devserver
 
 import (
@@ -70,6 +72,37 @@ type Config struct {
 	Authorizer  authorization.Authorizer
 }
 
+// prepare sets c's defaults, checks its frontend port, creates its data
+// directory and, without a logger, its log file there: what every kind of
+// server needs before it starts.
+func (c *Config) prepare() error {
+	c.DataDir = cmp.Or(c.DataDir, DefaultDataDir)
+	c.IP = cmp.Or(c.IP, DefaultIP)
+	c.Port = cmp.Or(c.Port, DefaultPort)
+	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
+	if c.Port <= 300 || c.Port > 65535-6 {
+		return fmt.Errorf("frontend port %d: want 301 to 65529, so that the other services' ports fit", c.Port)
+	}
+	if err := checkFree(c.IP, c.Port); err != nil {
+		return fmt.Errorf("temporal frontend: %w", err)
+	}
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if c.Logger == nil {
+		zc := zap.NewProductionConfig()
+		zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+		zc.OutputPaths = []string{filepath.Join(c.DataDir, logFile)}
+		zc.ErrorOutputPaths = zc.OutputPaths
+		logger, err := zc.Build()
+		if err != nil {
+			return fmt.Errorf("server log: %w", err)
+		}
+		c.Logger = logger
+	}
+	return nil
+}
+
 // secured reports whether the frontend checks its callers: the server's
 // own services then reach it through an internal frontend, which does not.
 func (c Config) secured() bool {
@@ -88,31 +121,12 @@ type Server struct {
 // registers the namespace and starts every Temporal service in this process.
 // A frontend port that is taken is an error wrapping [ErrPortInUse].
 func Start(cfg Config) (*Server, error) {
-	cfg.DataDir = cmp.Or(cfg.DataDir, DefaultDataDir)
-	cfg.IP = cmp.Or(cfg.IP, DefaultIP)
-	cfg.Port = cmp.Or(cfg.Port, DefaultPort)
-	cfg.Namespace = cmp.Or(cfg.Namespace, DefaultNamespace)
-	if cfg.Port <= 300 || cfg.Port > 65535-6 {
-		return nil, fmt.Errorf("frontend port %d: want 301 to 65529, so that the other services' ports fit", cfg.Port)
-	}
-	if err := checkFree(cfg.IP, cfg.Port); err != nil {
-		return nil, fmt.Errorf("temporal frontend: %w", err)
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
+	if err := cfg.prepare(); err != nil {
+		return nil, err
 	}
 	dbPath, err := filepath.Abs(filepath.Join(cfg.DataDir, dbFile))
 	if err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	if cfg.Logger == nil {
-		zc := zap.NewProductionConfig()
-		zc.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
-		zc.OutputPaths = []string{filepath.Join(cfg.DataDir, logFile)}
-		zc.ErrorOutputPaths = zc.OutputPaths
-		if cfg.Logger, err = zc.Build(); err != nil {
-			return nil, fmt.Errorf("server log: %w", err)
-		}
 	}
 
 	sqlCfg := &config.SQL{
@@ -239,8 +253,12 @@ func (c *portCycle) take(free func(port int) bool) (int, bool) {
 	return 0, false
 }
 
-// frontendPorts hands out FreePort's blocks of ten, between 20000 and 32000.
-var frontendPorts = portCycle{lo: 20000, hi: 32000, step: 10, spread: 1}
+// frontendPorts hands out FreePort's blocks of ten, between 20000 and 32000,
+// each process's first four blocks before the next one's: a process may
+// take two (the chaos harness runs two nodes) without meeting its
+// neighbour's, and no block's membership ports (300 below, 30 blocks) are
+// those of another process's first two blocks.
+var frontendPorts = portCycle{lo: 20000, hi: 32000, step: 10, spread: 4}
 
 // FreePort returns a frontend port on ip whose every service port (Ports)
 // is free now. The ports are taken between 20000 and 32000, below the

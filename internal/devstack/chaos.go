@@ -25,7 +25,7 @@ func newChaosCmd(env cli.Env) *cobra.Command {
 		cfg           = chaos.Full()
 	)
 	cmd := &cobra.Command{
-		Use:   "chaos [--short] [--runs N] [--kills N] [--duration D] [--json]",
+		Use:   "chaos [--short] [--temporal embedded|cluster] [--runs N] [--kills N] [--duration D] [--json]",
 		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed; count every effect where it landed",
 		Long: `Start agent runs (a keyed note, a natural-key credit whose e-mail goes through
 the outbox, an external refund at a sandbox payment provider) through the
@@ -38,20 +38,32 @@ and the mailbox. The report also gives the resume time: how soon each
 activity attempt that was running on a worker when it died started again on
 another worker, from the workers' logs. Exits 1 on any violation.
 
+--temporal cluster runs Temporal as two nodes whose state is in PostgreSQL (in
+databases of the harness's own on DATABASE_URL's server), behind a TCP load
+balancer in the harness that every process reaches Temporal through; instead of
+the server, one node at a time is SIGKILLed, kept down for --node-down while
+runs and approvals go on against the other, and started again on its ports.
+
 Every process runs from this binary, on its own database on DATABASE_URL.
 --pg-restart cluster restarts the whole PostgreSQL server (with
 --pg-restart-command; the default is Debian's pg_ctlcluster in immediate
-mode); backends only cuts the harness's own connections.`,
+mode); backends only cuts the connections to the harness's databases
+(Temporal's too, with --temporal cluster).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if short {
-				// The preset, with the flags given explicitly on top.
-				given := cfg
+			// The preset, with the flags given explicitly on top.
+			given := cfg
+			switch {
+			case short && given.Temporal == chaos.TemporalCluster:
+				cfg = chaos.ShortCluster()
+			case short:
 				cfg = chaos.Short()
-				for name, copyField := range chaosFlags {
-					if cmd.Flags().Changed(name) {
-						copyField(&cfg, given)
-					}
+			case given.Temporal == chaos.TemporalCluster:
+				cfg = chaos.FullCluster()
+			}
+			for name, copyField := range chaosFlags {
+				if cmd.Flags().Changed(name) {
+					copyField(&cfg, given)
 				}
 			}
 			exe, err := os.Executable()
@@ -101,7 +113,8 @@ mode); backends only cuts the harness's own connections.`,
 		},
 	}
 	f := cmd.Flags()
-	f.BoolVar(&short, "short", false, "the configuration `make test` runs: 20 runs, a minute of faults, PostgreSQL connections cut instead of a restart")
+	f.BoolVar(&short, "short", false, "the configuration `make test` runs: 20 runs, a minute of faults, PostgreSQL connections cut instead of a restart (with --temporal cluster: 12 runs, 90s, each node killed once)")
+	f.StringVar(&cfg.Temporal, "temporal", cfg.Temporal, "how Temporal runs: embedded (one server on SQLite) or cluster (two nodes on PostgreSQL behind a load balancer; without --short, the defaults become 100 runs, 3 workers, 100 kills, 4 node kills, 8m)")
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON on stdout (progress goes to stderr)")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the processes' data and logs (default: a new temporary one)")
 	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "agent runs")
@@ -110,7 +123,8 @@ mode); backends only cuts the harness's own connections.`,
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "worker SIGKILLs over the fault window")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long faults go on")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long to wait for every run to end after the faults")
-	f.IntVar(&cfg.TemporalRestarts, "temporal-restarts", cfg.TemporalRestarts, "Temporal server kills and restarts")
+	f.IntVar(&cfg.TemporalRestarts, "temporal-restarts", cfg.TemporalRestarts, "Temporal server kills and restarts (with --temporal cluster: node kills, the nodes in turn)")
+	f.DurationVar(&cfg.NodeDown, "node-down", cfg.NodeDown, "with --temporal cluster: how long a killed node stays down")
 	f.IntVar(&cfg.PGRestarts, "pg-restarts", cfg.PGRestarts, "PostgreSQL restarts")
 	f.StringVar(&cfg.PGRestart, "pg-restart", cfg.PGRestart, "how PostgreSQL is restarted: cluster or backends")
 	f.StringVar(&restart, "pg-restart-command", "", "command that restarts PostgreSQL for --pg-restart cluster")
@@ -131,7 +145,9 @@ var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 	"kills":             func(d *chaos.Config, s chaos.Config) { d.Kills = s.Kills },
 	"duration":          func(d *chaos.Config, s chaos.Config) { d.Duration = s.Duration },
 	"settle":            func(d *chaos.Config, s chaos.Config) { d.Settle = s.Settle },
+	"temporal":          func(d *chaos.Config, s chaos.Config) { d.Temporal = s.Temporal },
 	"temporal-restarts": func(d *chaos.Config, s chaos.Config) { d.TemporalRestarts = s.TemporalRestarts },
+	"node-down":         func(d *chaos.Config, s chaos.Config) { d.NodeDown = s.NodeDown },
 	"pg-restarts":       func(d *chaos.Config, s chaos.Config) { d.PGRestarts = s.PGRestarts },
 	"pg-restart":        func(d *chaos.Config, s chaos.Config) { d.PGRestart = s.PGRestart },
 	"fault-rate":        func(d *chaos.Config, s chaos.Config) { d.FaultRate = s.FaultRate },

@@ -50,9 +50,9 @@ func tlsServer(t *testing.T, cfg *tls.Config) string {
 }
 
 // dial dials addr with the options the environment vars give, waiting up to
-// a minute for a server that is not there, and returns the error and how
-// many times the dial said it would try again.
-func dial(t *testing.T, addr string, vars map[string]string) (error, int) {
+// a minute for a server that is not there, and returns how many times the
+// dial said it would try again, and its error.
+func dial(t *testing.T, addr string, vars map[string]string) (retries int, err error) {
 	t.Helper()
 	vars[temporalconn.EnvAddress] = addr
 	opts, err := temporalconn.Load(env(t, vars))
@@ -62,14 +62,14 @@ func dial(t *testing.T, addr string, vars map[string]string) (error, int) {
 	if c != nil {
 		c.Close()
 	}
-	return err, logs.FilterMessageSnippet("not reachable yet").Len()
+	return logs.FilterMessageSnippet("not reachable yet").Len(), err
 }
 
 func TestDialFailsAtOnceWhenTheServerIsSignedByAnUnknownCA(t *testing.T) {
 	t.Parallel()
 	ours, theirs := testcerts.NewCA(t, "our CA"), testcerts.NewCA(t, "their CA")
 	addr := tlsServer(t, &tls.Config{Certificates: []tls.Certificate{theirs.Server(t, "127.0.0.1").TLS}})
-	err, retries := dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ours.CertPath})
+	retries, err := dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ours.CertPath})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, temporalconn.ErrRefused)
 	assert.Zero(t, retries, "a server that refuses us is not waited for")
@@ -84,7 +84,7 @@ func TestDialFailsAtOnceWithoutTheClientCertificateTheServerRequires(t *testing.
 		Certificates: []tls.Certificate{ca.Server(t, "127.0.0.1").TLS},
 		ClientAuth:   tls.RequireAndVerifyClientCert, ClientCAs: ca.Pool,
 	})
-	err, retries := dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ca.CertPath})
+	retries, err := dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ca.CertPath})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, temporalconn.ErrRefused)
 	assert.Zero(t, retries)
@@ -92,7 +92,7 @@ func TestDialFailsAtOnceWithoutTheClientCertificateTheServerRequires(t *testing.
 
 	// A certificate of another CA is refused as well.
 	other := testcerts.NewCA(t, "other CA").Client(t, "worker")
-	err, retries = dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ca.CertPath,
+	retries, err = dial(t, addr, map[string]string{temporalconn.EnvTLSServerCACertPath: ca.CertPath,
 		temporalconn.EnvTLSClientCertPath: other.CertPath, temporalconn.EnvTLSClientKeyPath: other.KeyPath})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, temporalconn.ErrRefused)
@@ -168,7 +168,7 @@ func TestDialOverTLSAtAPlainServerSaysToTurnTLSOff(t *testing.T) {
 			_ = c.Close()
 		}
 	}()
-	err, retries := dial(t, ln.Addr().String(), map[string]string{temporalconn.EnvTLS: "true"})
+	retries, err := dial(t, ln.Addr().String(), map[string]string{temporalconn.EnvTLS: "true"})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, temporalconn.ErrRefused)
 	assert.Zero(t, retries)
