@@ -163,7 +163,7 @@ type OpenAIConfig = planner.OpenAIConfig
 
 // Registry builds the one tool registry of a deployment configured by cfg:
 // the built-in tools (unless cfg.OmitBuiltinTools) and cfg.Tools. The
-// worker, the approvals service (`oncerun serve`, `oncerun dev`) and the
+// worker, the approvals service (`oncerun serve`, `oncerun-dev dev`) and the
 // CLI's plan checks all build theirs with it, so a plan one accepts the
 // others run. issue_credit tells customers of new credits by e-mail when
 // cfg.External names an SMTP server.

@@ -8,9 +8,9 @@
 // started again on another worker (the resume time).
 //
 // Every part runs as its own process started from the oncerun binary
-// (`oncerun temporal-server`, `oncerun sandbox-payments`, `oncerun serve`,
+// (`oncerun-dev temporal-server`, `oncerun-dev sandbox-payments`, `oncerun serve`,
 // `oncerun worker`), except the SMTP server, whose mailbox is the harness's
-// own ledger of e-mails. `oncerun chaos` is the command; `make chaos` runs
+// own ledger of e-mails. `oncerun-dev chaos` is the command; `make chaos` runs
 // the full configuration. With TemporalCluster (`make chaos-cluster`),
 // Temporal is two server nodes whose state is in PostgreSQL, behind a TCP
 // load balancer of the harness's own, and the nodes are killed in turn.

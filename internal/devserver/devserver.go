@@ -1,6 +1,6 @@
 // Package devserver embeds a Temporal server for a laptop: Temporal's own
 // server code with its SQLite persistence in one file, so runs survive a
-// restart of the process. It is what `oncerun dev` starts when
+// restart of the process. It is what `oncerun-dev dev` starts when
 // TEMPORAL_ADDRESS is not set; production uses a real Temporal cluster.
 // StartNode starts a node of such a cluster instead, its state in
 // PostgreSQL: the chaos harness runs two and kills them in turn.

@@ -14,7 +14,7 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 )
 
-// errViolations makes `oncerun chaos` exit non-zero when oncerun broke a
+// errViolations makes `oncerun-dev chaos` exit non-zero when oncerun broke a
 // promise; the report has said which.
 var errViolations = errors.New("chaos: violations found")
 

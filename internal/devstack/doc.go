@@ -1,6 +1,6 @@
-// Package devstack is oncerun on a laptop in one process: `oncerun dev`
+// Package devstack is oncerun on a laptop in one process: `oncerun-dev dev`
 // starts an embedded Temporal server (unless TEMPORAL_ADDRESS names one),
-// migrates the database and runs a worker; `oncerun demo` tells the
+// migrates the database and runs a worker; `oncerun-dev demo` tells the
 // product's story end to end and checks it; `oncerun worker` is the worker
 // alone, which the demo runs as a child process so that it can kill it.
 //

@@ -16,7 +16,7 @@ import (
 	"github.com/oncerun/oncerun/internal/pgtest"
 )
 
-// TestChaosShort runs `oncerun chaos --short` as `make chaos` runs the full
+// TestChaosShort runs `oncerun-dev chaos --short` as `make chaos` runs the full
 // harness: 20 runs of every effect class through the approvals API while
 // workers are SIGKILLed, the Temporal server is killed and started again,
 // PostgreSQL's connections are cut and the provider and the mail server

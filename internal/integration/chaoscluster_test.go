@@ -16,7 +16,7 @@ import (
 	"github.com/oncerun/oncerun/internal/pgtest"
 )
 
-// TestChaosTemporalCluster runs `oncerun chaos --short --temporal cluster`:
+// TestChaosTemporalCluster runs `oncerun-dev chaos --short --temporal cluster`:
 // Temporal as two nodes whose state is in PostgreSQL, behind the harness's
 // load balancer, each node SIGKILLed in turn and kept down while runs and
 // approvals go on against the other, besides the worker kills, the cut

@@ -27,7 +27,7 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// devProcess is a running `oncerun dev`.
+// devProcess is a running `oncerun-dev dev`.
 type devProcess struct {
 	cmd    *exec.Cmd
 	out    *syncBuffer
@@ -69,8 +69,8 @@ func (p *devProcess) interrupt(t *testing.T) {
 	}
 }
 
-// TestDevCommandKeepsARunAcrossRestart runs `oncerun dev` as a user would:
-// a run waits for approval, Ctrl-C stops the whole stack, a new `oncerun dev`
+// TestDevCommandKeepsARunAcrossRestart runs `oncerun-dev dev` as a user would:
+// a run waits for approval, Ctrl-C stops the whole stack, a new `oncerun-dev dev`
 // on the same data directory still has the run, and approving it completes it.
 func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	t.Parallel()
@@ -160,7 +160,7 @@ func waitState(t *testing.T, rc *runs.Client, runID string, want workflows.RunSt
 	return last
 }
 
-// TestDevWithTemporalAddressSaysItEmbedsNone: `oncerun dev` in a shell
+// TestDevWithTemporalAddressSaysItEmbedsNone: `oncerun-dev dev` in a shell
 // where TEMPORAL_ADDRESS is exported uses that server, says so before
 // anything else, and says the embedded server's flags do not apply.
 func TestDevWithTemporalAddressSaysItEmbedsNone(t *testing.T) {

@@ -47,7 +47,7 @@ const (
 	throughputSteps = 10
 )
 
-// BenchmarkDevStackThroughput brings up the dev stack as `oncerun dev` does
+// BenchmarkDevStackThroughput brings up the dev stack as `oncerun-dev dev` does
 // (an embedded Temporal server, the worker and the approvals service in this
 // process, one PostgreSQL database) and measures, each iteration, two
 // halves on it:
@@ -198,7 +198,7 @@ func startDevStack(b *testing.B) *devStack {
 	return s
 }
 
-// devLogger is the logger `oncerun dev` builds at its default level
+// devLogger is the logger `oncerun-dev dev` builds at its default level
 // (LOG_LEVEL=info, console lines), writing to nothing rather than to the
 // terminal: the benchmark pays for every line the dev stack formats.
 func devLogger() *zap.Logger {

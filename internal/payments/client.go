@@ -1,5 +1,5 @@
 // Package payments is a client of a payment provider's refunds API, in the
-// shape Stripe's takes (the sandbox provider, `oncerun sandbox-payments`,
+// shape Stripe's takes (the sandbox provider, `oncerun-dev sandbox-payments`,
 // serves it too). Every error it returns is classified where it happens:
 // see [Client.Refund].
 package payments

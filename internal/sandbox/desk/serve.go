@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// DefaultAddr is where `oncerun sandbox-desk` listens by default.
+// DefaultAddr is where `oncerun-dev sandbox-desk` listens by default.
 const DefaultAddr = "127.0.0.1:8097"
 
 // Running is a desk served over Streamable HTTP.
