@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -127,6 +128,11 @@ func resolve(ctx context.Context, db DB, r ResolveRequest) (Resolved, error) {
 		lock = lockRoundForUpdateSQL
 	}
 	want := max(r.Round, 0)
+	if r.Round > MaxRound {
+		// No round can be this one; the latest names the row the refusal
+		// is recorded under (invalid below), or shows there is none.
+		want = 0
+	}
 	var (
 		round int
 		state string
@@ -213,11 +219,18 @@ func (r ResolveRequest) invalid() error {
 	if r.Invalid != nil {
 		return r.Invalid
 	}
+	if r.Round > MaxRound {
+		return fmt.Errorf("round %d is out of range: rounds are numbered from 1 to %d (0 or none: the latest)", r.Round, MaxRound)
+	}
 	if r.Outcome != ResolutionApplied && r.Outcome != ResolutionNotApplied {
 		return fmt.Errorf("outcome %q is not applied or not_applied", edge.Cut(r.Outcome, 64))
 	}
 	return nil
 }
+
+// MaxRound is the highest round a step can have (the column is a
+// PostgreSQL integer).
+const MaxRound = math.MaxInt32
 
 // answerOfRecord returns the round's accepted answer, or nil.
 func answerOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*ResolutionDecision, error) {

@@ -58,6 +58,13 @@ func TestResolveRefusals(t *testing.T) {
 		{"a role that may not answer", func(r *approvalstore.ResolveRequest) { r.MayResolve = false }, approvalstore.ErrForbidden, approvalstore.OutcomeForbidden},
 		{"an outcome that is neither", func(r *approvalstore.ResolveRequest) { r.Outcome = "maybe" }, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
 		{"a round the step does not have", func(r *approvalstore.ResolveRequest) { r.Round = 7 }, approvalstore.ErrNotPending, approvalstore.OutcomeNotPending},
+		{"a round past the highest", func(r *approvalstore.ResolveRequest) { r.Round = approvalstore.MaxRound + 1 }, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
+		{"a round past the highest, another tenant's step", func(r *approvalstore.ResolveRequest) {
+			r.Round, r.Tenant = approvalstore.MaxRound+1, "globex"
+		}, approvalstore.ErrNotFound, ""},
+		{"a round past the highest, a missing step", func(r *approvalstore.ResolveRequest) {
+			r.Round, r.Step = approvalstore.MaxRound+1, 3
+		}, approvalstore.ErrNotFound, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/sandbox/payments"
 	"github.com/oncerun/oncerun/worker"
@@ -45,7 +46,7 @@ func startProviders(ctx context.Context, dataDir string, ext *worker.ExternalCon
 		p.lines = append(p.lines, fmt.Sprintf("payments    %s (sandbox provider; ledger in %s; PAYMENTS_BASE_URL)",
 			run.URL(), filepath.Join(dataDir, "sandbox-payments")))
 	} else {
-		p.lines = append(p.lines, fmt.Sprintf("payments    %s (PAYMENTS_BASE_URL)", ext.Payments.BaseURL))
+		p.lines = append(p.lines, fmt.Sprintf("payments    %s (PAYMENTS_BASE_URL)", edge.Redact(ext.Payments.BaseURL)))
 	}
 	if ext.SMTP.Addr == "" {
 		srv, err := mailtest.Start(mailtest.Config{Addr: "127.0.0.1:0"})

@@ -193,3 +193,16 @@ func TestDevEmbeddingIgnoresTheUsersTemporalCredentials(t *testing.T) {
 	assert.NotContains(t, p.out.String(), key)
 	p.interrupt(t)
 }
+
+// TestDevBannerNeverPrintsThePaymentsPassword: a password in
+// PAYMENTS_BASE_URL is shown redacted in the dev banner.
+func TestDevBannerNeverPrintsThePaymentsPassword(t *testing.T) {
+	t.Parallel()
+	p := startDev(t, buildDev(t), t.TempDir(), devPort(t), []string{"DATABASE_URL=" + pgtest.NewEmptyDB(t).URL,
+		"PAYMENTS_BASE_URL=http://shop:hunter2@127.0.0.1:9", "PAYMENTS_API_KEY=k",
+		"TEMPORAL_TASK_QUEUE=" + fmt.Sprintf("oncerun-dev-pay-%d", queues.Add(1)),
+		"METRICS_ADDR=" + freeAddr(t), "APPROVALS_ADDR=" + freeAddr(t), "APPROVALS_TOKENS_FILE="})
+	assert.Contains(t, p.out.String(), "payments    http://shop:xxxxx@127.0.0.1:9 (PAYMENTS_BASE_URL)")
+	assert.NotContains(t, p.out.String(), "hunter2")
+	p.interrupt(t)
+}

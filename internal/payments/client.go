@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -61,7 +62,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("payments: BaseURL %q is not an http or https URL", cfg.BaseURL)
+		return nil, fmt.Errorf("payments: BaseURL %q is not an http or https URL", edge.Redact(cfg.BaseURL))
 	}
 	if cfg.APIKey == "" {
 		return nil, errors.New("payments: APIKey (PAYMENTS_API_KEY) is empty")

@@ -229,3 +229,13 @@ func TestRefundWithAKeyTooLongIsRefusedBeforeSending(t *testing.T) {
 	assert.ErrorContains(t, err, "use a shorter run id")
 	assert.Empty(t, p.Refunds())
 }
+
+// A password in the provider's URL is never printed, not even in the error
+// about the URL itself.
+func TestNewNeverPrintsThePasswordOfItsURL(t *testing.T) {
+	t.Parallel()
+	_, err := payments.New(payments.Config{BaseURL: "ftp://shop:hunter2@127.0.0.1:1", APIKey: "k"})
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "shop:xxxxx@127.0.0.1:1")
+	assert.NotContains(t, err.Error(), "hunter2")
+}
