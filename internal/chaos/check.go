@@ -135,10 +135,12 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		c.CrashFaultDeaths += crashes
 		for _, f := range failures {
 			// A worker may not come up while PostgreSQL or Temporal is
-			// down; once the faults are over, it must. A worker that was
-			// up never exits by itself.
-			if !f.wasUp && f.at.Before(h.faultsOver) {
+			// down, nor while they settle just after (a Temporal node that
+			// came back takes its shards again); past that, it must. A
+			// worker that was up never exits by itself.
+			if !f.wasUp && f.at.Before(h.faultsOver.Add(startGrace)) {
 				c.StartFailures++
+				c.StartFailureErrors = append(c.StartFailureErrors, fmt.Sprintf("%s: %v", w.name, f.err))
 				continue
 			}
 			c.violations = append(c.violations, fmt.Sprintf("%s: %v", w.name, f.err))
@@ -296,3 +298,8 @@ func (h *harness) deliveries(ctx context.Context) (map[string]string, error) {
 	}
 	return out, rows.Err()
 }
+
+// startGrace is how long after the faults a worker may still fail to start
+// without a violation: the time a Temporal node that came back takes to
+// own its shards again, and a cut database to take connections again.
+const startGrace = time.Minute

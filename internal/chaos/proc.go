@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -67,7 +68,7 @@ func (p *proc) start(ctx context.Context, wait time.Duration) error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("%s exited while starting (%s); its log is %s", p.name, cmd.ProcessState, p.logPath)
+			return fmt.Errorf("%s exited while starting (%s): %q; its log is %s", p.name, cmd.ProcessState, lastLine(p.logPath), p.logPath)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(100 * time.Millisecond):
@@ -279,6 +280,21 @@ func (s *supervised) counts() (crashes int, failures []failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.crashes, append([]failure(nil), s.failures...)
+}
+
+// lastLine is the last line of the log at path that is not empty (a
+// process that exits on an error prints it last), cut to 300 bytes.
+func lastLine(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	last := lines[len(lines)-1]
+	if len(last) > 300 {
+		last = last[:300]
+	}
+	return last
 }
 
 func logPath(dir, name string) string { return filepath.Join(dir, "logs", name+".log") }

@@ -17,6 +17,8 @@ type Counts struct {
 	WorkerKills      int `json:"worker_kills"`
 	CrashFaultDeaths int `json:"crash_fault_deaths"`
 	StartFailures    int `json:"worker_start_failures"`
+	// StartFailureErrors says why each of those starts failed.
+	StartFailureErrors []string `json:"worker_start_failure_errors,omitempty"`
 	// CrashPoints counts the crash-fault deaths by the point they were at.
 	CrashPoints      map[string]int `json:"crash_points"`
 	TemporalKills    int            `json:"temporal_kills"`
@@ -84,7 +86,7 @@ func (r *Report) Print(w io.Writer) {
 	for _, p := range slices.Sorted(maps.Keys(r.CrashPoints)) {
 		row("  at "+p, r.CrashPoints[p])
 	}
-	row("worker starts that failed during the faults", r.StartFailures)
+	row("worker starts that failed during the faults or the minute after", r.StartFailures)
 	if r.Temporal == TemporalCluster {
 		row("Temporal node kills / restarts", fmt.Sprintf("%d / %d", r.NodeKills, r.NodeRestarts))
 		row("connections through the load balancer, per node", fmt.Sprint(r.NodeConnections))
