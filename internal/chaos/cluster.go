@@ -32,6 +32,7 @@ func (h *harness) startCluster(ctx context.Context) error {
 		if err := h.createDatabase(ctx, name); err != nil {
 			return err
 		}
+		h.temporalDBs = append(h.temporalDBs, name)
 	}
 	ports := make([]int, clusterNodes)
 	backends := make([]string, clusterNodes)
@@ -85,7 +86,6 @@ func (h *harness) createDatabase(ctx context.Context, name string) error {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		return fmt.Errorf("make database %s: %w", name, err)
 	}
-	h.temporalDBs = append(h.temporalDBs, name)
 	return nil
 }
 

@@ -192,15 +192,8 @@ func (h *harness) makeDatabase(ctx context.Context, name string) error {
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
 		return fmt.Errorf("chaos: DATABASE_URL %q: want a postgres:// URL", edge.Redact(h.cfg.DatabaseURL))
 	}
-	conn, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
-	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL (%s): %w", edge.Redact(h.cfg.DatabaseURL), err)
-	}
-	defer conn.Close(ctx)
-	// CREATE, never DROP first: a database of that name is another
-	// harness's, or one kept for inspection.
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
-		return fmt.Errorf("make database %s: %w", name, err)
+	if err := h.createDatabase(ctx, name); err != nil {
+		return err
 	}
 	u.Path = "/" + name
 	h.dbName, h.dbURL = name, u.String()

@@ -25,21 +25,7 @@ import (
 // drift.
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
-	bin := buildDev(t)
-	// The harness stops its processes on SIGTERM; should the test time out,
-	// the kernel kills them with it (they die with their parent).
-	cmd := exec.CommandContext(t.Context(), bin, "chaos", "--short", "--json", "--dir", t.TempDir())
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.ServerURL())
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	require.NoError(t, err, "oncerun chaos --short failed:\n%s\n%s", stdout.String(), stderr.String())
-
-	var rep chaos.Report
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
-	t.Logf("chaos report: %s", stdout.String())
+	rep := runChaos(t, []string{"--short"})
 	short := chaos.Short()
 	assert.Empty(t, rep.Violations)
 	assert.Equal(t, short.Runs, rep.Runs)
@@ -56,4 +42,25 @@ func TestChaosShort(t *testing.T) {
 	// Every run's note, and the credits and refunds it was given, landed.
 	assert.GreaterOrEqual(t, rep.Effects, short.Runs)
 	assert.Positive(t, rep.Mails)
+}
+
+// runChaos runs `oncerun-dev chaos --json` with args and env on the test's
+// PostgreSQL server and returns its report; the run must exit 0.
+func runChaos(t *testing.T, args []string, env ...string) chaos.Report {
+	t.Helper()
+	bin := buildDev(t)
+	// The harness stops its processes on SIGTERM; should the test time out,
+	// the kernel kills them with it (they die with their parent).
+	cmd := exec.CommandContext(t.Context(), bin, append(append([]string{"chaos"}, args...), "--json", "--dir", t.TempDir())...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 30 * time.Second
+	cmd.Env = append(append(os.Environ(), "DATABASE_URL="+pgtest.ServerURL()), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	require.NoError(t, err, "oncerun-dev chaos %v failed:\n%s\n%s", args, stdout.String(), stderr.String())
+	var rep chaos.Report
+	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
+	t.Logf("chaos report: %s", stdout.String())
+	return rep
 }

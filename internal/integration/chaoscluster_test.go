@@ -1,19 +1,12 @@
 package integration
 
 import (
-	"bytes"
-	"encoding/json"
-	"os"
-	"os/exec"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/chaos"
-	"github.com/oncerun/oncerun/internal/pgtest"
 )
 
 // TestChaosTemporalCluster runs `oncerun-dev chaos --short --temporal cluster`:
@@ -26,20 +19,8 @@ import (
 // harness's processes: the test exports some that would break them.
 func TestChaosTemporalCluster(t *testing.T) {
 	t.Parallel()
-	bin := buildDev(t)
-	cmd := exec.CommandContext(t.Context(), bin, "chaos", "--short", "--temporal", "cluster", "--json", "--dir", t.TempDir())
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
-	cmd.WaitDelay = 30 * time.Second
-	cmd.Env = append(os.Environ(), "DATABASE_URL="+pgtest.ServerURL(),
+	rep := runChaos(t, []string{"--short", "--temporal", "cluster"},
 		"TEMPORAL_API_KEY=not-for-these-servers", "TEMPORAL_TLS=true", "TEMPORAL_PROFILE=elsewhere")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	require.NoError(t, err, "oncerun chaos --short --temporal cluster failed:\n%s\n%s", stdout.String(), stderr.String())
-
-	var rep chaos.Report
-	require.NoError(t, json.Unmarshal(stdout.Bytes(), &rep), stdout.String())
-	t.Logf("chaos report: %s", stdout.String())
 	short := chaos.ShortCluster()
 	assert.Empty(t, rep.Violations)
 	assert.Equal(t, chaos.TemporalCluster, rep.Temporal)

@@ -1,21 +1,15 @@
 package mail_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"math/big"
-	"net"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
+	"github.com/oncerun/oncerun/internal/testcerts"
 )
 
 func TestSendUsesStartTLSWhenOffered(t *testing.T) {
@@ -52,24 +46,6 @@ func TestSendTLSHandshakeFailureIsNotSent(t *testing.T) {
 // selfSigned returns a certificate for 127.0.0.1 and a pool that trusts it.
 func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	require.NoError(t, err)
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "mailtest"},
-		IPAddresses:           []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	require.NoError(t, err)
-	leaf, err := x509.ParseCertificate(der)
-	require.NoError(t, err)
-	roots := x509.NewCertPool()
-	roots.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, roots
+	ca := testcerts.NewCA(t, "mailtest CA")
+	return ca.Server(t, "127.0.0.1").TLS, ca.Pool
 }

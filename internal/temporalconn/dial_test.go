@@ -20,12 +20,11 @@ import (
 	"github.com/oncerun/oncerun/internal/testcerts"
 )
 
-// tlsServer accepts connections on loopback and runs the server side of a
-// TLS handshake with cfg on each, as a TLS-only Temporal frontend would
-// before any gRPC is spoken.
-func tlsServer(t *testing.T, cfg *tls.Config) string {
+// serve accepts connections on loopback until the test ends and hands each
+// to handle, on a goroutine of its own, which closes it; it returns the
+// address.
+func serve(t *testing.T, handle func(net.Conn)) string {
 	t.Helper()
-	cfg.NextProtos = []string{"h2"}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ln.Close() })
@@ -37,16 +36,26 @@ func tlsServer(t *testing.T, cfg *tls.Config) string {
 			}
 			go func() {
 				defer c.Close()
-				tc := tls.Server(c, cfg) // cfg offers h2, as gRPC needs
-				if tc.Handshake() == nil {
-					buf := make([]byte, 1024)
-					_ = tc.SetReadDeadline(time.Now().Add(2 * time.Second))
-					_, _ = tc.Read(buf) // a client that failed to verify us hangs up
-				}
+				handle(c)
 			}()
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// tlsServer runs the server side of a TLS handshake with cfg on each
+// connection, as a TLS-only Temporal frontend would before any gRPC is
+// spoken.
+func tlsServer(t *testing.T, cfg *tls.Config) string {
+	t.Helper()
+	cfg.NextProtos = []string{"h2"} // as gRPC needs
+	return serve(t, func(c net.Conn) {
+		tc := tls.Server(c, cfg)
+		if tc.Handshake() == nil {
+			_ = tc.SetReadDeadline(time.Now().Add(2 * time.Second))
+			_, _ = tc.Read(make([]byte, 1024)) // a client that failed to verify us hangs up
+		}
+	})
 }
 
 // dial dials addr with the options the environment vars give, waiting up to
@@ -153,22 +162,12 @@ func TestRefusalOfAnAuthorizationErrorNamesTheCredentialVariable(t *testing.T) {
 // turn TLS off.
 func TestDialOverTLSAtAPlainServerSaysToTurnTLSOff(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			// What an HTTP/2 server answers first: a SETTINGS frame.
-			_, _ = c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
-			time.Sleep(100 * time.Millisecond)
-			_ = c.Close()
-		}
-	}()
-	retries, err := dial(t, ln.Addr().String(), map[string]string{temporalconn.EnvTLS: "true"})
+	addr := serve(t, func(c net.Conn) {
+		// What an HTTP/2 server answers first: a SETTINGS frame.
+		_, _ = c.Write([]byte{0, 0, 0, 4, 0, 0, 0, 0, 0})
+		time.Sleep(100 * time.Millisecond)
+	})
+	retries, err := dial(t, addr, map[string]string{temporalconn.EnvTLS: "true"})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, temporalconn.ErrRefused)
 	assert.Zero(t, retries)
@@ -180,24 +179,11 @@ func TestDialOverTLSAtAPlainServerSaysToTurnTLSOff(t *testing.T) {
 // cfg when cfg is set.
 func closingServer(t *testing.T, cfg *tls.Config) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			if cfg != nil {
-				tc := tls.Server(c, cfg)
-				_ = tc.Handshake()
-				c = tc
-			}
-			_ = c.Close()
+	return serve(t, func(c net.Conn) {
+		if cfg != nil {
+			_ = tls.Server(c, cfg).Handshake()
 		}
-	}()
-	return ln.Addr().String()
+	})
 }
 
 // A connection closed without a word is waited for over TLS as in plain
