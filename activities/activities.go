@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/tools"
@@ -28,8 +30,10 @@ const (
 	ErrTypeInFlight       = "InFlight"
 	ErrTypeOutcomeUnknown = "OutcomeUnknown"
 	ErrTypeToolFailed     = "ToolFailed"
-	// ErrTypeUnstorable: PostgreSQL refused a value as data (not UTF-8, a
-	// NUL character, a violated check): the same value fails every time.
+	// ErrTypeUnstorable: a value was refused as data, by the store's
+	// rules for results (idempotency.CheckResult: a NUL character, a number
+	// that cannot be read back) or by PostgreSQL (not UTF-8, a violated
+	// check): the same value fails every time.
 	ErrTypeUnstorable = "Unstorable"
 )
 
@@ -127,14 +131,51 @@ func dataError(err error) error {
 	return temporalError(err)
 }
 
-// unstorable reports an error of PostgreSQL's that refuses the data itself:
+// unstorable reports an error that refuses the data itself: a result the
+// store refuses ([idempotency.ErrUnstorable]), or an error of PostgreSQL's,
 // a data exception (class 22: an invalid byte sequence, a NUL character, a
 // value out of range), a NOT NULL or a CHECK violation. Retrying the same
 // values cannot succeed.
 func unstorable(err error) bool {
+	if errors.Is(err, idempotency.ErrUnstorable) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return false
 	}
 	return strings.HasPrefix(pgErr.Code, "22") || pgErr.Code == "23502" || pgErr.Code == "23514"
 }
+
+// cleanError returns a tool's error as it may travel: unchanged when its
+// text is valid UTF-8, as it nearly always is; otherwise restated with its
+// text escaped (\xff for a byte that is not UTF-8), still matching what it
+// matched (tools.ErrNotApplied, idempotency.ErrUnstorable) and as permanent
+// as it was. Temporal carries failures as protocol buffers, which refuse
+// such text: the attempt's failure would be lost, and the attempt retried
+// blind. A provider's or a server's answer quoted in an error can hold
+// anything.
+func cleanError(err error) error {
+	text := err.Error()
+	if utf8.ValidString(text) {
+		return err
+	}
+	clean := &escapedError{text: edge.Escape(text), err: err}
+	var app *temporal.ApplicationError
+	if errors.As(err, &app) && app.NonRetryable() {
+		return temporal.NewNonRetryableApplicationError(clean.text, app.Type(), clean)
+	}
+	return clean
+}
+
+// escapedError is an error restated with its text escaped. It matches the
+// sentinels the original matched, but unwraps to nothing, so that no
+// unescaped text travels with it.
+type escapedError struct {
+	text string
+	err  error
+}
+
+func (e *escapedError) Error() string { return e.text }
+
+func (e *escapedError) Is(target error) bool { return errors.Is(e.err, target) }

@@ -161,27 +161,3 @@ func FuzzPlannerOutput(f *testing.F) {
 		}
 	})
 }
-
-// TestExternalResultPostgreSQLRefusesLeavesTheOutcomeUnknown: when the
-// provider has applied the effect and its result cannot be recorded (a NUL
-// in it), the step is not failed for good: the key stays in flight, and the
-// next attempt resolves the outcome instead of the planner calling again
-// under a new key.
-func TestExternalResultPostgreSQLRefusesLeavesTheOutcomeUnknown(t *testing.T) {
-	t.Parallel()
-	sent := 0
-	send := tools.Tool{Name: "send_gift", Class: tools.ClassExternal, Schema: json.RawMessage(giftSchema),
-		Run: func(context.Context, tools.Call) (any, error) {
-			sent++
-			return map[string]string{"receipt": "r\x00"}, nil
-		}}
-	f := setup(t, send)
-
-	_, err := f.run(t, input(t, 1, "send_gift", `{"order_id":"1001"}`))
-
-	app := requireRetryable(t, err)
-	assert.NotEqual(t, activities.ErrTypeUnstorable, app.Type())
-	assert.Equal(t, 1, sent)
-	assert.Equal(t, 1, f.count(t, "SELECT count(*) FROM idempotency_keys WHERE state = 'in_flight'"),
-		"the effect may have happened: the key is not freed")
-}

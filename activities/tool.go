@@ -98,6 +98,13 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	case tools.ClassRead:
 		call.DB = a.Pool
 		out.Result, err = runTool(ctx, tool, call)
+		if err == nil {
+			// No key holds it, but the run's history, its status and the
+			// planner do: the same rule as for every result.
+			if err = idempotency.CheckResult(out.Result); err != nil {
+				err = fmt.Errorf("tool %s: %w", tool.Name, err)
+			}
+		}
 	case tools.ClassNatural, tools.ClassKeyed:
 		var outbox *outboxWriter
 		out, err = a.Store.Do(ctx, claim, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
@@ -161,7 +168,7 @@ func failureOutcome(err error) string {
 func runTool(ctx context.Context, tool tools.Tool, call tools.Call) (json.RawMessage, error) {
 	res, err := tool.Run(ctx, call)
 	if err != nil {
-		return nil, fmt.Errorf("tool %s: %w", tool.Name, err)
+		return nil, fmt.Errorf("tool %s: %w", tool.Name, cleanError(err))
 	}
 	b, err := json.Marshal(res)
 	if err != nil {

@@ -307,7 +307,7 @@ func (a audit) args(outcome, detail string) []any {
 	// What an edit asked to run is kept when it is JSON the table can hold
 	// (an invalid request's may not be).
 	var edited json.RawMessage
-	if decision == DecisionEdit && json.Valid(r.EditedArgs) && edge.JSON("args", r.EditedArgs) == nil {
+	if decision == DecisionEdit && edge.Value("args", r.EditedArgs, keys.MaxArgsSize) == nil {
 		edited = r.EditedArgs
 	}
 	return []any{r.Tenant, r.RunID, r.Step, decision, outcome, edge.Clean(r.ArgsHash, maxAuditArgsHash),

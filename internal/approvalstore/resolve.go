@@ -225,6 +225,11 @@ func (r ResolveRequest) invalid() error {
 	if r.Outcome != ResolutionApplied && r.Outcome != ResolutionNotApplied {
 		return fmt.Errorf("outcome %q is not applied or not_applied", edge.Cut(r.Outcome, 64))
 	}
+	if len(r.Result) > 0 {
+		// What is accepted is compared with the next answer and stored on
+		// the key: it must read back as it was sent.
+		return edge.Value("result", r.Result, MaxResultBytes)
+	}
 	return nil
 }
 
@@ -248,15 +253,12 @@ func answerOfRecord(ctx context.Context, db DB, tenant, runID string, step int64
 	return d, nil
 }
 
-// sameJSON reports whether two results are the same JSON value (by their
-// canonical form), absent ones included.
+// sameJSON reports whether two results are the same JSON value, absent
+// ones included: members in any order, numbers by their exact value (an
+// id beyond 2⁵³ is not its neighbour).
 func sameJSON(a, b json.RawMessage) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	ca, errA := keys.Canonicalize(a)
-	cb, errB := keys.Canonicalize(b)
-	return errA == nil && errB == nil && string(ca) == string(cb)
+	same, err := edge.Equal(a, b)
+	return err == nil && same
 }
 
 // resolveAudit records an answer that is refused or repeated.
@@ -282,7 +284,7 @@ func (a resolveAudit) args(outcome, detail string) []any {
 		}
 	}
 	var result any
-	if len(r.Result) > 0 && len(r.Result) <= MaxResultBytes && edge.JSON("result", r.Result) == nil {
+	if len(r.Result) > 0 && edge.Value("result", r.Result, MaxResultBytes) == nil {
 		result = []byte(r.Result)
 	}
 	return []any{r.Tenant, r.RunID, r.Step, a.round, decision, outcome, result, edge.Clean(r.Resolver, MaxNameBytes),

@@ -65,6 +65,15 @@ func TestResolveRefusals(t *testing.T) {
 		{"a round past the highest, a missing step", func(r *approvalstore.ResolveRequest) {
 			r.Round, r.Step = approvalstore.MaxRound+1, 3
 		}, approvalstore.ErrNotFound, ""},
+		{"a result beyond the range of a double", func(r *approvalstore.ResolveRequest) {
+			r.Result = json.RawMessage(`{"amount":1e400}`)
+		}, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
+		{"a result too small for a double", func(r *approvalstore.ResolveRequest) {
+			r.Result = json.RawMessage(`{"amount":1e-400}`)
+		}, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
+		{"a result with a number PostgreSQL cannot hold", func(r *approvalstore.ResolveRequest) {
+			r.Result = json.RawMessage(`{"amount":1e200000}`)
+		}, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -124,6 +133,31 @@ func TestResolveRecordsOneAnswerOfRecord(t *testing.T) {
 
 	assert.Equal(t, 1, answers(t, pool, "outcome = 'accepted'"))
 	assert.Equal(t, 2, answers(t, pool, "outcome = 'repeated'"))
+	assert.Equal(t, 1, answers(t, pool, "outcome = 'conflict'"))
+}
+
+// TestResolveRepeatsAnAnswerWithAnIntegerBeyondDoubles: provider ids are
+// often 64-bit integers; the same answer again is a repeat, and a
+// neighbouring id, which a double cannot tell apart, is another result.
+func TestResolveRepeatsAnAnswerWithAnIntegerBeyondDoubles(t *testing.T) {
+	t.Parallel()
+	pool := setupUnresolved(t)
+	ctx := context.Background()
+	first := answer()
+	first.Result = json.RawMessage(`{"id":9007199254740993}`)
+	res, err := approvalstore.Resolve(ctx, pool, first)
+	require.NoError(t, err)
+	assert.Contains(t, string(res.Decision.Result), "9007199254740993", "stored with its digits")
+
+	res, err = approvalstore.Resolve(ctx, pool, first)
+	require.NoError(t, err)
+	assert.True(t, res.Repeated)
+
+	neighbour := answer()
+	neighbour.Result = json.RawMessage(`{"id":9007199254740992}`)
+	_, err = approvalstore.Resolve(ctx, pool, neighbour)
+	require.ErrorIs(t, err, approvalstore.ErrConflict)
+	assert.Equal(t, 1, answers(t, pool, "outcome = 'repeated'"))
 	assert.Equal(t, 1, answers(t, pool, "outcome = 'conflict'"))
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -104,9 +105,10 @@ func (f resolveFlags) request() (approvals.ResolveRequest, error) {
 		if o != workflows.OutcomeApplied {
 			return approvals.ResolveRequest{}, errors.New("--result is given only with --outcome applied")
 		}
-		var v any
-		if err := json.Unmarshal([]byte(f.result), &v); err != nil {
-			return approvals.ResolveRequest{}, fmt.Errorf("--result is not valid JSON: %w", err)
+		// Checked as the service checks it, so that the error names the
+		// flag: JSON whose strings are text and whose numbers read back.
+		if err := edge.Value("--result", []byte(f.result), workflows.MaxResultBytes); err != nil {
+			return approvals.ResolveRequest{}, err
 		}
 		req.Result = json.RawMessage(f.result)
 	}

@@ -38,6 +38,7 @@ func TestResolveRefusesBadFlags(t *testing.T) {
 		{"result not JSON", []string{"--step", "2", "--outcome", "applied", "--result", "{refund"}, "--result is not valid JSON"},
 		{"result with not_applied", []string{"--step", "2", "--outcome", "not_applied", "--result", `{"id":"re_1"}`}, "--result is given only with --outcome applied"},
 		{"result with a control character", []string{"--step", "2", "--outcome", "applied", "--result", `{"id":"re\u001b"}`}, "result holds the control character U+001B"},
+		{"result beyond the range of a double", []string{"--step", "2", "--outcome", "applied", "--result", `{"amount":1e400}`}, "--result holds the number 1e400 at amount, beyond the range of a double (about ±1.8e308): send it as a string"},
 		{"step zero", []string{"--step", "0", "--outcome", "applied"}, "--step 0: steps are numbered from 1"},
 		{"negative round", []string{"--step", "2", "--round", "-1", "--outcome", "applied"}, "--round -1"},
 		{"note with an escape", []string{"--step", "2", "--outcome", "applied", "--note", "ok\x1b[2J"}, "--note holds the control character U+001B"},

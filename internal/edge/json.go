@@ -20,7 +20,16 @@ const MaxJSONDepth = 32
 // pass [Text] (no NUL, no control character but tab, newline and carriage
 // return). field names the document in the error, which also says where in
 // it the problem is. The document's size is the caller's to bound.
+//
+// Workflow code checks signals and inputs with JSON on every replay, so
+// its rules never change: a new rule for what enters belongs in [Value].
 func JSON(field string, raw []byte) error {
+	return walk(field, raw, false)
+}
+
+// walk checks raw as [JSON] does and, with numbers, each number as [Value]
+// does.
+func walk(field string, raw []byte, numbers bool) error {
 	dec := jsontext.NewDecoder(strings.NewReader(string(raw)))
 	for {
 		tok, err := dec.ReadToken()
@@ -41,6 +50,12 @@ func JSON(field string, raw []byte) error {
 				if textControl(r) {
 					return invalid("%s holds %s at %s (byte %d of the string)",
 						field, describe(r), where(dec.StackPointer()), i)
+				}
+			}
+		case '0':
+			if numbers {
+				if err := number(field, tok.String(), dec.StackPointer()); err != nil {
+					return err
 				}
 			}
 		}

@@ -146,10 +146,8 @@ func (s *Store) apply(ctx context.Context, tx pgx.Tx, a claimArgs, attempt int32
 	if err != nil {
 		return Outcome{}, false, fmt.Errorf("effect of %s: %w", a.key, err)
 	}
-	if result == nil {
-		result = json.RawMessage("null")
-	} else if !json.Valid(result) {
-		return Outcome{}, false, fmt.Errorf("effect of %s: result is not valid JSON", a.key)
+	if result, err = storedResult(result); err != nil {
+		return Outcome{}, false, fmt.Errorf("effect of %s: %w", a.key, err)
 	}
 	stored, err := finish(ctx, tx, result)
 	if err != nil {

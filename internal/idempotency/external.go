@@ -46,7 +46,8 @@ const DefaultReadTries = 3
 
 // External is an effect outside the database, for [Store.External].
 type External struct {
-	// Call makes the effect and returns its result as JSON. It must send the
+	// Call makes the effect and returns its result as JSON (see
+	// [CheckResult] for what the store keeps). It must send the
 	// key as the provider's idempotency key where the provider takes one.
 	// Its context ends when the lease is lost or may have expired by this
 	// process's clock, and carries that moment for [SendBy]: a client
@@ -113,7 +114,14 @@ type ExternalOutcome struct {
 //     process's clock (no renewal for the lease less one renewal interval).
 //  4. Its result completes the key; its error fails it, before the effect
 //     only when ext.BeforeEffect says so. Both are recorded even if ctx has
-//     ended meanwhile.
+//     ended meanwhile. A result the store refuses ([CheckResult]), or an
+//     error of Call that wraps [ErrUnstorable] (the provider answered, but
+//     with something that cannot be kept exactly), means the effect was
+//     made: ext.Read, when set, is asked for a result that can be kept;
+//     otherwise, or when it has none, the key is left unresolved, with an
+//     [*UnresolvedError] that says why. It is never sent again: a resend
+//     would only get the same answer. A paired read's result is held to
+//     the same rule as Call's.
 func (s *Store) External(ctx context.Context, claim Claim, ext External) (ExternalOutcome, error) {
 	if ext.Call == nil || ext.BeforeEffect == nil {
 		return ExternalOutcome{}, fmt.Errorf("external %s: Call and BeforeEffect are required: %w", claim.Key, ErrInvalidClaim)
@@ -169,18 +177,11 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 			why = fmt.Sprintf("the tool has no paired read and the provider forgets keys after %s; the key was first used %s ago",
 				ext.KeyLifetime, age.Round(time.Second))
 		}
-		return ExternalOutcome{}, false, s.unresolved(ctx, lease, unknown, known, why)
+		return ExternalOutcome{}, false, s.unresolved(ctx, lease, known, why)
 	}
-	// The read may take long (ReadTries, with backoff): renew the lease
-	// meanwhile, as during Call, or another caller could take the key over
-	// and send while this one is about to.
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	lctx, stop := s.keepLease(rctx, lease, held, ext, cancel)
-	found, result, err := s.read(lctx, ext)
-	stop()
-	if cause := context.Cause(rctx); errors.Is(cause, ErrLeaseLost) {
-		return ExternalOutcome{}, false, fmt.Errorf("resolve the unknown outcome of %s: %w", unknown.Key, cause)
+	found, result, err, lost := s.readUnderLease(ctx, lease, held, ext)
+	if lost != nil {
+		return ExternalOutcome{}, false, fmt.Errorf("resolve the unknown outcome of %s: %w", unknown.Key, lost)
 	}
 	switch {
 	case err != nil && ctx.Err() != nil:
@@ -191,7 +192,10 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 		}
 		return ExternalOutcome{}, false, fmt.Errorf("resolve the unknown outcome of %s: %w", unknown.Key, err)
 	case err != nil:
-		return ExternalOutcome{}, false, s.unresolved(ctx, lease, unknown, known, fmt.Sprintf("the paired read failed: %v", err))
+		return ExternalOutcome{}, false, s.unresolved(ctx, lease, known, fmt.Sprintf("the paired read failed: %v", err))
+	case found && CheckResult(result) != nil:
+		reason, ask := unstorable(CheckResult(result))
+		return ExternalOutcome{}, false, s.unresolved(ctx, lease, known, "the paired read found the effect, but "+reason+"; "+ask)
 	case found:
 		out, err := s.Complete(detached(ctx), lease, result)
 		if err != nil {
@@ -202,6 +206,22 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 	}
 	s.log.Info("unknown outcome resolved by the paired read: not applied", a.fields()...)
 	return ExternalOutcome{}, false, nil
+}
+
+// readUnderLease runs the paired read, renewing the lease meanwhile, as
+// during Call: the read may take long (ReadTries, with backoff), and
+// another caller could otherwise take the key over and send while this one
+// is about to. lost is the ErrLeaseLost that ended the read, if one did.
+func (s *Store) readUnderLease(ctx context.Context, lease *Lease, held *heldSince, ext External) (found bool, result json.RawMessage, err, lost error) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lctx, stop := s.keepLease(rctx, lease, held, ext, cancel)
+	found, result, err = s.read(lctx, ext)
+	stop()
+	if cause := context.Cause(rctx); errors.Is(cause, ErrLeaseLost) {
+		return false, nil, err, cause
+	}
+	return found, result, err, nil
 }
 
 // read runs ext.Read up to ext.ReadTries times.
@@ -236,12 +256,24 @@ func (s *Store) read(ctx context.Context, ext External) (found bool, result json
 // unresolved fails lease with what is known, leaving the outcome unknown,
 // and returns the UnresolvedError for the caller, which says why nothing
 // settled it.
-func (s *Store) unresolved(ctx context.Context, lease *Lease, unknown *OutcomeUnknownError, known, why string) error {
-	uerr := &UnresolvedError{Key: unknown.Key, FirstAttemptAt: unknown.FirstAttemptAt, Known: known + "; " + why}
+func (s *Store) unresolved(ctx context.Context, lease *Lease, known, why string) error {
+	uerr := &UnresolvedError{Key: lease.Claim.Key.String(), FirstAttemptAt: lease.FirstAttemptAt, Known: known + "; " + why}
 	if ferr := s.Fail(detached(ctx), lease, Failure{Message: known, Unresolved: true}); ferr != nil {
 		return errors.Join(uerr, fmt.Errorf("record the unknown outcome: %w", ferr))
 	}
 	return uerr
+}
+
+// unstorable says why a result that came back was not recorded, and
+// what a person is asked instead.
+func unstorable(err error) (reason, ask string) {
+	var ue *UnstorableError
+	reason = err.Error()
+	if errors.As(err, &ue) {
+		reason = ue.Reason
+	}
+	return "its result cannot be stored: " + reason,
+		"a person must answer applied with a result that can be stored, or not_applied if the provider shows no effect"
 }
 
 // call runs ext.Call under lease, renewing it, and records the outcome.
@@ -251,6 +283,12 @@ func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext Ext
 	lctx, stop := s.keepLease(cctx, lease, held, ext, cancel)
 	result, err := ext.Call(lctx)
 	stop()
+	if err == nil {
+		err = CheckResult(result)
+	}
+	if errors.Is(err, ErrUnstorable) {
+		return s.settleUnstorable(ctx, lease, held, ext, err)
+	}
 	if err != nil {
 		f := Failure{Message: err.Error(), BeforeEffect: ext.BeforeEffect(err)}
 		if cause := context.Cause(cctx); cause != nil && errors.Is(cause, ErrLeaseLost) {
@@ -265,6 +303,38 @@ func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext Ext
 	// passed, or the next attempt would have to resolve it again.
 	out, err := s.Complete(detached(ctx), lease, result)
 	return ExternalOutcome{Outcome: out}, err
+}
+
+// settleUnstorable settles a call that answered, so that its effect was
+// made, with an answer the store refuses (err). The tool's paired read,
+// when it has one, may tell the effect's result in a form that can be
+// kept; otherwise, or when it cannot, the key is left unresolved for a
+// person. A resend would only get the same answer, so none is made.
+func (s *Store) settleUnstorable(ctx context.Context, lease *Lease, held *heldSince, ext External, err error) (ExternalOutcome, error) {
+	reason, ask := unstorable(err)
+	known := "the call answered, so its effect was made, but " + reason
+	if ext.Read == nil {
+		return ExternalOutcome{}, s.unresolved(ctx, lease, known, ask)
+	}
+	found, result, err, lost := s.readUnderLease(ctx, lease, held, ext)
+	switch {
+	case lost != nil:
+		return ExternalOutcome{}, fmt.Errorf("settle the answer of %s: %w", lease.Claim.Key, lost)
+	case err != nil:
+		return ExternalOutcome{}, s.unresolved(ctx, lease, known, fmt.Sprintf("the paired read failed: %v; %s", err, ask))
+	case !found:
+		return ExternalOutcome{}, s.unresolved(ctx, lease, known, "the paired read did not find the effect; "+ask)
+	case CheckResult(result) != nil:
+		readReason, _ := unstorable(CheckResult(result))
+		return ExternalOutcome{}, s.unresolved(ctx, lease, known, "the paired read found the effect, but "+readReason+"; "+ask)
+	}
+	out, err := s.Complete(detached(ctx), lease, result)
+	if err != nil {
+		return ExternalOutcome{}, err
+	}
+	a, _ := s.prepare(lease.Claim)
+	s.log.Info("an answer that cannot be stored settled by the paired read", a.fields()...)
+	return ExternalOutcome{Outcome: out, Resolved: true}, nil
 }
 
 // keepLease extends lease every ext.Renew, counted from the last renewal

@@ -79,17 +79,17 @@ func (s *Store) beginOnce(ctx context.Context, a claimArgs) (b Begun, again bool
 }
 
 // Complete records result as the outcome of l's effect. It returns the
-// outcome as stored, or [ErrLeaseLost] if l no longer holds the key (its
-// lease was taken over after it expired); then nothing is written.
+// outcome as stored, [ErrLeaseLost] if l no longer holds the key (its
+// lease was taken over after it expired), or [ErrUnstorable] for a result
+// the store refuses ([CheckResult]); then nothing is written.
 func (s *Store) Complete(ctx context.Context, l *Lease, result json.RawMessage) (Outcome, error) {
 	a, err := s.prepare(l.Claim)
 	if err != nil {
 		return Outcome{}, err
 	}
-	if result == nil {
-		result = json.RawMessage("null")
-	} else if !json.Valid(result) {
-		return Outcome{}, fmt.Errorf("complete %s: result is not valid JSON", a.key)
+	result, err = storedResult(result)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("complete %s: %w", a.key, err)
 	}
 	stored, err := complete(ctx, s.pool, l, result)
 	if err != nil {
@@ -102,7 +102,8 @@ func (s *Store) Complete(ctx context.Context, l *Lease, result json.RawMessage) 
 	return Outcome{Result: stored}, nil
 }
 
-// Fail records that l's attempt failed. If f.BeforeEffect, the next Begin
+// Fail records that l's attempt failed, its message escaped and cut as
+// every failure's is. If f.BeforeEffect, the next Begin
 // may claim the key again and run the effect; otherwise the next Begin gets
 // [ErrOutcomeUnknown]. It returns [ErrLeaseLost] if l no longer holds the key.
 func (s *Store) Fail(ctx context.Context, l *Lease, f Failure) error {
@@ -113,6 +114,7 @@ func (s *Store) Fail(ctx context.Context, l *Lease, f Failure) error {
 	if f.Message == "" {
 		return fmt.Errorf("fail %s: Failure.Message is empty", a.key)
 	}
+	f = f.stored()
 	tag, err := s.pool.Exec(ctx, failSQL, a.Key.Tenant, a.key, l.Owner, l.Attempt, f)
 	if err != nil {
 		return fmt.Errorf("fail %s: %w", a.key, err)

@@ -63,14 +63,12 @@ func (s *Store) Resolve(ctx context.Context, claim Claim, ans Answer) (Outcome, 
 	}
 	fields := a.fields(zap.Bool("applied", ans.Applied), zap.String("by", ans.By), zap.String("note", ans.Note))
 	if ans.Applied {
-		result := ans.Result
-		if len(result) == 0 {
-			result = json.RawMessage("null")
-		} else if !json.Valid(result) {
-			return Outcome{}, fmt.Errorf("resolve %s: result is not valid JSON", a.key)
+		result, err := storedResult(ans.Result)
+		if err != nil {
+			return Outcome{}, fmt.Errorf("resolve %s: %w", a.key, err)
 		}
 		var stored json.RawMessage
-		err := s.pool.QueryRow(ctx, resolveAppliedSQL, a.Key.Tenant, a.key, a.Key.RunID, a.Key.Step, a.Key.Tool,
+		err = s.pool.QueryRow(ctx, resolveAppliedSQL, a.Key.Tenant, a.key, a.Key.RunID, a.Key.Step, a.Key.Tool,
 			a.ArgsHash, result, a.retention).Scan(&stored)
 		if err == nil {
 			s.log.Info("unknown outcome resolved by a person: applied", fields...)
@@ -82,7 +80,7 @@ func (s *Store) Resolve(ctx context.Context, claim Claim, ans Answer) (Outcome, 
 		return s.resolvedAlready(ctx, a, ans)
 	}
 	f := Failure{Message: fmt.Sprintf("resolved by %s: not applied (%s)", ans.By, ans.Note), BeforeEffect: true}
-	tag, err := s.pool.Exec(ctx, resolveNotAppliedSQL, a.Key.Tenant, a.key, a.ArgsHash, f)
+	tag, err := s.pool.Exec(ctx, resolveNotAppliedSQL, a.Key.Tenant, a.key, a.ArgsHash, f.stored())
 	if err != nil {
 		return Outcome{}, fmt.Errorf("resolve %s: %w", a.key, err)
 	}

@@ -24,7 +24,7 @@ INSERT INTO idempotency_keys
     (tenant, key, run_id, step, tool, state, args_hash, lease_owner, lease_expiry, expires_at)
 VALUES ($1, $2, $3, $4, $5, 'in_flight', $6, $7, statement_timestamp() + $8::interval, statement_timestamp() + $9::interval)
 ON CONFLICT (tenant, key) DO NOTHING
-RETURNING attempts, lease_expiry`
+RETURNING attempts, lease_expiry, created_at`
 
 	// loadRowSQL reads the row a conflicting claim met. Run as a new
 	// statement it sees the row the blocking transaction committed.
@@ -47,7 +47,7 @@ SET state = 'in_flight', lease_owner = $3, lease_expiry = statement_timestamp() 
     expires_at = greatest(expires_at, statement_timestamp() + $7::interval)
 WHERE tenant = $1 AND key = $2 AND args_hash = $5 AND attempts = $6
   AND (state = 'failed' OR (state = 'in_flight' AND lease_expiry < statement_timestamp()))
-RETURNING attempts, lease_expiry`
+RETURNING attempts, lease_expiry, created_at`
 
 	// completeSQL records the result, if the caller still holds the lease.
 	completeSQL = `
@@ -123,6 +123,9 @@ type Lease struct {
 	Attempt int32
 	// Expiry is when another caller may take the key over.
 	Expiry time.Time
+	// FirstAttemptAt is when the key was first claimed, by the database's
+	// clock.
+	FirstAttemptAt time.Time
 }
 
 // querier is what the statements need: a pool or a transaction.
@@ -137,7 +140,7 @@ func insertClaim(ctx context.Context, q querier, a claimArgs, owner string) (*Le
 	l := &Lease{Claim: a.Claim, Owner: owner}
 	err := q.QueryRow(ctx, insertClaimSQL,
 		a.Key.Tenant, a.key, a.Key.RunID, a.Key.Step, a.Key.Tool, a.ArgsHash, owner, a.lease, a.retention,
-	).Scan(&l.Attempt, &l.Expiry)
+	).Scan(&l.Attempt, &l.Expiry, &l.FirstAttemptAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil
@@ -168,7 +171,7 @@ func loadRow(ctx context.Context, q querier, a claimArgs) (row keyRow, found boo
 // failed or expired. It returns (nil, nil) when the row changed meanwhile.
 func takeover(ctx context.Context, q querier, a claimArgs, owner string, seen int32) (*Lease, error) {
 	l := &Lease{Claim: a.Claim, Owner: owner}
-	err := q.QueryRow(ctx, takeoverSQL, a.Key.Tenant, a.key, owner, a.lease, a.ArgsHash, seen, a.retention).Scan(&l.Attempt, &l.Expiry)
+	err := q.QueryRow(ctx, takeoverSQL, a.Key.Tenant, a.key, owner, a.lease, a.ArgsHash, seen, a.retention).Scan(&l.Attempt, &l.Expiry, &l.FirstAttemptAt)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, nil

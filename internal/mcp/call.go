@@ -124,6 +124,8 @@ func classify(err error, st *callState) (_ error, resend bool) {
 		return fmt.Errorf("outcome unknown (HTTP %d): %w", status, err), false
 	case errors.As(err, &rpcErr) && refusedBeforeRunning(rpcErr.Code):
 		return tools.Permanent(tools.NotApplied(fmt.Errorf("refused: %w", err))), false
+	case unreadable(err):
+		return unreadableAnswer(err), false
 	}
 	return fmt.Errorf("outcome unknown: sent, and no definite answer came back: %w", err), false
 }
@@ -141,12 +143,12 @@ func refusedBeforeRunning(code int64) bool {
 }
 
 // result is a call's result as the step records it: the structured content
-// when the tool gives one; else the text of its content, read as JSON when
+// when the tool gives one (see structured); else the text of its content, read as JSON when
 // it is a JSON object or array (many servers answer JSON as text) and as a
 // string otherwise; else the content items themselves.
 func result(res *mcpsdk.CallToolResult) (any, error) {
 	if res.StructuredContent != nil {
-		return res.StructuredContent, nil
+		return structured(res)
 	}
 	if len(res.Content) == 0 {
 		return map[string]any{}, nil
