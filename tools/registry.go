@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/big"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -72,6 +72,8 @@ type Registry struct {
 type entry struct {
 	Tool
 	schema *jsonschema.Schema
+	// signed holds the amount fields whose schema allows values below zero.
+	signed map[string]bool
 }
 
 // NewRegistry validates tools and returns their registry. It refuses, naming
@@ -159,7 +161,8 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 	if m, ok := doc.(map[string]any); !ok || m["type"] != "object" {
 		return nil, invalid(`schema must describe an object ("type": "object")`)
 	}
-	if err := checkAmounts(t, doc.(map[string]any)); err != nil {
+	signed, err := checkAmounts(&t, doc.(map[string]any))
+	if err != nil {
 		return nil, invalid("%v", err)
 	}
 	c := jsonschema.NewCompiler()
@@ -171,37 +174,55 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 	if err != nil {
 		return nil, invalid("schema: %v", err)
 	}
-	return &entry{Tool: t, schema: s}, nil
+	return &entry{Tool: t, schema: s, signed: signed}, nil
 }
 
 // checkAmounts checks t's edit rule and amount fields against its schema:
 // an amount is a top-level integer property, its currency a top-level
-// string property, and EditNoIncrease needs an amount to guard.
-func checkAmounts(t Tool, schema map[string]any) error {
+// string property, and EditNoIncrease needs an amount to guard. It
+// resolves EditDefault, and returns the amounts whose schema allows values
+// below zero (a negative minimum or exclusiveMinimum).
+func checkAmounts(t *Tool, schema map[string]any) (signed map[string]bool, err error) {
 	switch t.Edits {
+	case EditDefault:
+		t.Edits = EditAllowed
+		if len(t.Amounts) > 0 {
+			t.Edits = EditNoIncrease
+		}
 	case EditAllowed, EditForbidden:
 	case EditNoIncrease:
 		if len(t.Amounts) == 0 {
-			return errors.New("edit rule no-increase names no amount field (set Amounts)")
+			return nil, errors.New("edit rule no-increase names no amount field (set Amounts)")
 		}
 	default:
-		return fmt.Errorf("unknown edit rule %d", t.Edits)
+		return nil, fmt.Errorf("unknown edit rule %d", t.Edits)
 	}
 	props, _ := schema["properties"].(map[string]any)
-	typeOf := func(name string) string {
+	property := func(name string) map[string]any {
 		p, _ := props[name].(map[string]any)
-		typ, _ := p["type"].(string)
+		return p
+	}
+	typeOf := func(name string) string {
+		typ, _ := property(name)["type"].(string)
 		return typ
 	}
 	for _, a := range t.Amounts {
 		if typeOf(a.Field) != "integer" {
-			return fmt.Errorf("amount field %q is not an integer property of the schema", a.Field)
+			return nil, fmt.Errorf("amount field %q is not an integer property of the schema", a.Field)
 		}
 		if a.Currency != "" && typeOf(a.Currency) != "string" {
-			return fmt.Errorf("currency field %q of amount %q is not a string property of the schema", a.Currency, a.Field)
+			return nil, fmt.Errorf("currency field %q of amount %q is not a string property of the schema", a.Currency, a.Field)
+		}
+		for _, bound := range []string{"minimum", "exclusiveMinimum"} {
+			if m, ok := property(a.Field)[bound].(json.Number); ok && below(string(m), 0) {
+				if signed == nil {
+					signed = map[string]bool{}
+				}
+				signed[a.Field] = true
+			}
 		}
 	}
-	return nil
+	return signed, nil
 }
 
 // Lookup returns the tool registered under name, with its defaults applied.
@@ -288,6 +309,9 @@ func (r *Registry) Prepare(call ProposedCall) (Prepared, error) {
 		return Prepared{}, fmt.Errorf("arguments of %s do not match its schema: %s: %w",
 			call.Tool, schemaMessage(err), ErrInvalidCall)
 	}
+	if err := e.checkAmountValues(canonical); err != nil {
+		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
+	}
 	need, why, err := e.Approval.Needs(canonical)
 	if err != nil {
 		return Prepared{}, fmt.Errorf("approval rule of %s: %w: %w", call.Tool, err, ErrInvalidCall)
@@ -323,8 +347,37 @@ func (r *Registry) PrepareEdit(tool string, original, edited []byte) (Prepared, 
 	return p, nil
 }
 
-// noIncrease refuses an edit that raises one of t's amounts or changes an
-// amount's currency.
+// checkAmountValues refuses an amount below zero that the tool's schema
+// does not allow to be (see [Amount]).
+func (e *entry) checkAmountValues(args []byte) error {
+	if len(e.Amounts) == 0 {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(args, &fields); err != nil {
+		return err
+	}
+	for _, a := range e.Amounts {
+		if v, ok := fields[a.Field]; ok && !e.signed[a.Field] && below(string(v), 0) {
+			return fmt.Errorf("%s is %s: an amount is at least 0 (a tool whose amount may be below zero gives it a negative minimum in its schema)",
+				a.Field, edge.Cut(string(v), 32))
+		}
+	}
+	return nil
+}
+
+// below reports whether the JSON number num is below n; a value that is
+// not a number is not.
+func below(num string, n int64) bool {
+	r, ok := new(big.Rat).SetString(num)
+	return ok && r.Cmp(new(big.Rat).SetInt64(n)) < 0
+}
+
+// noIncrease refuses an edit that raises one of t's amounts, flips its
+// sign, adds one that was not proposed, or changes an amount's currency.
+// An amount that may be below zero may not grow in magnitude. Both
+// documents have passed Prepare: they are canonical objects, and their
+// amounts integers.
 func noIncrease(t Tool, original, edited []byte) error {
 	var was, now map[string]json.RawMessage
 	if err := json.Unmarshal(original, &was); err != nil {
@@ -334,11 +387,23 @@ func noIncrease(t Tool, original, edited []byte) error {
 		return fmt.Errorf("edited arguments of %s: %w", t.Name, err)
 	}
 	for _, a := range t.Amounts {
-		before, errB := strconv.ParseInt(string(was[a.Field]), 10, 64)
-		after, errA := strconv.ParseInt(string(now[a.Field]), 10, 64)
-		if errB == nil && (errA != nil || after > before) {
-			return fmt.Errorf("%s may not increase in an edit of %s: %d was proposed, %s asked: %w",
-				a.Field, t.Name, before, edge.Cut(cmp.Or(string(now[a.Field]), "none"), 32), ErrEditRefused)
+		before, hadBefore := amount(was[a.Field])
+		after, hasAfter := amount(now[a.Field])
+		asked := edge.Cut(cmp.Or(string(now[a.Field]), "none"), 32)
+		switch {
+		case !hadBefore && hasAfter:
+			return fmt.Errorf("%s may not be added in an edit of %s: none was proposed, %s asked: %w",
+				a.Field, t.Name, asked, ErrEditRefused)
+		case !hadBefore:
+		case !hasAfter:
+			return fmt.Errorf("%s may not be left out in an edit of %s: %s was proposed: %w",
+				a.Field, t.Name, before, ErrEditRefused)
+		case before.Sign() != 0 && after.Sign() != 0 && before.Sign() != after.Sign():
+			return fmt.Errorf("%s may not change sign in an edit of %s: %s was proposed, %s asked: %w",
+				a.Field, t.Name, before, asked, ErrEditRefused)
+		case new(big.Int).Abs(after).Cmp(new(big.Int).Abs(before)) > 0:
+			return fmt.Errorf("%s may not increase in an edit of %s: %s was proposed, %s asked: %w",
+				a.Field, t.Name, before, asked, ErrEditRefused)
 		}
 		if a.Currency != "" && string(was[a.Currency]) != string(now[a.Currency]) {
 			return fmt.Errorf("%s may not change in an edit of %s: %s was proposed, %s asked: %w",
@@ -347,6 +412,18 @@ func noIncrease(t Tool, original, edited []byte) error {
 		}
 	}
 	return nil
+}
+
+// amount reads an amount's value: an integer, as the schema requires.
+func amount(raw json.RawMessage) (*big.Int, bool) {
+	if len(raw) == 0 {
+		return nil, false
+	}
+	r, ok := new(big.Rat).SetString(string(raw))
+	if !ok || !r.IsInt() {
+		return nil, false
+	}
+	return r.Num(), true
 }
 
 var englishPrinter = message.NewPrinter(language.English)

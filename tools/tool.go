@@ -82,12 +82,14 @@ type Tool struct {
 	// outcome first (by the paired read, or a person).
 	KeyLifetime time.Duration
 	// Edits says what an approver may change in a call's arguments before
-	// approving it (see [EditRule]). The zero value allows any edit that
-	// matches the schema.
+	// approving it (see [EditRule]). The zero value, EditDefault, is
+	// EditNoIncrease for a tool that declares Amounts and EditAllowed for
+	// one that does not: loosening the rule on money is written down.
 	Edits EditRule
 	// Amounts names the arguments that are sums of money, in minor units,
-	// with their currency: the inbox shows them as money, and EditNoIncrease
-	// keeps them from growing.
+	// with their currency: the inbox shows them as money, EditNoIncrease
+	// keeps them from growing, and a call whose amount is below zero is
+	// refused unless the schema gives the property a negative minimum.
 	Amounts []Amount
 	// Repeatable lets one run make the same call (same tool, same canonical
 	// arguments) more than once: a reminder e-mail meant to be sent twice.
@@ -107,19 +109,28 @@ type EditRule int
 
 // Edit rules.
 const (
-	// EditAllowed: any edit whose arguments match the tool's schema.
-	EditAllowed EditRule = iota
+	// EditDefault, the zero value, is the rule a tool gets when it names
+	// none: EditNoIncrease when it declares Amounts, EditAllowed otherwise.
+	// The registry resolves it, so that a registered tool's Edits is one of
+	// the others.
+	EditDefault EditRule = iota
+	// EditAllowed: any edit whose arguments match the tool's schema, amounts
+	// included (declared explicitly for a tool with Amounts).
+	EditAllowed
 	// EditForbidden: the call is approved or rejected as proposed.
 	EditForbidden
 	// EditNoIncrease: an edit may not raise any of the tool's [Amount]
-	// fields (for money, editing down is the common case) nor change their
-	// currency.
+	// fields (for money, editing down is the common case), flip their sign,
+	// add one the call did not propose, nor change their currency. An
+	// amount that may be below zero may not grow in magnitude.
 	EditNoIncrease
 )
 
 // String names the rule as `oncerun tools` and the docs spell it.
 func (r EditRule) String() string {
 	switch r {
+	case EditDefault:
+		return "default"
 	case EditForbidden:
 		return "forbidden"
 	case EditNoIncrease:
@@ -130,7 +141,10 @@ func (r EditRule) String() string {
 
 // Amount names an argument that is a sum of money: Field, a top-level
 // integer property in minor units (cents), and Currency, the top-level
-// string property holding its ISO 4217 code.
+// string property holding its ISO 4217 code. An amount is at least zero
+// unless the schema gives Field a negative "minimum" (or
+// "exclusiveMinimum"): a call with a negative amount is then an invalid
+// call, whatever the rest of the schema says.
 type Amount struct {
 	Field    string
 	Currency string

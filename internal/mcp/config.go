@@ -108,12 +108,14 @@ type ToolConfig struct {
 	// DefaultKeyLifetime; only with Idempotent.
 	KeyLifetime Duration `json:"key_lifetime,omitzero"`
 	// Edits says what an approver may change in a call before approving
-	// it: "allowed" (default), "forbidden" or "no_increase" (no Amounts
-	// field may grow).
+	// it: "allowed", "forbidden" or "no_increase" (no Amounts field may
+	// grow, change sign or be added). Default: no_increase when Amounts
+	// are named, allowed otherwise.
 	Edits string `json:"edits,omitempty"`
 	// Amounts names the arguments that are sums of money in minor units,
-	// with their currency's argument: the inbox shows them as money, and
-	// no_increase guards them.
+	// with their currency's argument: the inbox shows them as money,
+	// no_increase guards them, and a call with one below zero is refused
+	// unless the tool's input schema gives it a negative minimum.
 	Amounts []Amount `json:"amounts,omitempty"`
 	// Repeatable lets a run make the same call twice on purpose (see
 	// tools.Tool.Repeatable).
@@ -129,7 +131,7 @@ type Amount struct {
 
 // editRules maps the configuration's spelling of an edit rule to the rule.
 var editRules = map[string]tools.EditRule{
-	"": tools.EditAllowed, "allowed": tools.EditAllowed, "forbidden": tools.EditForbidden, "no_increase": tools.EditNoIncrease,
+	"": tools.EditDefault, "allowed": tools.EditAllowed, "forbidden": tools.EditForbidden, "no_increase": tools.EditNoIncrease,
 }
 
 // Approval is a tool's approval rule as the configuration spells it: the
