@@ -100,6 +100,7 @@ func TestValidateBoundsWhatStartsARun(t *testing.T) {
 		{"history limit too small", func(in *RunInput) { in.Limits.HistoryLimit = 1 }, "limits.history_limit 1 is not between 16 and 10000"},
 		{"NUL in the goal", func(in *RunInput) { in.Goal = "refund\x00" }, "goal holds a NUL character"},
 		{"run id ..", func(in *RunInput) { in.RunID = ".." }, `run_id ".." cannot be used`},
+		{"run id /", func(in *RunInput) { in.RunID = "/" }, `run_id "/" cannot be used: a URL path cannot carry it alone`},
 		{"tenant with a zero-width space", func(in *RunInput) { in.Tenant = "ac\u200bme" }, "tenant"},
 		{"plan arguments with an escape", func(in *RunInput) { in.Plan[0].Args = []byte(`{"order_id":"\u001b"}`) }, "plan step 1 arguments holds the control character U+001B"},
 		{"too many calls", func(in *RunInput) {

@@ -18,8 +18,8 @@
 //     but the ASCII space inside it, no characters that Unicode compatibility
 //     normalization (NFKC) would change, such as fullwidth letters, letters
 //     of one writing system (no Cyrillic а among Latin letters; Unicode's
-//     "highly restrictive" level), and not "." or "..", which URL paths
-//     cannot carry.
+//     "highly restrictive" level), and not ".", ".." or "/", which a URL
+//     path segment cannot carry alone.
 //   - [JSON] checks every string of a JSON document, names included, as
 //     [Text], and bounds its nesting.
 //   - [Decode] reads a JSON request body or file strictly: member names match

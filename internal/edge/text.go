@@ -47,7 +47,7 @@ func Text(field, s string, maxBytes int) error {
 // maxBytes bytes of valid UTF-8, in Unicode normal form NFKC, with no
 // control, format, private-use or unassigned character, no space but the
 // ASCII space and none at either end, letters of one writing system, and
-// not "." or "..".
+// not ".", ".." or "/" (no URL path segment can carry them alone).
 func Name(field, s string, maxBytes int) error {
 	switch {
 	case s == "":
@@ -56,6 +56,10 @@ func Name(field, s string, maxBytes int) error {
 		return invalid("%s is %d bytes; the limit is %d", field, len(s), maxBytes)
 	case s == "." || s == "..":
 		return invalid("%s %q cannot be used: a URL path cannot carry it", field, s)
+	case s == "/":
+		// Escaped as %2F, a path segment that is only a slash reads as a
+		// trailing slash to Go's router: no URL could reach it.
+		return invalid("%s %q cannot be used: a URL path cannot carry it alone", field, s)
 	}
 	if i := invalidUTF8(s); i >= 0 {
 		return invalid("%s is not valid UTF-8 (at byte %d)", field, i)

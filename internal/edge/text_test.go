@@ -55,6 +55,7 @@ func TestNameRefusals(t *testing.T) {
 		{"empty", "", "run_id is empty"},
 		{"dot", ".", "cannot be used"},
 		{"dot dot", "..", "cannot be used"},
+		{"slash alone", "/", "cannot be used: a URL path cannot carry it alone"},
 		{"too long", strings.Repeat("r", 65), "65 bytes; the limit is 64"},
 		{"NUL", "r\x00", "NUL"},
 		{"tab", "r\t1", "control character U+0009"},
