@@ -96,11 +96,12 @@ bench-history: ## A scripted run of 1,100 steps: its history's size, every Conti
 	go test -run '^$$' -bench BenchmarkScriptedRunHistory -benchtime 1x -timeout 30m ./internal/integration/
 
 .PHONY: fuzz
-fuzz: ## Fuzz keys, escaping, plan files, planner output and the approvals API, FUZZTIME inputs each.
+fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results and the approvals API, FUZZTIME inputs each.
 	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzKeyCollision$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzEscape$$' -fuzztime $(FUZZTIME) ./internal/edge/
 	go test -run '^$$' -fuzz '^FuzzPlanFile$$' -fuzztime $(FUZZTIME) ./internal/cli/
 	go test -run '^$$' -fuzz '^FuzzPlannerOutput$$' -fuzztime $(FUZZTIME) ./activities/
+	go test -run '^$$' -fuzz '^FuzzMCPToolResult$$' -fuzztime $(FUZZTIME) ./activities/
 	go test -run '^$$' -fuzz '^FuzzApprovalsAPI$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/
