@@ -34,13 +34,15 @@ const maxRedirects = 10
 type RedirectError struct {
 	// Status is the redirect's HTTP status.
 	Status int
-	// Target is where it led, redacted ([Redact]).
+	// Target is where it led: its origin only ([Origin]), as the path and
+	// the query of a URL may hold a secret (a webhook's path often does,
+	// and a redirect from http to https keeps it).
 	Target string
 	// Reason says why it was not followed.
 	Reason string
 }
 
-// Error names the status, the redacted target and the reason.
+// Error names the status, the target's origin and the reason.
 func (e *RedirectError) Error() string {
 	return fmt.Sprintf("refused a redirect (HTTP %d) to %s: %s", e.Status, e.Target, e.Reason)
 }
@@ -69,7 +71,7 @@ func (r Redirects) Check(resp *http.Response) error {
 		return nil
 	}
 	refuse := func(reason string) error {
-		return &RedirectError{Status: resp.StatusCode, Target: Redact(target.String()), Reason: reason}
+		return &RedirectError{Status: resp.StatusCode, Target: Origin(target), Reason: reason}
 	}
 	from := resp.Request
 	switch {
@@ -94,7 +96,7 @@ func (r Redirects) CheckRedirect(req *http.Request, via []*http.Request) error {
 		return err
 	}
 	if len(via) >= maxRedirects {
-		return &RedirectError{Status: req.Response.StatusCode, Target: Redact(req.URL.String()),
+		return &RedirectError{Status: req.Response.StatusCode, Target: Origin(req.URL),
 			Reason: fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 	}
 	return nil
@@ -106,10 +108,10 @@ func SameOrigin(a, b *url.URL) bool {
 	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Hostname(), b.Hostname()) && port(a) == port(b)
 }
 
-// Origin is u's scheme, host and port, such as https://mcp.example.com:8443,
-// with nothing that could hold a credential.
+// Origin is u's scheme, host and port, such as https://mcp.example.com:8443:
+// the part of a URL that holds no credential.
 func Origin(u *url.URL) string {
-	return strings.ToLower(u.Scheme) + "://" + u.Host
+	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
 }
 
 func port(u *url.URL) string {

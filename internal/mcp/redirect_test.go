@@ -178,7 +178,7 @@ func TestAHandshakeRedirectedToAnotherOriginIsRefusedNamingTheTarget(t *testing.
 
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "connect to MCP server pay")
-	assert.ErrorContains(t, err, "refused a redirect (HTTP 307) to "+otherURL+"/mcp: it leads to another origin")
+	assert.ErrorContains(t, err, "refused a redirect (HTTP 307) to "+otherURL+": it leads to another origin")
 	assert.Empty(t, other.requests(), "the bearer token went nowhere but the configured origin")
 }
 
