@@ -41,6 +41,11 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 		opts:   opts,
 		client: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"}, nil),
 	}
+	if cfg.Transport == TransportStdio {
+		if err := forbidInspection(); err != nil {
+			return nil, fmt.Errorf("keep the worker's environment and memory from its stdio servers: %w", err)
+		}
+	}
 	if cfg.BearerTokenEnv != "" {
 		tok, ok := opts.LookupEnv(cfg.BearerTokenEnv)
 		if !ok || tok == "" {
