@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	"github.com/oncerun/oncerun/worker"
@@ -75,4 +78,25 @@ func TestWithMCPNamesTheFileOfABadConfiguration(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "ONCERUN_MCP_CONFIG")
 	assert.Contains(t, err.Error(), "carrier-pigeon")
+}
+
+func TestWithMCPLogsAServerDownAtStartWithoutItsPassword(t *testing.T) {
+	t.Parallel()
+	raw, err := json.Marshal(map[string]any{"servers": []any{map[string]any{
+		"name": "desk", "transport": "http", "url": "http://ops:s3cret@127.0.0.1:1/mcp?token=s3cret", "optional": true,
+		"tools": map[string]any{"open_ticket": map[string]any{}},
+	}}})
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	logs := &zaptest.Buffer{}
+	log := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), logs, zap.DebugLevel))
+
+	_, closeMCP, err := worker.WithMCP(context.Background(), worker.Config{MCPConfig: p, Logger: log})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = closeMCP() })
+
+	assert.Contains(t, logs.String(), "MCP server down at start")
+	assert.Contains(t, logs.String(), "ops:xxxxx@127.0.0.1:1")
+	assert.NotContains(t, logs.String(), "s3cret")
 }

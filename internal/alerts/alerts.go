@@ -16,6 +16,13 @@
 // Idempotency-Key header. A failure is returned, and the warning's activity
 // is retried by Temporal, so a warning reaches the receiver at least once,
 // and a receiver that drops repeated ids sees it once.
+//
+// # Redirects
+//
+// The webhook follows none: a 3xx is a failed delivery like any answer but
+// a 2xx. Following one would turn a POST answered 302 into an empty GET
+// that the next host answers 200 (the alert lost, counted delivered), and
+// send the body and its Idempotency-Key wherever a 307 points.
 package alerts
 
 import (
@@ -28,10 +35,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // KeyExpired is the body of an alert: a key whose retention ran out while
@@ -51,11 +61,15 @@ type KeyExpired struct {
 	RaisedAt  time.Time `json:"raised_at"`
 }
 
-// Webhook posts alerts to a URL.
+// Webhook posts alerts to a URL. It follows no redirect: a 3xx answer is a
+// failed delivery like any other answer but a 2xx, so that an alert is
+// never counted delivered by a GET that a 302 made of it, and its body and
+// Idempotency-Key never go to a host the Location names.
 type Webhook struct {
 	// URL receives the POSTs (ALERT_WEBHOOK_URL).
 	URL string
-	// Client sends them. Default: a client with a 10 s timeout.
+	// Client sends them, its CheckRedirect replaced by one that refuses
+	// every redirect. Default: a client with a 10 s timeout.
 	Client *http.Client
 	// Attempts is how many times one alert is tried. Default 5.
 	Attempts int
@@ -66,6 +80,7 @@ type Webhook struct {
 	Log *zap.Logger
 
 	once     sync.Once
+	client   *http.Client
 	inflight chan struct{}
 	wg       sync.WaitGroup
 }
@@ -77,6 +92,9 @@ const maxInflight = 64
 func (w *Webhook) init() {
 	w.once.Do(func() {
 		w.Client = cmp.Or(w.Client, &http.Client{Timeout: 10 * time.Second})
+		c := *w.Client
+		c.CheckRedirect = edge.NoRedirects.CheckRedirect
+		w.client = &c
 		w.Attempts = cmp.Or(w.Attempts, 5)
 		w.Backoff = cmp.Or(w.Backoff, time.Second)
 		w.Log = cmp.Or(w.Log, zap.NewNop())
@@ -174,21 +192,39 @@ func (w *Webhook) post(ctx context.Context, body []byte, idempotencyKey string) 
 	if idempotencyKey != "" {
 		req.Header.Set("Idempotency-Key", idempotencyKey)
 	}
-	resp, err := w.Client.Do(req)
+	resp, err := w.client.Do(req)
 	if err != nil {
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
-			err = uerr.Err // it would repeat the whole URL
+			// It would repeat the whole URL, or the Location of a refused
+			// redirect as the receiver sent it.
+			err = uerr.Err
 		}
 		return fmt.Errorf("POST to %s: %w", w.endpoint(), err)
 	}
-	// Read a little of the answer so that the connection can be reused.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	// Read a little of the answer so that the connection can be reused, and
+	// to say what a refusal said.
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("POST to %s: %s", w.endpoint(), resp.Status)
+		return fmt.Errorf("POST to %s: HTTP %d %s%s", w.endpoint(), resp.StatusCode, http.StatusText(resp.StatusCode), excerpt(answer))
 	}
 	return nil
+}
+
+// maxExcerpt bounds what an error repeats of a receiver's answer.
+const maxExcerpt = 200
+
+// excerpt is what an error repeats of a receiver's answer: its first
+// maxExcerpt bytes on one line, escaped (edge.Clean), as it goes to logs
+// and to the run's Temporal history; nothing when it is empty. The status
+// line's own text is not repeated: the receiver chose it too.
+func excerpt(answer []byte) string {
+	text := strings.Join(strings.Fields(string(answer)), " ")
+	if text == "" {
+		return ""
+	}
+	return ": " + edge.Clean(text, maxExcerpt)
 }
 
 // endpoint names the receiver in errors: the URL's scheme and host only.
@@ -199,5 +235,5 @@ func (w *Webhook) endpoint() string {
 	if err != nil || u.Host == "" {
 		return "the alert webhook"
 	}
-	return "the alert webhook at " + u.Scheme + "://" + u.Host
+	return "the alert webhook at " + edge.Origin(u)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/migrations"
+	"github.com/oncerun/oncerun/worker"
 )
 
 func newMigrateCmd(env Env) *cobra.Command {
@@ -22,7 +24,7 @@ wait, then find nothing left to do.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx := cmd.Context()
-			cfg, err := pgx.ParseConfig(databaseURL)
+			cfg, err := pgx.ParseConfig(cmp.Or(databaseURL, env.databaseURL()))
 			if err != nil {
 				return fmt.Errorf("--database-url: %w", err)
 			}
@@ -44,6 +46,8 @@ wait, then find nothing left to do.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&databaseURL, "database-url", env.databaseURL(), "PostgreSQL URL (default from DATABASE_URL)")
+	// No default shown: DATABASE_URL holds a password, which --help would
+	// print.
+	cmd.Flags().StringVar(&databaseURL, "database-url", "", "PostgreSQL URL (default: DATABASE_URL, else "+worker.DefaultDatabaseURL+")")
 	return cmd
 }

@@ -33,5 +33,13 @@
 // characters become \u escapes such as \u001b (a form that is still valid
 // inside a JSON string) and bytes that are not UTF-8 become \x escapes such
 // as \xff. [Cut] shortens text on a character boundary, and [Redact] hides
-// the password of a connection string or URL.
+// the credentials of a connection string or URL: every URL oncerun shows
+// goes through it.
+//
+// # Requests on the way out
+//
+// [Redirects] says which HTTP redirects a client follows, so that a
+// credential configured for one origin (a bearer token, an API key, an
+// Idempotency-Key with its body) reaches no other: [SameOriginRedirects]
+// or [NoRedirects], refusing the others with a [RedirectError].
 package edge

@@ -27,3 +27,20 @@ func TestRedact(t *testing.T) {
 		assert.NotContains(t, got, "pa55")
 	}
 }
+
+func TestRedactHidesSecretQueryParameters(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ in, want string }{
+		{"https://hooks.example.com/alert?token=s3cret", "https://hooks.example.com/alert?token=xxxxx"},
+		{"https://mcp.example.com/mcp?api_key=s3cret&team=ops", "https://mcp.example.com/mcp?api_key=xxxxx&team=ops"},
+		{"https://h.example.com/x?Access_Token=s3cret", "https://h.example.com/x?Access_Token=xxxxx"},
+		{"https://h.example.com/x?sig=s3cret&client_secret=s3cret", "https://h.example.com/x?client_secret=xxxxx&sig=xxxxx"},
+		{"https://u:s3cret@h.example.com/x?auth=s3cret", "https://u:xxxxx@h.example.com/x?auth=xxxxx"},
+		{"https://h.example.com/x?token=s3cret%zz", "https://h.example.com/x?xxxxx"},
+		{"https://h.example.com/x?team=ops&page=2", "https://h.example.com/x?team=ops&page=2"},
+	} {
+		got := Redact(tc.in)
+		assert.Equal(t, tc.want, got, tc.in)
+		assert.NotContains(t, got, "s3cret")
+	}
+}

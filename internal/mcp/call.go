@@ -93,13 +93,18 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 //   - not sent (the request never reached the server: a refused
 //     connection, a session found closed before sending) or refused by the
 //     server before running the tool (an HTTP 4xx other than 409 and 422, a
-//     JSON-RPC error saying the request or its arguments are invalid):
-//     tools.ErrNotApplied, and permanent where retrying the same request
-//     cannot help (400, invalid params, unknown method).
+//     JSON-RPC error saying the request or its arguments are invalid, a
+//     307 or 308 redirect that was not followed): tools.ErrNotApplied, and
+//     permanent where retrying the same request cannot help (400, invalid
+//     params, unknown method, a redirect oncerun does not follow).
 //   - anything else after the request was sent (a timeout, a reset
-//     connection, a response cut short, a 5xx, 409 or 422, an internal
-//     error): unknown, a plain error that the paired read or a person
-//     settles.
+//     connection, a response cut short, a 5xx, 409 or 422, a 301, 302 or
+//     303 redirect, an internal error): unknown, a plain error that the
+//     paired read or a person settles.
+//
+// Over a followed redirect (a 307 or 308 to the same origin) the status
+// and whether it was sent are the last request's: the ones before it were
+// answered by a server that did not act on them.
 //
 // resend says the request was not acted on because of the session, so a
 // new session may send it again.
@@ -116,6 +121,18 @@ func classify(err error, st *callState) (_ error, resend bool) {
 		// while the first request with the key runs (409), or for a key it
 		// holds with another body (422): neither says nothing happened.
 		return fmt.Errorf("outcome unknown (HTTP %d): %w", status, err), false
+	case status == http.StatusTemporaryRedirect || status == http.StatusPermanentRedirect:
+		// A redirect that was not followed (to another origin, or with no
+		// Location): the server asks for the request to be sent elsewhere,
+		// which by HTTP's rules means it did not act on it, and will say
+		// so again to the same request.
+		return tools.Permanent(tools.NotApplied(fmt.Errorf("not run (HTTP %d, a redirect not followed: the url must name where the server is): %w",
+			status, err))), false
+	case status >= 300 && status < 400:
+		// A 301, 302 or 303 to a POST may come after the server acted on
+		// it: a 303 is how a server shows the result of a POST it ran.
+		return fmt.Errorf("outcome unknown (HTTP %d, a redirect not followed, which a server may answer after acting on the call): %w",
+			status, err), false
 	case status == http.StatusBadRequest:
 		return tools.Permanent(tools.NotApplied(fmt.Errorf("refused (HTTP 400): %w", err))), false
 	case status >= 400 && status < 500:

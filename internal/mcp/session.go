@@ -9,6 +9,8 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // errClosed is what a tool of a closed [Discovered] answers.
@@ -39,6 +41,11 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 		opts:   opts,
 		client: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"}, nil),
 	}
+	if cfg.Transport == TransportStdio {
+		if err := forbidInspection(); err != nil {
+			return nil, fmt.Errorf("keep the worker's environment and memory from its stdio servers: %w", err)
+		}
+	}
 	if cfg.BearerTokenEnv != "" {
 		tok, ok := opts.LookupEnv(cfg.BearerTokenEnv)
 		if !ok || tok == "" {
@@ -49,10 +56,12 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 	return s, nil
 }
 
-// describe names the server and where it is, for errors.
+// describe names the server and where it is, for errors and logs: the
+// URL redacted (edge.Redact), as every error that names it ends up in
+// idempotency_keys.failure and the run's Temporal history.
 func (s *server) describe() string {
 	if s.cfg.Transport == TransportHTTP {
-		return fmt.Sprintf("MCP server %s (http %s)", s.cfg.Name, s.cfg.URL)
+		return fmt.Sprintf("MCP server %s (http %s)", s.cfg.Name, edge.Redact(s.cfg.URL))
 	}
 	return fmt.Sprintf("MCP server %s (stdio %s)", s.cfg.Name, s.cfg.Command)
 }

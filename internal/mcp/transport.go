@@ -1,13 +1,10 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
-	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -16,6 +13,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/oncerun/oncerun/internal/edge"
 )
 
 // transport returns a new transport to the server: each connection needs
@@ -29,8 +28,12 @@ func (s *server) transport() mcpsdk.Transport {
 		// send visible to the classification (as the payments client does).
 		base.DisableKeepAlives = true
 		return &mcpsdk.StreamableClientTransport{
-			Endpoint:   s.cfg.URL,
-			HTTPClient: &http.Client{Transport: &roundTripper{base: base, bearer: s.bearer}},
+			// The SDK and Go's client name the endpoint in their errors,
+			// which end up in logs, idempotency_keys.failure and the run's
+			// history: they are given it redacted, and the roundTripper
+			// puts the credentials back on the requests to it.
+			Endpoint:   edge.Redact(s.cfg.URL),
+			HTTPClient: &http.Client{Transport: newRoundTripper(base, s.cfg.URL, s.bearer)},
 			// oncerun only calls: it needs no messages the server would
 			// start.
 			DisableStandaloneSSE: true,
@@ -82,69 +85,6 @@ func withCallState(ctx context.Context, st *callState) context.Context {
 func callStateOf(ctx context.Context) *callState {
 	st, _ := ctx.Value(callStateKey{}).(*callState)
 	return st
-}
-
-// roundTripper adds the bearer token to every request and, to a
-// tools/call request, the step's key as the Idempotency-Key header; it
-// records whether that request was written and how it was answered.
-type roundTripper struct {
-	base   http.RoundTripper
-	bearer string
-}
-
-func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
-	st := callStateOf(req.Context())
-	if rt.bearer == "" && st == nil {
-		return rt.base.RoundTrip(req)
-	}
-	ctx := req.Context()
-	isCall := st != nil && isToolsCall(req)
-	if isCall {
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			// The headers are handed to the connection: from here on the
-			// server may see the request.
-			WroteHeaders: func() { st.sent.Store(true) },
-		})
-	}
-	req = req.Clone(ctx)
-	if rt.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+rt.bearer)
-	}
-	if isCall {
-		req.Header.Set("Idempotency-Key", st.key)
-	}
-	resp, err := rt.base.RoundTrip(req)
-	if isCall && resp != nil {
-		st.status.Store(int32(resp.StatusCode))
-	}
-	return resp, err
-}
-
-// isToolsCall reports whether req posts a tools/call request. The SDK sends
-// other messages with the call's context too (a cancellation notice).
-func isToolsCall(req *http.Request) bool {
-	if req.Method != http.MethodPost {
-		return false
-	}
-	if req.GetBody == nil {
-		return true // cannot tell: treat it as the call, the safer side
-	}
-	body, err := req.GetBody()
-	if err != nil {
-		return true
-	}
-	defer body.Close()
-	raw, err := io.ReadAll(body)
-	if err != nil {
-		return true
-	}
-	var msg struct {
-		Method string `json:"method"`
-	}
-	if json.Unmarshal(bytes.TrimSpace(raw), &msg) != nil {
-		return true
-	}
-	return msg.Method == "tools/call"
 }
 
 // stdioTransport wraps the SDK's command transport to record whether a

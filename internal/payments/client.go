@@ -41,11 +41,12 @@ type Config struct {
 	APIKey string
 	// Timeout bounds one request. Default DefaultTimeout.
 	Timeout time.Duration
-	// HTTP is the client requests go through. Default: a client of its own
-	// that opens a connection per request: Go's transport silently resends
-	// a request carrying an Idempotency-Key when a reused connection drops,
-	// which would hide from oncerun an outcome it must classify (and would
-	// resend after the provider's key lifetime).
+	// HTTP is the client requests go through, its CheckRedirect replaced
+	// by one that refuses every redirect (see [Client.Refund]). Default: a
+	// client of its own that opens a connection per request: Go's transport
+	// silently resends a request carrying an Idempotency-Key when a reused
+	// connection drops, which would hide from oncerun an outcome it must
+	// classify (and would resend after the provider's key lifetime).
 	HTTP *http.Client
 }
 
@@ -73,6 +74,13 @@ func New(cfg Config) (*Client, error) {
 		t.DisableKeepAlives = true
 		cfg.HTTP = &http.Client{Transport: t}
 	}
+	// Go's client keeps the Authorization header on a redirect to another
+	// port of the same host or to a subdomain, and resends the body and its
+	// Idempotency-Key wherever a 307 points: the API key must reach the
+	// provider only.
+	httpc := *cfg.HTTP
+	httpc.CheckRedirect = edge.NoRedirects.CheckRedirect
+	cfg.HTTP = &httpc
 	return &Client{cfg: cfg, base: u}, nil
 }
 
@@ -129,6 +137,15 @@ func (e *APIError) Error() string {
 //     the first request with the key is still being processed, a 422 for a
 //     key the provider holds with another body, a body that does not
 //     read).
+//
+// The client follows no redirect, not even to the provider's own host: a
+// provider's API answers its own paths, and a redirect says BaseURL is not
+// where the provider is (http for https, a missing path prefix), which
+// PAYMENTS_BASE_URL must say instead. A 307 or 308 asks for the same request
+// elsewhere, which by HTTP's rules means the provider did not act on it: not
+// applied, and permanent (the same request is answered the same way). A
+// 301, 302 or 303 may answer a POST the provider acted on (a 303 is how a
+// server shows the result of a POST it ran): unknown.
 func (c *Client) Refund(ctx context.Context, key string, req RefundRequest) (Refund, error) {
 	body, err := json.Marshal(req)
 	if err != nil {
@@ -187,6 +204,14 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, key s
 		}
 	}
 	resp, err := c.cfg.HTTP.Do(req)
+	if redirect := (*edge.RedirectError)(nil); errors.As(err, &redirect) {
+		// Not err itself: it repeats the Location as the provider sent it.
+		err = fmt.Errorf("%s %s: %w", method, path, redirect)
+		if redirect.Repeat() {
+			return tools.Permanent(tools.NotApplied(err))
+		}
+		return err
+	}
 	if err != nil {
 		err = fmt.Errorf("%s %s: %w", method, path, err)
 		if !written.Load() {

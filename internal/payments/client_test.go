@@ -7,7 +7,9 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -238,4 +240,88 @@ func TestNewNeverPrintsThePasswordOfItsURL(t *testing.T) {
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "shop:xxxxx@127.0.0.1:1")
 	assert.NotContains(t, err.Error(), "hunter2")
+}
+
+// headersSeen is an HTTP server that answers 200 with an empty list and
+// keeps the headers of every request it got.
+type headersSeen struct {
+	mu  sync.Mutex
+	got []http.Header
+}
+
+func (h *headersSeen) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.got = append(h.got, r.Header.Clone())
+	h.mu.Unlock()
+	_, _ = w.Write([]byte(`{"data":[]}`))
+}
+
+func (h *headersSeen) requests() []http.Header {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]http.Header(nil), h.got...)
+}
+
+func TestTheClientFollowsNoRedirectAndClassifiesIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		status     int
+		sameHost   bool
+		notApplied bool // else unknown
+	}{
+		{name: "307 to another host", status: http.StatusTemporaryRedirect, notApplied: true},
+		{name: "308 to another host", status: http.StatusPermanentRedirect, notApplied: true},
+		{name: "302 to another host", status: http.StatusFound},
+		{name: "307 to the same host", status: http.StatusTemporaryRedirect, sameHost: true, notApplied: true},
+		{name: "303 to the same host", status: http.StatusSeeOther, sameHost: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			other := &headersSeen{}
+			elsewhere := httptest.NewServer(other)
+			t.Cleanup(elsewhere.Close)
+			own := &headersSeen{}
+			provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/v1/refunds" {
+					own.ServeHTTP(w, r)
+					return
+				}
+				target := elsewhere.URL
+				if tc.sameHost {
+					target = "http://" + r.Host
+				}
+				http.Redirect(w, r, target+"/moved/v1/refunds?token=s3cret", tc.status)
+			}))
+			t.Cleanup(provider.Close)
+			c, err := payments.New(payments.Config{BaseURL: provider.URL, APIKey: "sk_s3cret"})
+			require.NoError(t, err)
+
+			_, err = c.Refund(context.Background(), "k1", req)
+
+			require.Error(t, err)
+			assert.ErrorContains(t, err, "refused a redirect")
+			assert.NotContains(t, err.Error(), "s3cret", "neither the key nor the Location's query is repeated")
+			assert.Equal(t, tc.notApplied, errors.Is(err, tools.ErrNotApplied), "before the effect: %v", err)
+			assert.Equal(t, tc.notApplied, permanent(err), "permanent: %v", err)
+			assert.Empty(t, other.requests(), "the API key, the body and the Idempotency-Key went to no other host")
+			assert.Empty(t, own.requests(), "nor elsewhere on the provider's host")
+		})
+	}
+}
+
+func TestAReadAnsweredWithARedirectSendsTheAPIKeyNowhereElse(t *testing.T) {
+	t.Parallel()
+	other := &headersSeen{}
+	elsewhere := httptest.NewServer(other)
+	t.Cleanup(elsewhere.Close)
+	provider := httptest.NewServer(http.RedirectHandler(elsewhere.URL+"/v1/refunds", http.StatusFound))
+	t.Cleanup(provider.Close)
+	c, err := payments.New(payments.Config{BaseURL: provider.URL, APIKey: "sk_s3cret"})
+	require.NoError(t, err)
+
+	_, err = c.FindByKey(context.Background(), "k1")
+
+	assert.ErrorContains(t, err, "refused a redirect (HTTP 302) to "+elsewhere.URL)
+	assert.Empty(t, other.requests())
 }

@@ -1,0 +1,78 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/internal/sandbox/desk"
+	"github.com/oncerun/oncerun/worker"
+)
+
+// mcpEnv is an environment whose ONCERUN_MCP_CONFIG lists one http server
+// at url, with open_ticket and find_ticket.
+func mcpEnv(t *testing.T, url string) Env {
+	t.Helper()
+	raw, err := json.Marshal(map[string]any{"servers": []any{map[string]any{
+		"name": "desk", "transport": "http", "url": url,
+		"tools": map[string]any{
+			"open_ticket": map[string]any{"idempotent": true, "paired_read": "find_ticket"},
+			"find_ticket": map[string]any{"class": "read"},
+		},
+	}}})
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	return Env{Getenv: func(k string) string {
+		if k == worker.EnvMCPConfig {
+			return p
+		}
+		return ""
+	}}
+}
+
+// closedAddr is a loopback address where nothing listens.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+func TestToolsNeverPrintsTheMCPServersPassword(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	d, err := desk.Serve(ctx, "127.0.0.1:0", desk.Config{})
+	require.NoError(t, err)
+	up := strings.Replace(d.URL(), "http://", "http://ops:s3cret@", 1)
+	for name, tc := range map[string]struct {
+		url     string
+		failing bool
+	}{
+		"a server that answers": {url: up},
+		"a server that is down": {url: "http://ops:s3cret@" + closedAddr(t) + "/mcp", failing: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			out, err := run(t, mcpEnv(t, tc.url), "tools", "--json")
+			if tc.failing {
+				require.Error(t, err)
+				assert.Contains(t, out, "connect to MCP server desk (http http://ops:xxxxx@127.0.0.1:")
+			} else {
+				require.NoError(t, err, out)
+				assert.Contains(t, out, `"desk_open_ticket"`)
+			}
+			assert.NotContains(t, out, "s3cret")
+		})
+	}
+}
