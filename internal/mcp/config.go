@@ -69,8 +69,11 @@ type ServerConfig struct {
 	// Args are the command's arguments.
 	Args []string `json:"args,omitempty"`
 	// Env is added to the environment of a stdio server, which otherwise
-	// inherits only HOME, LOGNAME, PATH, SHELL, TERM and USER from the
-	// worker (as the reference MCP clients do), never its secrets.
+	// inherits only HOME, LOGNAME, PATH, SHELL, TERM and USER of the
+	// worker's (as the reference MCP clients do): none of the worker's
+	// secret variables. The worker also keeps its own environment and
+	// memory from it on Linux (see docs/mcp.md for what a server running as
+	// the worker's user can still read).
 	Env map[string]string `json:"env,omitempty"`
 	// Optional lets the worker start when the server is down: its tools are
 	// left out and Load reports it in [Discovered.Skipped]. Default false:

@@ -129,6 +129,8 @@ func TestLoadConfigRefusesABadFileNamingWhatIsWrongAndWhere(t *testing.T) {
 		{"duplicate server", "mcp.yaml", "servers:\n  - {name: pay, transport: http, url: 'http://x/mcp', unlisted: approve}\n" +
 			"  - {name: pay, transport: http, url: 'http://y/mcp', unlisted: approve}\n",
 			"server pay: name: also the name of servers[0]"},
+		{"a URL that is not http, its password hidden", "mcp.yaml", "servers:\n  - {name: pay, transport: http, url: 'ftp://u:s3cret@h/mcp', unlisted: approve}\n",
+			`server pay: url "ftp://u:xxxxx@h/mcp": an http server needs an http or https URL`},
 		{"bad transport", "mcp.yaml", "servers:\n  - {name: pay, transport: sse, unlisted: approve}\n",
 			`server pay: transport "sse": want "http" or "stdio"`},
 		{"nothing exposed", "mcp.yaml", server, "server pay: tools: no tool is listed and unlisted tools are refused"},

@@ -28,4 +28,10 @@
 // was sent leaves the outcome unknown, for the paired read or a person to
 // settle. A server that honours the key makes its tool's effect once;
 // otherwise the promise is at-least-once unless a paired read can tell.
+// Over HTTP the bearer token, the URL's credentials and the key reach the
+// configured origin only: a redirect is followed only to it, and only as a
+// 307 or 308 (a refused 307 or 308 is not applied; a refused 301, 302 or
+// 303 leaves the outcome unknown). A result is kept as the server wrote it,
+// numbers included, or the step asks its paired read or a person (see
+// structured).
 package mcp
