@@ -192,10 +192,10 @@ var ErrNotApplied = errors.New("effect not applied")
 // it came (the MCP client read an integer beyond 2⁵³ as a double, say).
 // The step then waits in needs_resolution for a person to say what the
 // result was; it is never sent again blind. A result that Run returns is
-// held to the same rules whatever the tool (a NUL or another control
-// character in a string, a number beyond the range of a double, more than
-// 1 MiB): an external call's step then waits for a person too, and a
-// database tool's call fails for good, its effect rolled back.
+// held to the same rules whatever the tool (a NUL in a string, a number
+// beyond the range of a double, more than 1 MiB): an external call's step
+// then waits for a person too, and a database tool's call fails for good,
+// its effect rolled back.
 var ErrUnstorable = idempotency.ErrUnstorable
 
 // NotApplied wraps err as a failure before the effect ([ErrNotApplied]).

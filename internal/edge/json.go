@@ -24,12 +24,21 @@ const MaxJSONDepth = 32
 // Workflow code checks signals and inputs with JSON on every replay, so
 // its rules never change: a new rule for what enters belongs in [Value].
 func JSON(field string, raw []byte) error {
-	return walk(field, raw, false)
+	return walk(field, raw, rules{text: true})
 }
 
-// walk checks raw as [JSON] does and, with numbers, each number as [Value]
-// does.
-func walk(field string, raw []byte, numbers bool) error {
+// rules are what walk checks beyond valid JSON, its nesting and the NUL,
+// which no string may hold (PostgreSQL's jsonb cannot).
+type rules struct {
+	// text refuses every control character but tab, newline and carriage
+	// return in a string, as [Text] does.
+	text bool
+	// numbers checks each number as [Value] does.
+	numbers bool
+}
+
+// walk checks raw by r.
+func walk(field string, raw []byte, r rules) error {
 	dec := jsontext.NewDecoder(strings.NewReader(string(raw)))
 	for {
 		tok, err := dec.ReadToken()
@@ -46,14 +55,14 @@ func walk(field string, raw []byte, numbers bool) error {
 			}
 		case '"':
 			s := tok.String()
-			for i, r := range s {
-				if textControl(r) {
+			for i, c := range s {
+				if c == 0 || (r.text && textControl(c)) {
 					return invalid("%s holds %s at %s (byte %d of the string)",
-						field, describe(r), where(dec.StackPointer()), i)
+						field, describe(c), where(dec.StackPointer()), i)
 				}
 			}
 		case '0':
-			if numbers {
+			if r.numbers {
 				if err := number(field, tok.String(), dec.StackPointer()); err != nil {
 					return err
 				}

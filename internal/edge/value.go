@@ -18,10 +18,16 @@ import (
 const MaxNumberBytes = 100
 
 // Value checks a JSON value that oncerun stores, carries and compares as it
-// came, such as a tool's result or a person's answer about one: at most
-// maxBytes bytes, the rules of [JSON], and every number one that can be
-// read back as a number: within the range of an IEEE 754 double (1e400
-// would read as infinity, 1e-400 as zero) and at most MaxNumberBytes long.
+// came from the world, such as a tool's result or a provider's answer: at
+// most maxBytes bytes of valid JSON nesting at most MaxJSONDepth deep, no
+// NUL in any string (PostgreSQL's jsonb cannot hold one), and every number
+// one that can be read back as a number: within the range of an IEEE 754
+// double (1e400 would read as infinity, 1e-400 as zero) and at most
+// MaxNumberBytes long.
+//
+// It is the rule of what can be kept, not of what people write: other
+// control characters are data, kept as they came and escaped wherever they
+// are shown ([Escape]); what people send is also held to [JSON]'s rule.
 // Integers beyond 2⁵³ are accepted: a Value is kept as its JSON text and
 // compared by [Equal], which reads numbers exactly. (Arguments, which are
 // hashed, follow the stricter rule of their canonical form: see
@@ -30,7 +36,7 @@ func Value(field string, raw []byte, maxBytes int) error {
 	if len(raw) > maxBytes {
 		return invalid("%s is %d bytes; the limit is %d", field, len(raw), maxBytes)
 	}
-	return walk(field, raw, true)
+	return walk(field, raw, rules{numbers: true})
 }
 
 // number checks one number literal of a Value at p.
@@ -85,7 +91,7 @@ func Equal(a, b []byte) (bool, error) {
 // decodeExact decodes raw with its numbers as literals, after checking
 // them as Value does so that no literal is too long to read exactly.
 func decodeExact(raw []byte) (any, error) {
-	if err := walk("the value", raw, true); err != nil {
+	if err := walk("the value", raw, rules{numbers: true}); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))

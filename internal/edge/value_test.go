@@ -15,6 +15,7 @@ func TestValueAcceptsWhatCanBeReadBack(t *testing.T) {
 		`{"id":-18446744073709551615}`,
 		`[1.7976931348623157e308, 5e-324, 0, -0.0, 0e-400, 1.5]`,
 		`"a\ttab"`, `null`,
+		`{"customer":"Mallory\u001b]2;pwned\u0007"}`, // data, escaped where shown
 	} {
 		assert.NoError(t, Value("result", []byte(doc), 1<<10), doc)
 	}

@@ -270,7 +270,7 @@ func unstorable(err error) (reason, ask string) {
 	var ue *UnstorableError
 	reason = err.Error()
 	if errors.As(err, &ue) {
-		reason = ue.Reason
+		reason = ue.Reason + "; the answer: " + ue.Excerpt
 	}
 	return "its result cannot be stored: " + reason,
 		"a person must answer applied with a result that can be stored, or not_applied if the provider shows no effect"

@@ -16,10 +16,10 @@ const MaxResultBytes = 1 << 20
 // maxFailureBytes bounds the message a failure records.
 const maxFailureBytes = 8 << 10
 
-// ErrUnstorable means a result is one the store refuses to keep: a NUL or
-// another control character in a string (PostgreSQL refuses a NUL in
-// jsonb), a number that cannot be read back, a document nested too deep or
-// larger than MaxResultBytes. See [CheckResult]. Nothing was written.
+// ErrUnstorable means a result is one the store refuses to keep: a NUL in
+// a string (PostgreSQL refuses one in jsonb), a number that cannot be read
+// back, a document nested too deep or larger than MaxResultBytes. See
+// [CheckResult]. Nothing was written.
 //
 // For an effect in the database the transaction rolls back with the key,
 // and the call fails for good: retrying cannot change the result. For an
@@ -31,7 +31,13 @@ var ErrUnstorable = errors.New("result cannot be stored")
 type UnstorableError struct {
 	// Reason says what is wrong and where, from internal/edge.
 	Reason string
+	// Excerpt is the result, escaped (edge.Escape) and cut to its first 300
+	// bytes, so that a person who settles it sees what came back.
+	Excerpt string
 }
+
+// maxExcerptBytes bounds an UnstorableError's Excerpt.
+const maxExcerptBytes = 300
 
 // Error says why the result is refused.
 func (e *UnstorableError) Error() string { return fmt.Sprintf("%s: %s", ErrUnstorable, e.Reason) }
@@ -40,19 +46,28 @@ func (e *UnstorableError) Error() string { return fmt.Sprintf("%s: %s", ErrUnsto
 func (e *UnstorableError) Is(target error) bool { return target == ErrUnstorable }
 
 // CheckResult reports why the store would refuse result, as an
-// [*UnstorableError], or nil. The rules are those of everything that
-// enters oncerun (internal/edge.Value): valid JSON of at most
-// MaxResultBytes, strings of text (no NUL, no control character but tab,
-// newline and carriage return), nesting at most edge.MaxJSONDepth deep,
-// numbers that can be read back. An empty result is JSON null.
+// [*UnstorableError], or nil. The rules are those of a value kept as it
+// came (internal/edge.Value): valid JSON of at most MaxResultBytes, nesting
+// at most edge.MaxJSONDepth deep, no NUL in a string, numbers that can be
+// read back. Other control characters are data: kept, and escaped wherever
+// a result is shown. An empty result is JSON null.
 func CheckResult(result json.RawMessage) error {
 	if len(result) == 0 {
 		return nil
 	}
 	if err := edge.Value("result", result, MaxResultBytes); err != nil {
-		return &UnstorableError{Reason: err.Error()}
+		return &UnstorableError{Reason: err.Error(), Excerpt: excerpt(result)}
 	}
 	return nil
+}
+
+// excerpt is result escaped, cut to maxExcerptBytes with an ellipsis.
+func excerpt(result json.RawMessage) string {
+	s := edge.Escape(string(result))
+	if len(s) <= maxExcerptBytes {
+		return s
+	}
+	return edge.Cut(s, maxExcerptBytes) + "…"
 }
 
 // storedResult returns result as the store keeps it: null when empty,

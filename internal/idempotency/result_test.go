@@ -21,7 +21,7 @@ import (
 // names.
 var unstorableResults = []struct{ name, result, want string }{
 	{"NUL", `{"note":"a\u0000b"}`, "NUL character (U+0000) at note"},
-	{"escape", `{"lines":["\u001b[2J"]}`, "U+001B at lines[0]"},
+	{"underflowing number", `{"lines":[1e-400]}`, "the number 1e-400 at lines[0], too small for a double"},
 	{"overflowing number", `{"x":1e400}`, "the number 1e400 at x, beyond the range of a double"},
 	{"too deep", strings.Repeat("[", 40) + strings.Repeat("]", 40), "nests 33 deep"},
 }
@@ -46,6 +46,17 @@ func TestDoRefusesAResultItCannotStoreAndRollsTheEffectBack(t *testing.T) {
 			assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM idempotency_keys"))
 		})
 	}
+}
+
+func TestDoKeepsControlCharactersOfAResultAsData(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	c := claim(t, "acme", "r1", 1, "lookup_order", `{}`)
+	out, err := f.store.Do(context.Background(), c, func(context.Context, pgx.Tx) (json.RawMessage, error) {
+		return json.RawMessage(`{"customer":"Mallory\u001b]2;pwned\u0007"}`), nil
+	})
+	require.NoError(t, err, "a business table's text is data: it is kept, and escaped where it is shown")
+	assert.JSONEq(t, `{"customer":"Mallory\u001b]2;pwned\u0007"}`, string(out.Result))
 }
 
 func TestDoKeepsIntegersBeyondDoublesExactly(t *testing.T) {
@@ -86,6 +97,7 @@ func TestExternalLeavesAnAnsweredCallWhoseResultCannotBeStoredUnresolved(t *test
 			require.ErrorAs(t, err, &unresolved)
 			assert.Contains(t, unresolved.Known, "the call answered, so its effect was made, but its result cannot be stored")
 			assert.Contains(t, unresolved.Known, tc.want)
+			assert.Contains(t, unresolved.Known, "the answer: "+tc.result[:10], "a person sees what came back")
 			assert.Contains(t, unresolved.Known, "a person must answer applied")
 			assert.False(t, unresolved.FirstAttemptAt.IsZero())
 			state, failure := f.failure(t, c)

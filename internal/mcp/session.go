@@ -58,7 +58,7 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 
 // describe names the server and where it is, for errors and logs: the
 // URL redacted (edge.Redact), as every error that names it ends up in
-// idempotency_keys.failure and the run's Temporal history.
+// a key's recorded failure and the run's Temporal history.
 func (s *server) describe() string {
 	if s.cfg.Transport == TransportHTTP {
 		return fmt.Sprintf("MCP server %s (http %s)", s.cfg.Name, edge.Redact(s.cfg.URL))

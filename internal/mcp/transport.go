@@ -29,7 +29,7 @@ func (s *server) transport() mcpsdk.Transport {
 		base.DisableKeepAlives = true
 		return &mcpsdk.StreamableClientTransport{
 			// The SDK and Go's client name the endpoint in their errors,
-			// which end up in logs, idempotency_keys.failure and the run's
+			// which end up in logs, a key's recorded failure and the run's
 			// history: they are given it redacted, and the roundTripper
 			// puts the credentials back on the requests to it.
 			Endpoint:   edge.Redact(s.cfg.URL),
