@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -365,13 +366,13 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
 	runID := r.PathValue("run_id")
 	attempt := &editAttempt{RunID: runID, Step: step, Form: r.PostForm}
-	ctx, cancel := s.dbContext(r.Context())
 	row, err := approvalstore.Lookup(ctx, s.cfg.Pool, sess.id.Tenant, runID, step)
-	cancel()
 	if err != nil {
-		s.editFailed(w, r, p, attempt, refusal(err, sess.id, "editing"))
+		s.editFailed(ctx, w, r, p, attempt, refusal(err, sess.id, "editing"))
 		return
 	}
 	in := decideInput{
@@ -387,8 +388,8 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 	} else {
 		in.args = args
 	}
-	if _, err := s.decide(r.Context(), in); err != nil {
-		s.editFailed(w, r, p, attempt, err)
+	if _, err := s.decide(ctx, in); err != nil {
+		s.editFailed(ctx, w, r, p, attempt, err)
 		return
 	}
 	q := url.Values{"decided": {string(workflows.DecisionEdit)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
@@ -396,10 +397,11 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 }
 
 // editFailed shows the inbox with why an edit was refused, at the top and
-// on the step's card, whose form is open again with what was typed.
-func (s *Server) editFailed(w http.ResponseWriter, r *http.Request, p page, attempt *editAttempt, err error) {
+// on the step's card, whose form is open again with what was typed (see
+// formFailed).
+func (s *Server) editFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, p page, attempt *editAttempt, err error) {
 	p = s.formError(p, "edit", attempt.RunID, attempt.Step, err)
 	attempt.Message = p.Error
 	p.EditFailed = attempt
-	s.renderInbox(w, r, p)
+	s.formFailed(ctx, w, r, p, err)
 }

@@ -142,8 +142,10 @@ func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
 	}
 	in := resolveRequestInput(sess.id, runID, step, req, approvalstore.ViaInbox)
 	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
-	if _, err := s.resolve(r.Context(), in); err != nil {
-		s.formFailed(w, r, p, "answer", runID, step, err)
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	if _, err := s.resolve(ctx, in); err != nil {
+		s.formFailed(ctx, w, r, s.formError(p, "answer", runID, step, err), err)
 		return
 	}
 	q := url.Values{"resolved": {req.Outcome}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
