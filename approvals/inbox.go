@@ -289,12 +289,7 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
-	if q := r.URL.Query(); slices.Contains([]workflows.Decision{workflows.DecisionApprove, workflows.DecisionReject, workflows.DecisionEdit},
-		workflows.Decision(q.Get("decided"))) {
-		p.Flash = "You " + pastTense(workflows.Decision(q.Get("decided"))) + " step " + q.Get("step") + " of run " + q.Get("run") + "."
-	} else if f := resolvedFlash(q); f != "" {
-		p.Flash = f
-	}
+	p.Flash = s.takeFlash(w, r)
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	s.renderInbox(ctx, w, r, p)

@@ -388,12 +388,12 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 	} else {
 		in.args = args
 	}
-	if _, err := s.decide(ctx, in); err != nil {
+	res, err := s.decide(ctx, in)
+	if err != nil {
 		s.editFailed(ctx, w, r, p, attempt, err)
 		return
 	}
-	q := url.Values{"decided": {string(workflows.DecisionEdit)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
-	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
+	s.redirectWithFlash(w, r, decidedFlash(res.Decision))
 }
 
 // editFailed shows the inbox with why an edit was refused, at the top and

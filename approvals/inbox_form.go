@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"net/url"
-	"strconv"
 
 	"go.uber.org/zap"
 
@@ -91,7 +89,7 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	runID := r.PathValue("run_id")
 	decision := workflows.Decision(r.PostForm.Get("decision"))
-	_, err := s.decide(ctx, decideInput{
+	res, err := s.decide(ctx, decideInput{
 		id: sess.id, runID: runID, step: step, decision: decision,
 		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
 		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
@@ -100,6 +98,5 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 		s.formFailed(ctx, w, r, s.formError(p, "decision", runID, step, err), err)
 		return
 	}
-	q := url.Values{"decided": {string(decision)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
-	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
+	s.redirectWithFlash(w, r, decidedFlash(res.Decision))
 }

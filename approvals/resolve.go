@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -144,21 +143,12 @@ func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
 	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	if _, err := s.resolve(ctx, in); err != nil {
+	res, err := s.resolve(ctx, in)
+	if err != nil {
 		s.formFailed(ctx, w, r, s.formError(p, "answer", runID, step, err), err)
 		return
 	}
-	q := url.Values{"resolved": {req.Outcome}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
-	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
-}
-
-// resolvedFlash is the inbox's message after an answer, or "".
-func resolvedFlash(q url.Values) string {
-	o := workflows.Outcome(q.Get("resolved"))
-	if o != workflows.OutcomeApplied && o != workflows.OutcomeNotApplied {
-		return ""
-	}
-	return "You answered " + string(o) + " for step " + q.Get("step") + " of run " + q.Get("run") + "."
+	s.redirectWithFlash(w, r, resolvedFlash(res.Resolution))
 }
 
 // resolveDecisionOf is the answer of record rec as the API shows it.
