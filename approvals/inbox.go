@@ -198,7 +198,7 @@ func (s *Server) render(w http.ResponseWriter, name string, p page) {
 		h.Set("Retry-After", retryAfter)
 	}
 	w.WriteHeader(cmpStatus(p.Status))
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(visible(buf.Bytes()))
 }
 
 func cmpStatus(s int) int {

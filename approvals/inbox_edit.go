@@ -47,6 +47,12 @@ const (
 // textareaAfter: a string longer than this is edited in a textarea.
 const textareaAfter = 80
 
+// hiddenHint is the hint of a field whose value holds characters the page
+// shows escaped elsewhere (see visible): the field itself holds them as
+// they are, so that they are sent back unchanged.
+const hiddenHint = "This value holds control or format characters (such as a right-to-left override), " +
+	"shown escaped in the arguments above; they are kept unless you change the value."
+
 // editField is one argument of the edit form.
 type editField struct {
 	Name  string
@@ -250,6 +256,9 @@ func (s *Server) editFormOf(toolName string, args json.RawMessage, submitted url
 			if vals, ok := submitted[argPrefix+name]; ok && len(vals) > 0 {
 				f.Value = vals[0]
 			}
+		}
+		if holdsHidden(f.Value) {
+			f.Hint = strings.TrimSpace(f.Hint + " " + hiddenHint)
 		}
 		v.Fields = append(v.Fields, f)
 	}
