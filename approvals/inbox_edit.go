@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/tools"
@@ -274,9 +275,13 @@ func (s *Server) editFormOf(toolName string, args json.RawMessage, submitted url
 // a string, leaves the argument out), integers and amounts as JSON
 // integers, an amount in the units of the currency the form gives for it.
 // A form with a non-empty rawArgsField gives the arguments as JSON. An
-// error names the field.
+// error names the field; a field that is not UTF-8 is [errNotUTF8], as the
+// API refuses the same bytes, rather than text with U+FFFD in their place.
 func (s *Server) editArgs(toolName string, proposed json.RawMessage, form url.Values) (json.RawMessage, error) {
 	if raw := strings.TrimSpace(form.Get(rawArgsField)); raw != "" {
+		if err := checkUTF8(rawArgsField, raw); err != nil {
+			return nil, err
+		}
 		return json.RawMessage(raw), nil
 	}
 	var obj map[string]json.RawMessage
@@ -291,6 +296,9 @@ func (s *Server) editArgs(toolName string, proposed json.RawMessage, form url.Va
 		if !ok || len(vals) == 0 {
 			out[name] = raw
 			continue
+		}
+		if err := checkUTF8(name, vals[0]); err != nil {
+			return nil, err
 		}
 		// Browsers send a textarea's line breaks as CRLF.
 		typed := strings.ReplaceAll(vals[0], "\r\n", "\n")
@@ -336,6 +344,26 @@ func (s *Server) editArgs(toolName string, proposed json.RawMessage, form url.Va
 		return nil, fmt.Errorf("encode the edited arguments: %w", err)
 	}
 	return b, nil
+}
+
+// errNotUTF8 is the refusal of a field of the edit form that is not
+// UTF-8.
+var errNotUTF8 = errors.New("not valid UTF-8")
+
+// checkUTF8 refuses a field (name) whose value is not UTF-8, saying where.
+func checkUTF8(name, value string) error {
+	if utf8.ValidString(value) {
+		return nil
+	}
+	at := 0
+	for at < len(value) {
+		r, size := utf8.DecodeRuneInString(value[at:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		at += size
+	}
+	return fmt.Errorf("%s is %w (at byte %d)", name, errNotUTF8, at)
 }
 
 // integerArg reads an integer argument: an amount of the tool's, whose
@@ -390,11 +418,16 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
 	}
 	args, err := s.editArgs(row.Tool, row.Args, r.PostForm)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotUTF8):
+		// Refused once the request is audited, as the API refuses a body
+		// that is not UTF-8.
+		in.invalid = errorf(http.StatusBadRequest, "invalid_request", "%s", err.Error())
+	case err != nil:
 		// Refused once the request is audited, as the API refuses a body
 		// that does not decode.
 		in.invalid = errorf(http.StatusUnprocessableEntity, "edit_refused", "%s", err.Error())
-	} else {
+	default:
 		in.args = args
 	}
 	res, err := s.decide(ctx, in)
