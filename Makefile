@@ -96,7 +96,7 @@ bench-history: ## A scripted run of 1,100 steps: its history's size, every Conti
 	go test -run '^$$' -bench BenchmarkScriptedRunHistory -benchtime 1x -timeout 30m ./internal/integration/
 
 .PHONY: fuzz
-fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results and the approvals API, FUZZTIME inputs each.
+fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results, the approvals API (decisions, edits, answers) and the inbox's forms, FUZZTIME inputs each.
 	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzKeyCollision$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime $(FUZZTIME) ./internal/keys/
@@ -105,3 +105,5 @@ fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results and t
 	go test -run '^$$' -fuzz '^FuzzPlannerOutput$$' -fuzztime $(FUZZTIME) ./activities/
 	go test -run '^$$' -fuzz '^FuzzMCPToolResult$$' -fuzztime $(FUZZTIME) ./activities/
 	go test -run '^$$' -fuzz '^FuzzApprovalsAPI$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/
+	go test -run '^$$' -fuzz '^FuzzEditAndResolveAPI$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/
+	go test -run '^$$' -fuzz '^FuzzInboxForms$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/

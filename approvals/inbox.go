@@ -19,7 +19,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -32,6 +31,9 @@ const (
 	// inboxStatusLimit is how many pending steps the inbox shows with
 	// their run's earlier steps.
 	inboxStatusLimit = 50
+	// inboxProblemLimit is how many steps that need resolution the inbox
+	// shows.
+	inboxProblemLimit = 20
 )
 
 var pageFuncs = template.FuncMap{
@@ -109,6 +111,10 @@ type page struct {
 	Flash  string
 	Error  string
 	Status int
+
+	// Listed is set when the inbox's lists were read: a page without them
+	// says nothing of what waits.
+	Listed bool
 
 	// Inbox.
 	Items    []inboxItem
@@ -192,7 +198,7 @@ func (s *Server) render(w http.ResponseWriter, name string, p page) {
 		h.Set("Retry-After", retryAfter)
 	}
 	w.WriteHeader(cmpStatus(p.Status))
-	_, _ = w.Write(buf.Bytes())
+	_, _ = w.Write(visible(buf.Bytes()))
 }
 
 func cmpStatus(s int) int {
@@ -283,24 +289,28 @@ func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
-	if q := r.URL.Query(); slices.Contains([]workflows.Decision{workflows.DecisionApprove, workflows.DecisionReject, workflows.DecisionEdit},
-		workflows.Decision(q.Get("decided"))) {
-		p.Flash = "You " + pastTense(workflows.Decision(q.Get("decided"))) + " step " + q.Get("step") + " of run " + q.Get("run") + "."
-	} else if f := resolvedFlash(q); f != "" {
-		p.Flash = f
-	}
-	s.renderInbox(w, r, p)
+	p.Flash = s.takeFlash(w, r)
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	s.renderInbox(ctx, w, r, p)
 }
 
-// renderInbox fills the inbox's lists and renders it.
-func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, p page) {
-	items, err := s.list(r.Context(), p.ID.Tenant, ViewPending, MaxListLimit)
+// renderInbox fills the inbox's lists and renders it. The lists are read
+// within ctx, the request's one database budget (Config.DBTimeout); a
+// list that cannot be read is the 503 page, with no list at all, so that
+// nothing reads as empty that was not read.
+func (s *Server) renderInbox(ctx context.Context, w http.ResponseWriter, r *http.Request, p page) {
+	items, err := s.list(ctx, p.ID.Tenant, ViewPending, MaxListLimit)
 	if err != nil {
-		s.log.Error("inbox: list pending approvals", zap.Error(err))
-		p.Error, p.Status = "The pending approvals could not be read; try again shortly.", http.StatusServiceUnavailable
-		s.render(w, "inbox", p)
+		s.listFailed(w, p, "pending approvals", err)
 		return
 	}
+	problems, err := s.list(ctx, p.ID.Tenant, ViewNeedsResolution, inboxProblemLimit)
+	if err != nil {
+		s.listFailed(w, p, "steps that need resolution", err)
+		return
+	}
+	p.Listed = true
 	p.Items = make([]inboxItem, len(items))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -332,15 +342,22 @@ func (s *Server) renderInbox(w http.ResponseWriter, r *http.Request, p page) {
 		})
 	}
 	wg.Wait()
-	if problems, err := s.list(r.Context(), p.ID.Tenant, ViewNeedsResolution, 20); err == nil {
-		for _, it := range problems {
-			pi := problemItem{Item: it, Rows: s.argRowsOf(it.Tool, it.Args)}
-			if d := it.Decision; d != nil && d.Decision == workflows.DecisionEdit {
-				pi.EditedRows = s.argRowsOf(it.Tool, d.EditedArgs)
-			}
-			p.Problems = append(p.Problems, pi)
+	for _, it := range problems {
+		pi := problemItem{Item: it, Rows: s.argRowsOf(it.Tool, it.Args)}
+		if d := it.Decision; d != nil && d.Decision == workflows.DecisionEdit {
+			pi.EditedRows = s.argRowsOf(it.Tool, d.EditedArgs)
 		}
+		p.Problems = append(p.Problems, pi)
 	}
+	s.render(w, "inbox", p)
+}
+
+// listFailed renders the inbox's 503 page for a list (what, in words) that
+// could not be read, after what went wrong before it, if anything.
+func (s *Server) listFailed(w http.ResponseWriter, p page, what string, err error) {
+	s.log.Error("inbox: list "+what, zap.Error(err))
+	msg := "The " + what + " could not be read; try again shortly."
+	p.Error, p.Status = strings.TrimSpace(p.Error+" "+msg), http.StatusServiceUnavailable
 	s.render(w, "inbox", p)
 }
 
@@ -379,81 +396,6 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Run, p.Steps = &st, s.stepViews(st.Steps)
 	s.render(w, "run", p)
-}
-
-// inboxForm checks what every form of the inbox needs: a signed-in
-// session, a form that parses (of at most MaxBodyBytes) and carries the
-// session's CSRF token, and a step number. A form that fails is refused,
-// without an audit row as a form of another site would be, and rendered
-// here; ok is false then.
-func (s *Server) inboxForm(w http.ResponseWriter, r *http.Request) (sess session, p page, step int64, ok bool) {
-	sess, ok = s.session(r)
-	if !ok {
-		s.render(w, "login", page{Title: "Sign in", Error: "Your session has ended; sign in again.", Status: http.StatusUnauthorized})
-		return sess, p, 0, false
-	}
-	p = page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
-	if bad := s.parseForm(w, r); bad != nil {
-		p.Error, p.Status = bad.message, bad.status
-		s.render(w, "error", p)
-		return sess, p, 0, false
-	}
-	if !s.validCSRF(r, sess) {
-		p.Error, p.Status = "The form was not sent from this inbox; reload the page and try again.", http.StatusForbidden
-		s.render(w, "error", p)
-		return sess, p, 0, false
-	}
-	step, err := stepNumber(r.PathValue("step"))
-	if err != nil {
-		p.Error, p.Status = err.Error(), http.StatusBadRequest
-		s.render(w, "error", p)
-		return sess, p, 0, false
-	}
-	return sess, p, step, true
-}
-
-// formFailed renders the inbox with what went wrong recording a form's
-// decision or answer (what, in words).
-func (s *Server) formFailed(w http.ResponseWriter, r *http.Request, p page, what, runID string, step int64, err error) {
-	s.renderInbox(w, r, s.formError(p, what, runID, step, err))
-}
-
-// formError sets p's error and status to what went wrong recording a
-// form's decision or answer (what, in words), and logs a failure that is
-// not a refusal.
-func (s *Server) formError(p page, what, runID string, step int64, err error) page {
-	var ae *apiError
-	switch {
-	case errors.As(err, &ae):
-		p.Error, p.Status = ae.message, ae.status
-	case unavailable(err):
-		s.log.Warn("inbox "+what+": database unavailable", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
-		p.Error, p.Status = "The database did not answer in time; the "+what+" may not be recorded. Try again shortly.", http.StatusServiceUnavailable
-	default:
-		s.log.Error("inbox "+what+" failed", zap.String("run_id", runID), zap.Int64("step", step), zap.Error(err))
-		p.Error, p.Status = "The "+what+" could not be recorded; try again.", http.StatusInternalServerError
-	}
-	return p
-}
-
-func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
-	sess, p, step, ok := s.inboxForm(w, r)
-	if !ok {
-		return
-	}
-	runID := r.PathValue("run_id")
-	decision := workflows.Decision(r.PostForm.Get("decision"))
-	_, err := s.decide(r.Context(), decideInput{
-		id: sess.id, runID: runID, step: step, decision: decision,
-		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
-		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
-	})
-	if err != nil {
-		s.formFailed(w, r, p, "decision", runID, step, err)
-		return
-	}
-	q := url.Values{"decided": {string(decision)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
-	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
 }
 
 func randomString() (string, error) {

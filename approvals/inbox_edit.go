@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/tools"
@@ -45,6 +47,12 @@ const (
 
 // textareaAfter: a string longer than this is edited in a textarea.
 const textareaAfter = 80
+
+// hiddenHint is the hint of a field whose value holds characters the page
+// shows escaped elsewhere (see visible): the field itself holds them as
+// they are, so that they are sent back unchanged.
+const hiddenHint = "This value holds control or format characters (such as a right-to-left override), " +
+	"shown escaped in the arguments above; they are kept unless you change the value."
 
 // editField is one argument of the edit form.
 type editField struct {
@@ -250,6 +258,9 @@ func (s *Server) editFormOf(toolName string, args json.RawMessage, submitted url
 				f.Value = vals[0]
 			}
 		}
+		if holdsHidden(f.Value) {
+			f.Hint = strings.TrimSpace(f.Hint + " " + hiddenHint)
+		}
 		v.Fields = append(v.Fields, f)
 	}
 	if submitted != nil {
@@ -264,9 +275,13 @@ func (s *Server) editFormOf(toolName string, args json.RawMessage, submitted url
 // a string, leaves the argument out), integers and amounts as JSON
 // integers, an amount in the units of the currency the form gives for it.
 // A form with a non-empty rawArgsField gives the arguments as JSON. An
-// error names the field.
+// error names the field; a field that is not UTF-8 is [errNotUTF8], as the
+// API refuses the same bytes, rather than text with U+FFFD in their place.
 func (s *Server) editArgs(toolName string, proposed json.RawMessage, form url.Values) (json.RawMessage, error) {
 	if raw := strings.TrimSpace(form.Get(rawArgsField)); raw != "" {
+		if err := checkUTF8(rawArgsField, raw); err != nil {
+			return nil, err
+		}
 		return json.RawMessage(raw), nil
 	}
 	var obj map[string]json.RawMessage
@@ -281,6 +296,9 @@ func (s *Server) editArgs(toolName string, proposed json.RawMessage, form url.Va
 		if !ok || len(vals) == 0 {
 			out[name] = raw
 			continue
+		}
+		if err := checkUTF8(name, vals[0]); err != nil {
+			return nil, err
 		}
 		// Browsers send a textarea's line breaks as CRLF.
 		typed := strings.ReplaceAll(vals[0], "\r\n", "\n")
@@ -328,6 +346,26 @@ func (s *Server) editArgs(toolName string, proposed json.RawMessage, form url.Va
 	return b, nil
 }
 
+// errNotUTF8 is the refusal of a field of the edit form that is not
+// UTF-8.
+var errNotUTF8 = errors.New("not valid UTF-8")
+
+// checkUTF8 refuses a field (name) whose value is not UTF-8, saying where.
+func checkUTF8(name, value string) error {
+	if utf8.ValidString(value) {
+		return nil
+	}
+	at := 0
+	for at < len(value) {
+		r, size := utf8.DecodeRuneInString(value[at:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		at += size
+	}
+	return fmt.Errorf("%s is %w (at byte %d)", name, errNotUTF8, at)
+}
+
 // integerArg reads an integer argument: an amount of the tool's, whose
 // currency (as the form gives it, else as proposed) is known, in that
 // currency's units; anything else as a whole number.
@@ -365,13 +403,13 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
 	runID := r.PathValue("run_id")
 	attempt := &editAttempt{RunID: runID, Step: step, Form: r.PostForm}
-	ctx, cancel := s.dbContext(r.Context())
 	row, err := approvalstore.Lookup(ctx, s.cfg.Pool, sess.id.Tenant, runID, step)
-	cancel()
 	if err != nil {
-		s.editFailed(w, r, p, attempt, refusal(err, sess.id, "editing"))
+		s.editFailed(ctx, w, r, p, attempt, refusal(err, sess.id, "editing"))
 		return
 	}
 	in := decideInput{
@@ -380,26 +418,32 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
 	}
 	args, err := s.editArgs(row.Tool, row.Args, r.PostForm)
-	if err != nil {
+	switch {
+	case errors.Is(err, errNotUTF8):
+		// Refused once the request is audited, as the API refuses a body
+		// that is not UTF-8.
+		in.invalid = errorf(http.StatusBadRequest, "invalid_request", "%s", err.Error())
+	case err != nil:
 		// Refused once the request is audited, as the API refuses a body
 		// that does not decode.
 		in.invalid = errorf(http.StatusUnprocessableEntity, "edit_refused", "%s", err.Error())
-	} else {
+	default:
 		in.args = args
 	}
-	if _, err := s.decide(r.Context(), in); err != nil {
-		s.editFailed(w, r, p, attempt, err)
+	res, err := s.decide(ctx, in)
+	if err != nil {
+		s.editFailed(ctx, w, r, p, attempt, err)
 		return
 	}
-	q := url.Values{"decided": {string(workflows.DecisionEdit)}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
-	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
+	s.redirectWithFlash(w, r, decidedFlash(res.Decision))
 }
 
 // editFailed shows the inbox with why an edit was refused, at the top and
-// on the step's card, whose form is open again with what was typed.
-func (s *Server) editFailed(w http.ResponseWriter, r *http.Request, p page, attempt *editAttempt, err error) {
+// on the step's card, whose form is open again with what was typed (see
+// formFailed).
+func (s *Server) editFailed(ctx context.Context, w http.ResponseWriter, r *http.Request, p page, attempt *editAttempt, err error) {
 	p = s.formError(p, "edit", attempt.RunID, attempt.Step, err)
 	attempt.Message = p.Error
 	p.EditFailed = attempt
-	s.renderInbox(w, r, p)
+	s.formFailed(ctx, w, r, p, err)
 }

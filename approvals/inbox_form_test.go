@@ -106,6 +106,42 @@ func TestInboxEditFormRefusesAnIncrease(t *testing.T) {
 	assert.Equal(t, 2, e.count(`run_id = 'r1' AND decision = 'edit' AND outcome = 'invalid'`))
 }
 
+// TestInboxEditFormRefusesInvalidUTF8: a field that is not UTF-8 is refused
+// naming the field, as the API refuses the same bytes, audited, with the
+// form shown again as typed; nothing reaches the run.
+func TestInboxEditFormRefusesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		field, value, message string
+	}{
+		{"arg.name", "pay\xffee", "name is not valid UTF-8 (at byte 3)"},
+		{"arg.labels", `{"k":"` + "\xc3" + `"}`, "labels is not valid UTF-8 (at byte 6)"},
+		{"args", `{"name":"` + "\xff" + `","count":1}`, "args is not valid UTF-8 (at byte 9)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.field, func(t *testing.T) {
+			t.Parallel()
+			e := setupInbox(t)
+			hash := e.pending("r1", 2, "tune_widget", `{"name":"w","count":3,"labels":{}}`, 48*time.Hour, "")
+			b := e.signIn("dana")
+
+			status, _, page := b.post("/runs/r1/steps/2/edit", url.Values{"csrf": {b.csrf}, "args_hash": {hash}, tt.field: {tt.value}})
+			assert.Equal(t, http.StatusBadRequest, status)
+			assert.Contains(t, page, `<div class="panel error" role="alert">`+tt.message+`</div>`)
+			c := card(t, page, "r1", 2)
+			assert.Contains(t, c, `<details class="edit" open>`, "the form comes back open")
+			if tt.field != "args" {
+				assert.Contains(t, c, `name="`+tt.field+`"`, "with what was typed")
+				assert.Contains(t, c, html.EscapeString(tt.value))
+			}
+			assert.Empty(t, e.temporal.approvals(), "nothing was sent to the run")
+			assert.Equal(t, 1, e.count(`run_id = 'r1' AND decision = 'edit' AND outcome = 'invalid' AND via = 'inbox' AND detail = $1`,
+				tt.message), "the refusal is audited")
+			assert.Equal(t, 0, e.count(`outcome = 'accepted'`))
+		})
+	}
+}
+
 func TestInboxEditFormApprovesTheEditedArguments(t *testing.T) {
 	t.Parallel()
 	e := setupInbox(t)

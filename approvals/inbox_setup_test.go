@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -127,7 +128,9 @@ type inboxEnv struct {
 // advance moves the server's clock on by d.
 func (e *inboxEnv) advance(d time.Duration) { e.skew.Add(int64(d)) }
 
-func setupInbox(t *testing.T) *inboxEnv {
+// setupInbox serves the inbox; adjust, when given, changes its Config
+// first.
+func setupInbox(t *testing.T, adjust ...func(*Config)) *inboxEnv {
 	t.Helper()
 	pool := pgtest.NewPool(t, 4)
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(shop.Tools(shop.Config{}), tuneWidget, lockedTool)...)
@@ -145,8 +148,12 @@ func setupInbox(t *testing.T) *inboxEnv {
 	require.NoError(t, err)
 	toks, err := ParseTokens(raw)
 	require.NoError(t, err)
-	s, err := New(Config{Runs: &runs.Client{Temporal: e.temporal, Pool: pool}, Pool: pool, Tokens: toks, Tools: reg,
-		Now: func() time.Time { return e.now.Add(time.Duration(e.skew.Load())) }})
+	cfg := Config{Runs: &runs.Client{Temporal: e.temporal, Pool: pool}, Pool: pool, Tokens: toks, Tools: reg,
+		Now: func() time.Time { return e.now.Add(time.Duration(e.skew.Load())) }}
+	for _, f := range adjust {
+		f(&cfg)
+	}
+	s, err := New(cfg)
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(s.Handler())
 	t.Cleanup(e.srv.Close)
@@ -217,6 +224,18 @@ func (b *browser) post(path string, form url.Values) (int, http.Header, string) 
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(b.e.t, err)
 	return resp.StatusCode, resp.Header, string(body)
+}
+
+// unresolved records round 1 of a step of run runID of tenant acme whose
+// outcome is unknown, as a run does.
+func (e *inboxEnv) unresolved(runID string, step int64) {
+	e.t.Helper()
+	args := json.RawMessage(`{"payment_id":"pay_1001","amount_cents":25900,"currency":"EUR"}`)
+	require.NoError(e.t, approvalstore.RecordUnresolved(context.Background(), e.pool, approvalstore.Resolution{
+		Tenant: "acme", RunID: runID, Step: step, Round: 1, Tool: "refund_payment", Key: fmt.Sprintf("v1/acme/%s/%d/refund_payment", runID, step),
+		Args: args, ArgsHash: strings.Repeat("c", 64), Goal: "refund order 1001", FirstSentAt: e.now.Add(-10 * time.Minute),
+		Known: "the provider did not answer", RequestedAt: e.now.Add(-time.Minute), Deadline: e.now.Add(time.Hour),
+	}))
 }
 
 // count counts the rows of approval_decisions that match where.

@@ -259,6 +259,24 @@ func TestEditArgs(t *testing.T) {
 			err:  `enabled: "yes" is not true or false`,
 		},
 		{
+			name: "a text that is not UTF-8 names the field, not turned into U+FFFD",
+			tool: "tune_widget", proposed: widget,
+			form: url.Values{"arg.name": {"a\xffb"}},
+			err:  `name is not valid UTF-8 (at byte 1)`,
+		},
+		{
+			name: "JSON that is not UTF-8 names the field",
+			tool: "tune_widget", proposed: widget,
+			form: url.Values{"arg.labels": {`{"k":"` + "\xc3" + `"}`}},
+			err:  `labels is not valid UTF-8 (at byte 6)`,
+		},
+		{
+			name: "the whole arguments as JSON, not UTF-8",
+			tool: "issue_credit", proposed: credit,
+			form: url.Values{"args": {`{"reason":"` + "\xff" + `"}`}},
+			err:  `args is not valid UTF-8 (at byte 11)`,
+		},
+		{
 			name: "the whole arguments as JSON",
 			tool: "issue_credit", proposed: credit,
 			form: url.Values{"args": {`{"amount_cents":100,"currency":"EUR","order_id":"1001","reason":"damaged"}`}, "arg.amount_cents": {"5"}},

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -142,21 +141,14 @@ func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
 	}
 	in := resolveRequestInput(sess.id, runID, step, req, approvalstore.ViaInbox)
 	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
-	if _, err := s.resolve(r.Context(), in); err != nil {
-		s.formFailed(w, r, p, "answer", runID, step, err)
+	ctx, cancel := s.dbContext(r.Context())
+	defer cancel()
+	res, err := s.resolve(ctx, in)
+	if err != nil {
+		s.formFailed(ctx, w, r, s.formError(p, "answer", runID, step, err), err)
 		return
 	}
-	q := url.Values{"resolved": {req.Outcome}, "run": {runID}, "step": {strconv.FormatInt(step, 10)}}
-	http.Redirect(w, r, "/?"+q.Encode(), http.StatusSeeOther)
-}
-
-// resolvedFlash is the inbox's message after an answer, or "".
-func resolvedFlash(q url.Values) string {
-	o := workflows.Outcome(q.Get("resolved"))
-	if o != workflows.OutcomeApplied && o != workflows.OutcomeNotApplied {
-		return ""
-	}
-	return "You answered " + string(o) + " for step " + q.Get("step") + " of run " + q.Get("run") + "."
+	s.redirectWithFlash(w, r, resolvedFlash(res.Resolution))
 }
 
 // resolveDecisionOf is the answer of record rec as the API shows it.

@@ -22,6 +22,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/httpserver"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -391,8 +392,11 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiE
 }
 
 // ListenAndServe serves h on addr until ctx ends, then shuts down, giving
-// requests in flight up to 10 seconds. ready, when not nil, is called with
-// the bound address once the listener is open.
+// requests in flight up to 10 seconds. The server has the limits of every
+// server of oncerun (internal/httpserver: header, request, response and
+// idle deadlines, a bound on headers, a cap on open connections). ready,
+// when not nil, is called with the bound address once the listener is
+// open.
 func ListenAndServe(ctx context.Context, addr string, h http.Handler, log *zap.Logger, ready func(net.Addr)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -401,14 +405,7 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, log *zap.L
 	if log == nil {
 		log = zap.NewNop()
 	}
-	srv := &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      60 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          zap.NewStdLog(log),
-	}
+	srv := httpserver.New(h, httpserver.Config{ErrorLog: zap.NewStdLog(log)})
 	if ready != nil {
 		ready(ln.Addr())
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/httpserver"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/metrics"
@@ -337,7 +338,7 @@ func Run(ctx context.Context, cfg Config) error {
 	defer stopDrift()
 	go refreshDrift(driftCtx, pool, rmet, time.Minute, log)
 
-	srv := &http.Server{Handler: Handler(pool, promReg), ReadHeaderTimeout: 10 * time.Second}
+	srv := httpServer(Handler(pool, promReg), log)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	apCtx, stopApprovals := context.WithCancel(context.WithoutCancel(ctx))
@@ -410,6 +411,12 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
 	}
 	log.Info("schema migrated", zap.Strings("applied", res.Applied), zap.Int32("version", res.Version))
 	return nil
+}
+
+// httpServer is the server of /metrics and /healthz, with the limits of
+// every server of oncerun (internal/httpserver).
+func httpServer(h http.Handler, log *zap.Logger) *httpserver.Server {
+	return httpserver.New(h, httpserver.Config{ErrorLog: zap.NewStdLog(log)})
 }
 
 // Handler serves /healthz (200 while PostgreSQL answers) and /metrics.

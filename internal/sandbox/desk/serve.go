@@ -10,6 +10,8 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
+
+	"github.com/oncerun/oncerun/internal/httpserver"
 )
 
 // DefaultAddr is where `oncerun-dev sandbox-desk` listens by default.
@@ -19,7 +21,7 @@ const DefaultAddr = "127.0.0.1:8097"
 type Running struct {
 	*Desk
 	url  string
-	srv  *http.Server
+	srv  *httpserver.Server
 	done chan struct{}
 }
 
@@ -50,8 +52,10 @@ func Serve(ctx context.Context, addr string, cfg Config) (*Running, error) {
 	server := d.Server()
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return server }, nil))
+	// The limits of every server of oncerun, but for the write deadline:
+	// Streamable HTTP answers over event streams that stay open.
 	r := &Running{Desk: d, url: "http://" + ln.Addr().String() + "/mcp", done: make(chan struct{}),
-		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}}
+		srv: httpserver.New(mux, httpserver.Config{WriteTimeout: -1})}
 	go func() {
 		defer close(r.done)
 		if err := r.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/oncerun/oncerun/internal/httpserver"
 )
 
 // shutdownGrace is how long Close waits for requests being answered.
@@ -19,7 +21,7 @@ type Running struct {
 	*Server
 
 	ln   net.Listener
-	hs   *http.Server
+	hs   *httpserver.Server
 	done chan struct{} // closed when Serve has returned
 	err  error         // Serve's error, other than http.ErrServerClosed
 
@@ -43,8 +45,11 @@ func Start(ctx context.Context, cfg Config) (*Running, error) {
 	r := &Running{
 		Server: srv,
 		ln:     ln,
-		hs:     &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second},
-		done:   make(chan struct{}),
+		// The limits of every server of oncerun, but for the write
+		// deadline: a delay fault holds an answer back for as long as it
+		// says, so that clients meet their own timeouts.
+		hs:   httpserver.New(srv.Handler(), httpserver.Config{WriteTimeout: -1}),
+		done: make(chan struct{}),
 	}
 	go func() {
 		defer close(r.done)
