@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -298,11 +299,20 @@ type audit struct {
 // args are the values of the request's row. What the client sent is
 // recorded as it was when it is valid text, and escaped and cut (see
 // edge.Clean) when it is not, so that no request can fail to leave its row.
+// A decision that is neither approve, reject nor edit is recorded as ""
+// with the request invalid (a forbidden one too, its detail saying it was
+// forbidden).
 func (a audit) args(outcome, detail string) []any {
 	r := a.r
 	decision := r.Decision
 	if decision != DecisionApprove && decision != DecisionReject && decision != DecisionEdit {
+		// The table holds a row that names no decision only as invalid: a
+		// forbidden one says so in its detail, as for answers.
 		decision = ""
+		if outcome != OutcomeInvalid {
+			detail = strings.TrimSuffix(outcome+": "+detail, ": ")
+			outcome = OutcomeInvalid
+		}
 	}
 	// What an edit asked to run is kept when it is JSON the table can hold
 	// (an invalid request's may not be).

@@ -77,6 +77,9 @@ func TestDecideRefusals(t *testing.T) {
 			approvalstore.ErrInvalid, invalid.Error(), approvalstore.OutcomeInvalid},
 		{"a decision that is neither", func(r *approvalstore.DecisionRequest) { r.Decision = "maybe" },
 			approvalstore.ErrInvalid, `decision "maybe" is not approve, reject or edit`, approvalstore.OutcomeInvalid},
+		{"a viewer's decision that is neither", func(r *approvalstore.DecisionRequest) {
+			r.Decision, r.MayDecide, r.Role = "", false, "viewer"
+		}, approvalstore.ErrForbidden, "dana is a viewer", approvalstore.OutcomeInvalid},
 		{"another args hash", func(r *approvalstore.DecisionRequest) { r.ArgsHash = hashB },
 			approvalstore.ErrArgsHashMismatch, "is not the pending step's " + hashA, approvalstore.OutcomeArgsMismatch},
 		{"the deadline passed", func(r *approvalstore.DecisionRequest) { r.Now = t0.Add(72 * time.Hour) },
