@@ -92,7 +92,8 @@ bench-run: ## A scripted 10-step run against a plain Temporal workflow making th
 	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/
 
 .PHONY: bench-history
-bench-history: ## A scripted run of 1,100 steps: its history's size, every Continue-As-New generation included.
+bench-history: ## A 10-step scripted run's history per step (events, bytes, -v for each event type), and a scripted run of 1,100 steps: its history's size, every Continue-As-New generation included.
+	go test -run '^$$' -bench BenchmarkTenStepRunHistory -benchtime 5x -v -timeout 10m ./internal/integration/
 	go test -run '^$$' -bench BenchmarkScriptedRunHistory -benchtime 1x -timeout 30m ./internal/integration/
 
 .PHONY: fuzz

@@ -221,3 +221,22 @@ func TestRunToolRetryableToolError(t *testing.T) {
 	app := requireRetryable(t, err)
 	assert.Contains(t, app.Error(), "deadlock detected")
 }
+
+// A step's output names its key, but a local activity's leaves it out: the
+// run holds the key, and its marker in the history need not hold it again.
+func TestRunToolAsALocalActivityLeavesOutTheKey(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := input(t, 1, shop.ToolAddOrderNote, `{"order_id":"1002","text":"local"}`)
+	out, err := f.run(t, in)
+	require.NoError(t, err)
+	assert.Equal(t, "v1/acme/r1/1/add_order_note", out.Key)
+
+	v, err := f.env().ExecuteLocalActivity(f.acts.RunTool, in)
+	require.NoError(t, err)
+	var local activities.ToolOutput
+	require.NoError(t, v.Get(&local))
+	assert.Empty(t, local.Key)
+	assert.True(t, local.Replayed, "the same step, replayed")
+	assert.JSONEq(t, string(out.Result), string(local.Result))
+}

@@ -14,9 +14,10 @@ import (
 const HeartbeatEvery = 2 * time.Second
 
 // keepAlive heartbeats every HeartbeatEvery until stop is called, when ctx
-// is an activity's; otherwise it does nothing.
+// is an activity's; otherwise, and for a local activity, which has no
+// heartbeat (its worker holds the workflow task), it does nothing.
 func keepAlive(ctx context.Context) (stop func()) {
-	if !activity.IsActivity(ctx) {
+	if !activity.IsActivity(ctx) || isLocal(ctx) {
 		return func() {}
 	}
 	done := make(chan struct{})
@@ -40,4 +41,9 @@ func keepAlive(ctx context.Context) (stop func()) {
 		close(done)
 		<-finished
 	}
+}
+
+// isLocal reports whether ctx is a local activity's.
+func isLocal(ctx context.Context) bool {
+	return activity.IsActivity(ctx) && activity.GetInfo(ctx).IsLocalActivity
 }

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,6 +34,11 @@ type PlanInput struct {
 	// History is every earlier call and its outcome; a scripted run sends
 	// none.
 	History []Observation `json:"history,omitempty"`
+	// Compact asks for an answer without what the run already holds: a
+	// scripted run knows the calls it sent, so each checked call leaves
+	// out its proposed call, and its canonical arguments where they are
+	// the proposed ones byte for byte (see PlannedCall.Expand).
+	Compact bool `json:"compact,omitempty"`
 }
 
 // MaxMessageBytes bounds the planner's final message as a run records it.
@@ -103,9 +109,29 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error)
 		return out, nil
 	}
 	for _, c := range prop.Calls {
-		out.Calls = append(out.Calls, a.check(c))
+		pc := a.check(c)
+		if in.Compact {
+			if pc.Invalid == "" && bytes.Equal(pc.Args, pc.Proposed.Args) {
+				pc.Args = nil
+			}
+			pc.Proposed = tools.ProposedCall{}
+		}
+		out.Calls = append(out.Calls, pc)
 	}
 	return out, nil
+}
+
+// Expand fills in what a compact answer (PlanInput.Compact) left out of
+// the call: proposed, the call the run sent, and the canonical arguments
+// when they were the proposed ones. A call that has them is unchanged.
+func (c PlannedCall) Expand(proposed tools.ProposedCall) PlannedCall {
+	if c.Proposed.Tool == "" {
+		c.Proposed = proposed
+	}
+	if c.Invalid == "" && c.Args == nil {
+		c.Args = c.Proposed.Args
+	}
+	return c
 }
 
 func (a *Activities) check(c planner.Call) PlannedCall {

@@ -71,7 +71,7 @@ func TestPlanScriptChecksCalls(t *testing.T) {
 			t.Parallel()
 			out, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: planner.NameScript, Plan: script, Proposed: tt.proposed})
 			require.NoError(t, err, "an invalid call is not an error")
-			require.Len(t, out.Calls, 1)
+			require.Len(t, out.Calls, len(script)-tt.proposed, "the script proposes every call from its position on, each checked")
 			got := out.Calls[0]
 			assert.Contains(t, got.Invalid, tt.invalid)
 			assert.Equal(t, tt.invalid == "", got.Invalid == "")
@@ -80,6 +80,26 @@ func TestPlanScriptChecksCalls(t *testing.T) {
 			assert.JSONEq(t, string(mustJSON(t, tt.want)), string(mustJSON(t, got)))
 		})
 	}
+}
+
+// A compact answer leaves out what the run sent (each proposed call, and
+// canonical arguments equal to the proposed ones) and Expand restores the
+// full answer from the calls the run sent.
+func TestPlanCompactAnswer(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	full, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: planner.NameScript, Plan: script})
+	require.NoError(t, err)
+	compact, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: planner.NameScript, Plan: script, Compact: true})
+	require.NoError(t, err)
+	require.Len(t, compact.Calls, len(script))
+	for i, c := range compact.Calls {
+		assert.Empty(t, c.Proposed, "call %d: the run holds the proposed call", i)
+		assert.Equal(t, string(mustJSON(t, full.Calls[i])), string(mustJSON(t, c.Expand(script[i]))), "call %d", i)
+	}
+	assert.Nil(t, compact.Calls[0].Args, "already canonical: left out")
+	assert.NotNil(t, compact.Calls[1].Args, "canonical arguments that differ from the proposed ones are kept")
+	assert.Less(t, len(mustJSON(t, compact)), len(mustJSON(t, full)))
 }
 
 func TestPlanScriptDone(t *testing.T) {

@@ -37,8 +37,9 @@ type ToolInput struct {
 
 // ToolOutput is a step's result.
 type ToolOutput struct {
-	// Key is the step's idempotency key.
-	Key string `json:"key"`
+	// Key is the step's idempotency key; a local activity's output leaves
+	// it out.
+	Key string `json:"key,omitempty"`
 	// Result is the tool's result, as JSON.
 	Result json.RawMessage `json:"result"`
 	// Replayed is true when the effect had been applied by an earlier attempt
@@ -146,7 +147,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	}
 	a.Metrics.ToolCall(in.Tool, outcome)
 	log.Info("tool call completed", zap.String("outcome", outcome), zap.String("args_hash", p.ArgsHash))
-	return ToolOutput{Key: key.String(), Result: out.Result, Replayed: out.Replayed, Resolved: resolved, FollowUps: followUps}, nil
+	res := ToolOutput{Key: key.String(), Result: out.Result, Replayed: out.Replayed, Resolved: resolved, FollowUps: followUps}
+	if isLocal(ctx) {
+		// The run holds the key; its marker need not hold it again.
+		res.Key = ""
+	}
+	return res, nil
 }
 
 func failureOutcome(err error) string {

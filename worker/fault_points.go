@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http/httptrace"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,6 +35,13 @@ import (
 // most one does), and the workflow points only in a run whose first
 // workflow task this worker ran, never in one it took over by replaying
 // its history.
+//
+// A database tool's step is a local activity, which runs in its run's
+// workflow task: a worker that dies in it loses the task, and the worker
+// that takes the run over runs the step again from its first attempt. The
+// activity points of a local step therefore also fire only in a run whose
+// first workflow task this worker ran (see heldRuns), and the
+// workflow-task point fires when the run schedules the local step.
 
 // withFaults wraps the tools that fs name at after-lease, during-effect or
 // after-apply.
@@ -89,10 +97,28 @@ func duringRequest(ctx context.Context, fire func()) context.Context {
 }
 
 // firstAttempt reports whether ctx is the first attempt of its activity
-// (or no activity's).
+// (or no activity's): for a local activity, also in a run this worker has
+// held since its start.
 func firstAttempt(ctx context.Context) bool {
-	return !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt <= 1
+	if !activity.IsActivity(ctx) {
+		return true
+	}
+	info := activity.GetInfo(ctx)
+	if info.IsLocalActivity && !heldRuns.held(info.WorkflowExecution.RunID) {
+		return false
+	}
+	return info.Attempt <= 1
 }
+
+// heldRuns are the runs whose first workflow task this worker ran, for the
+// local steps' faults. A fault worker is a test's or a drill's, and its
+// runs few: the set is not pruned.
+var heldRuns runSet
+
+type runSet struct{ m sync.Map }
+
+func (s *runSet) add(runID string)       { s.m.Store(runID, true) }
+func (s *runSet) held(runID string) bool { _, ok := s.m.Load(runID); return ok }
 
 func keyFields(call tools.Call) []zap.Field {
 	k := call.Key
@@ -151,9 +177,9 @@ func (c *faultActivity) ExecuteActivity(ctx context.Context, in *interceptor.Exe
 }
 
 func (c *faultInterceptor) InterceptWorkflow(ctx workflow.Context, next interceptor.WorkflowInboundInterceptor) interceptor.WorkflowInboundInterceptor {
-	if !c.fs.has(PointWorkflowTask, PointApprovalWait) {
-		return next
-	}
+	// Every fault needs it: the workflow points fire in it, and the
+	// activity points of local steps ask it whether this worker has held
+	// the run since its start.
 	i := &faultWorkflow{fs: c.fs}
 	i.Next = next
 	return i
@@ -182,6 +208,9 @@ func (w *faultWorkflow) Init(outbound interceptor.WorkflowOutboundInterceptor) e
 
 func (w *faultWorkflow) ExecuteWorkflow(ctx workflow.Context, in *interceptor.ExecuteWorkflowInput) (any, error) {
 	w.live = !workflow.IsReplaying(ctx)
+	if w.live {
+		heldRuns.add(workflow.GetInfo(ctx).WorkflowExecution.RunID)
+	}
 	return w.Next.ExecuteWorkflow(ctx, in)
 }
 
@@ -216,6 +245,23 @@ func (o *faultWorkflowOutbound) ExecuteActivity(ctx workflow.Context, activityTy
 	}
 	o.w.approval = approval
 	return o.Next.ExecuteActivity(ctx, activityType, args...)
+}
+
+func (o *faultWorkflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
+	if in, ok := firstArg[activities.ToolInput](args); ok && activityType == runToolName {
+		o.w.fire(ctx, o.w.fs.at(PointWorkflowTask, in.Tool), inputFields(in)...)
+	}
+	return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
+}
+
+// firstArg returns args[0] as a T.
+func firstArg[T any](args []any) (T, bool) {
+	var zero T
+	if len(args) == 0 {
+		return zero, false
+	}
+	v, ok := args[0].(T)
+	return v, ok
 }
 
 func (o *faultWorkflowOutbound) AwaitWithTimeout(ctx workflow.Context, timeout time.Duration, condition func() bool) (bool, error) {

@@ -33,7 +33,10 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", err)
 	}
 	r := newRun(ctx, in)
-	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.snapshot(), nil }); err != nil {
+	if c := in.Carry; c == nil || c.Bundled {
+		r.bundled = workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, 1) == 1
+	}
+	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.snapshot().withSummaries(), nil }); err != nil {
 		return Status{}, fmt.Errorf("register status query: %w", err)
 	}
 	signals := workflow.GetSignalChannel(ctx, SignalApproval)
@@ -93,6 +96,33 @@ type run struct {
 	status   Status
 	history  []planner.Observation
 	proposed int
+	// bundled is set in a run that began with every change below recorded
+	// at once (see version); its database steps run as local activities.
+	bundled bool
+	// task counts the local activities of the current workflow task.
+	task taskLoad
+}
+
+// bundledChanges is the change ID that stands for every change ID of this
+// package before it, recorded once when a run (and each generation of it)
+// begins: one marker and one search-attribute upsert instead of one of
+// each per change. A run that began under it also runs its database steps
+// as local activities (see localStep), takes its script in batches (see
+// scriptBatch) and keeps no result summaries (see withSummaries). A run
+// that began before it replays each change as it recorded it, and finishes
+// as it started, in every generation (Carry.Bundled): its database steps
+// stay activities.
+const bundledChanges = "bundled-changes-1"
+
+// version returns the version of changeID for this run: 1 in a run that
+// began under bundledChanges, else what workflow.GetVersion records or
+// replays for it. Every change before bundledChanges has versions 0 and 1
+// only; a later change calls workflow.GetVersion itself.
+func (r *run) version(ctx workflow.Context, changeID string) workflow.Version {
+	if r.bundled {
+		return 1
+	}
+	return workflow.GetVersion(ctx, changeID, workflow.DefaultVersion, 1)
 }
 
 func newRun(ctx workflow.Context, in RunInput) *run {
@@ -126,22 +156,37 @@ func (r *run) loop(ctx workflow.Context) error {
 			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
 			return nil
 		}
-		info := workflow.GetInfo(ctx)
-		if info.GetCurrentHistoryLength() >= lim.HistoryLimit || info.GetContinueAsNewSuggested() {
+		if r.historyFull(ctx) {
 			return r.continueAsNew(ctx)
 		}
 		var plan activities.PlanOutput
-		err := r.plan(ctx).Get(ctx, &plan)
+		in := r.planInput()
+		err := r.plan(ctx, in).Get(ctx, &plan)
+		r.task.ranPlan(r, plan)
 		if err != nil {
 			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
+		}
+		if in.Compact {
+			for i := range plan.Calls {
+				if i < len(in.Plan) {
+					plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
+				}
+			}
 		}
 		if plan.Done || len(plan.Calls) == 0 {
 			r.status.Message = plan.Message
 			return nil
 		}
-		for _, call := range plan.Calls {
+		for i, call := range plan.Calls {
 			if len(r.status.Steps) >= lim.MaxSteps {
 				break
+			}
+			// A script's batch (see scriptBatch) may continue as new
+			// between its calls: the next generation plans from the next
+			// call, as the next turn would. A model's batch is its turn's
+			// and is made whole.
+			if i > 0 && r.in.Planner == planner.NameScript && r.historyFull(ctx) {
+				return r.continueAsNew(ctx)
 			}
 			r.proposed++
 			goOn, err := r.take(ctx, call)
@@ -234,7 +279,9 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 		return false, nil
 	}
 	s.State, s.Result, s.Replayed = StepDone, out.Result, out.Replayed
-	s.Summary = summarize(string(out.Result))
+	if !r.bundled {
+		s.Summary = summarize(string(out.Result))
+	}
 	r.deliverFollowUps(ctx, s, out.FollowUps)
 	r.observe(s, planner.OutcomeDone)
 	return true, nil
@@ -244,7 +291,7 @@ func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, err
 // tool makes each intent once per run and an earlier step of the run
 // applied the same tool with the same arguments.
 func (r *run) duplicate(ctx workflow.Context, s *Step, call activities.PlannedCall) bool {
-	if !call.OncePerRun || workflow.GetVersion(ctx, intentOncePerRun, workflow.DefaultVersion, 1) != 1 {
+	if !call.OncePerRun || r.version(ctx, intentOncePerRun) != 1 {
 		return false
 	}
 	done := r.appliedIntent(s.Tool, s.ArgsHash)
@@ -283,10 +330,15 @@ func (r *run) appliedIntent(tool, argsHash string) *Step {
 	return nil
 }
 
-// execute runs step s's tool as an activity whose ID is the step's key
-// (with the round after a person answered not_applied, for a new
-// activity).
+// execute runs step s's tool: a database tool's as a local activity, in
+// the workflow task (see localStep); any other's as an activity whose ID is
+// the step's key (with the round after a person answered not_applied, for
+// a new activity).
 func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (activities.ToolOutput, error) {
+	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash}
+	if r.localStep(call.Class) {
+		return r.executeLocal(ctx, call, in)
+	}
 	opts := toolOptions
 	opts.ActivityID = s.Key
 	if round > 0 {
@@ -294,9 +346,7 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	}
 	opts.StartToCloseTimeout = call.Timeout
 	var out activities.ToolOutput
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, activities.ToolInput{
-		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
-	}).Get(ctx, &out)
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, in).Get(ctx, &out)
 	return out, err
 }
 
@@ -306,12 +356,12 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 // through the server (runs started before this change keep the activity
 // they began with). A model's turn is a regular activity: it is slow, it
 // heartbeats, and any worker may take it.
-func (r *run) plan(ctx workflow.Context) workflow.Future {
+func (r *run) plan(ctx workflow.Context, in activities.PlanInput) workflow.Future {
 	if r.in.Planner == planner.NameScript &&
-		workflow.GetVersion(ctx, localScriptPlanning, workflow.DefaultVersion, 1) == 1 {
-		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localPlanOptions), a.Plan, r.planInput())
+		r.version(ctx, localScriptPlanning) == 1 {
+		return workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, localPlanOptions), a.Plan, in)
 	}
-	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, r.planInput())
+	return workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, planOptions), a.Plan, in)
 }
 
 // localScriptPlanning is the change ID under which a script's turns run as
@@ -319,21 +369,53 @@ func (r *run) plan(ctx workflow.Context) workflow.Future {
 const localScriptPlanning = "local-script-planning"
 
 // planInput is what the planner is told this turn. A scripted run's planner
-// needs only the plan's next call: it gets that call alone, at position 0
-// (the position an earlier release's script planner reads), and no history.
+// needs only the plan's next calls (see scriptBatch): it gets them alone,
+// the first at position 0 (the position an earlier release's script
+// planner reads), and no history.
 // Sending the whole plan and history every turn made a run's history grow
 // with the square of its length.
 func (r *run) planInput() activities.PlanInput {
 	in := activities.PlanInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Planner: r.in.Planner}
 	if r.in.Planner == planner.NameScript {
 		next := min(r.proposed, len(r.in.Plan))
-		in.Plan = r.in.Plan[next:min(next+1, len(r.in.Plan))]
+		in.Plan = r.in.Plan[next:min(next+r.scriptBatch(next), len(r.in.Plan))]
 		in.PlanOffset = next
+		// A run that began under bundledChanges takes its turn's answer
+		// without the calls it sent.
+		in.Compact = r.bundled
 		return in
 	}
 	in.Goal, in.Proposed, in.History = r.in.Goal, r.proposed, r.history
 	return in
 }
+
+// scriptBatch is how many calls of a scripted run's plan, from position
+// next on, one planning turn takes. A run that began under bundledChanges
+// takes up to maxScriptBatch calls, of at most maxScriptBatchBytes of
+// arguments together (one at least): the script proposes them all, each
+// checked, and the run makes them in order, planning again after the
+// first call that is not done, from the call after it, as it would have
+// one call a turn. A run that began before takes one call a turn.
+func (r *run) scriptBatch(next int) int {
+	if !r.bundled {
+		return 1
+	}
+	n, bytes := 0, 0
+	for _, c := range r.in.Plan[next:] {
+		bytes += len(c.Args)
+		if n == maxScriptBatch || (n > 0 && bytes > maxScriptBatchBytes) {
+			break
+		}
+		n++
+	}
+	return n
+}
+
+// Bounds of one scripted planning turn's calls (see scriptBatch).
+const (
+	maxScriptBatch      = 32
+	maxScriptBatchBytes = 64 << 10
+)
 
 // observe records a finished step for the planner. The call is the one
 // the planner proposed; an edited step also says who changed it and what
@@ -359,6 +441,12 @@ func (r *run) remember(o planner.Observation) {
 	}
 }
 
+// historyFull reports whether the run should continue as new: its history
+// has reached the run's limit, or Temporal suggests it.
+func (r *run) historyFull(ctx workflow.Context) bool {
+	return r.historyLength(ctx) >= r.in.Limits.HistoryLimit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
 func (r *run) continueAsNew(ctx workflow.Context) error {
 	next := r.in
 	next.Carry = &Carry{
@@ -367,12 +455,26 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 		Proposed:   r.proposed,
 		Generation: r.status.Generation + 1,
 		StartedAt:  r.status.StartedAt,
+		Bundled:    r.bundled,
 	}
 	workflow.GetLogger(ctx).Info("continuing as new", "steps", len(r.status.Steps), "generation", next.Carry.Generation)
 	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
 }
 
 func (r *run) touch(ctx workflow.Context) { r.status.UpdatedAt = workflow.Now(ctx) }
+
+// withSummaries fills in the summary of each step that has a result and no
+// summary: the status query answers with them, while a run that began
+// under bundledChanges keeps none in its state, what it carries across
+// Continue-As-New or its result, since each is its result's first bytes.
+func (s Status) withSummaries() Status {
+	for i := range s.Steps {
+		if st := &s.Steps[i]; st.Summary == "" && len(st.Result) > 0 {
+			st.Summary = summarize(string(st.Result))
+		}
+	}
+	return s
+}
 
 // snapshot copies the status so a query cannot race the run's own writes.
 func (r *run) snapshot() Status {

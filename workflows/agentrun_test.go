@@ -18,6 +18,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
 )
 
 func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
@@ -43,7 +44,7 @@ func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
 	assert.Equal(t, []planner.Outcome{planner.OutcomeInvalid, planner.OutcomeDone}, outcomes(plans[2].History))
 }
 
-func TestAgentRunToolActivityIDIsStepKey(t *testing.T) {
+func TestAgentRunStepsRunUnderTheirKeys(t *testing.T) {
 	t.Parallel()
 	l1, bad, c, l2 := lookup("o-1"), invalid("nope"), credit("o-1"), lookup("o-2")
 	h := setup(t, l1, bad, c, l2)
@@ -52,7 +53,7 @@ func TestAgentRunToolActivityIDIsStepKey(t *testing.T) {
 	st := h.run(t, modelRun())
 
 	want := []string{key(t, 1, "lookup_order"), key(t, 2, "issue_credit"), key(t, 3, "lookup_order")}
-	assert.Equal(t, want, h.startedIDs("RunTool"))
+	assert.Equal(t, want, h.stepKeys(t))
 	var got []string
 	for i, s := range st.Steps {
 		assert.Equal(t, int64(i+1), s.Step)
@@ -78,7 +79,12 @@ func TestAgentRunRecordsToolResult(t *testing.T) {
 			s := st.Steps[0]
 			assert.Equal(t, StepDone, s.State)
 			assert.JSONEq(t, string(result(1)), string(s.Result))
-			assert.Equal(t, string(result(1)), s.Summary)
+			assert.Empty(t, s.Summary, "the run keeps no summary of its own")
+			v, err := h.env.QueryWorkflow(QueryStatus)
+			require.NoError(t, err)
+			var q Status
+			require.NoError(t, v.Get(&q))
+			assert.Equal(t, string(result(1)), q.Steps[0].Summary, "the status query answers with each result's summary")
 			assert.Equal(t, replayed, s.Replayed)
 			assert.Equal(t, t0, s.StartedAt)
 			assert.Equal(t, t0.Add(time.Minute), s.FinishedAt)
@@ -269,10 +275,40 @@ func TestActivitiesOfARunHaveAShortHeartbeatTimeout(t *testing.T) {
 		infos := h.startedInfos(typ)
 		require.NotEmpty(t, infos, typ)
 		for _, info := range infos {
+			if info.IsLocalActivity {
+				continue // no heartbeat: its worker holds the workflow task
+			}
 			assert.Equal(t, heartbeatTimeout, info.HeartbeatTimeout, "%s attempt %d", typ, info.Attempt)
 			assert.Less(t, activities.HeartbeatEvery*3, info.HeartbeatTimeout, "room for a heartbeat to be late")
 		}
 	}
+}
+
+// The steps of database tools (read, natural, keyed) run as local
+// activities, in the workflow task; an external tool's step is an activity
+// whose ID is its key.
+func TestDatabaseStepsRunAsLocalActivities(t *testing.T) {
+	t.Parallel()
+	note := call("add_order_note", `{"order_id":"o-1","text":"wet"}`, tools.ClassKeyed)
+	h := setup(t, lookup("o-1"), note, credit("o-2"), refund("o-1"))
+	h.signalAt(time.Hour, approve(3, credit("o-2"), "alice"))
+	withResolutions(h)
+
+	st := h.run(t, modelRun())
+
+	assert.Equal(t, []StepState{StepDone, StepDone, StepDone, StepDone}, states(st))
+	var local, remote []string
+	for _, info := range h.startedInfos("RunTool") {
+		if info.IsLocalActivity {
+			local = append(local, info.ActivityType.Name)
+			continue
+		}
+		remote = append(remote, info.ActivityID)
+	}
+	assert.Len(t, local, 3, "the lookup, the note and the approved credit")
+	assert.Equal(t, []string{key(t, 4, "refund_payment")}, remote, "the refund is an activity under its key")
+	assert.Equal(t, []string{key(t, 1, "lookup_order"), key(t, 2, "add_order_note"), key(t, 3, "issue_credit"),
+		key(t, 4, "refund_payment")}, h.stepKeys(t))
 }
 
 // A script's turns run as local activities, with no round trip through the
@@ -302,7 +338,7 @@ func TestScriptedTurnsRunAsLocalActivities(t *testing.T) {
 			mu.Lock()
 			defer mu.Unlock()
 			if scriptedRun {
-				assert.Equal(t, 3, local, "two calls and the turn that ends the plan")
+				assert.Equal(t, 2, local, "one turn for both calls, and the turn that ends the plan")
 				assert.Empty(t, h.startedInfos("Plan"))
 			} else {
 				assert.Zero(t, local)

@@ -25,7 +25,7 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 		s.Approval.OnExpiry = onExpiry
 	}
 	bctx := workflow.WithActivityOptions(ctx, bookkeepingOptions)
-	warnings := workflow.GetVersion(ctx, deadlineWarnings, workflow.DefaultVersion, 1)
+	warnings := r.version(ctx, deadlineWarnings)
 	var recorded activities.ApprovalRecorded
 	requested := workflow.ExecuteActivity(bctx, a.RequestApproval, activities.ApprovalRequest{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
@@ -252,7 +252,7 @@ func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 	// replay the same. What the approvals table cannot hold is cleaned by
 	// ResolveApproval; clients check decisions with Approval.Validate.
 	edit := sig.Decision == DecisionEdit && len(sig.Args) > 0 &&
-		workflow.GetVersion(ctx, approvalEdits, workflow.DefaultVersion, 1) == 1
+		r.version(ctx, approvalEdits) == 1
 	if sig.Decision != DecisionApprove && sig.Decision != DecisionReject && !edit {
 		log.Warn("approval signal ignored: decision is not approve or reject", "step", sig.Step, "decision", sig.Decision)
 		return

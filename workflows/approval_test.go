@@ -29,7 +29,7 @@ func TestApprovalAfterThreeDaysRunsToolOnce(t *testing.T) {
 		Tenant: testTenant, RunID: testRunID, Step: 1, Tool: "issue_credit", Args: c.Args, ArgsHash: c.ArgsHash,
 	}, tc[0].In)
 	assert.Equal(t, 3*day, tc[0].At.Sub(t0), "the tool runs when the approval arrives")
-	assert.Equal(t, []string{key(t, 1, "issue_credit")}, h.startedIDs("RunTool"))
+	assert.Equal(t, []string{key(t, 1, "issue_credit")}, h.stepKeys(t))
 
 	require.Len(t, st.Steps, 1)
 	s := st.Steps[0]

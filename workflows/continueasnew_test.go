@@ -66,7 +66,7 @@ func TestContinueAsNewKeepsStepNumbers(t *testing.T) {
 			h2.env.SetStartTime(t0.Add(time.Hour))
 			st := h2.run(t, next)
 
-			assert.Equal(t, []string{key(t, 4, "lookup_order"), key(t, 5, "lookup_order")}, h2.startedIDs("RunTool"))
+			assert.Equal(t, []string{key(t, 4, "lookup_order"), key(t, 5, "lookup_order")}, h2.stepKeys(t))
 			plans := h2.planInputs()
 			require.NotEmpty(t, plans)
 			assert.Equal(t, 4, plans[0].Proposed)

@@ -77,7 +77,7 @@ func TestEditedStepRunsOnceWithTheEditedArguments(t *testing.T) {
 	require.Len(t, tc, 1, "the step runs once")
 	assert.JSONEq(t, string(want.Args), string(tc[0].In.Args), "with the edited arguments")
 	assert.Equal(t, want.ArgsHash, tc[0].In.ArgsHash, "under the edited arguments' canonical hash")
-	assert.Equal(t, key(t, 1, "refund"), h.startedIDs("RunTool")[0], "under the step's own key")
+	assert.Equal(t, key(t, 1, "refund"), h.stepKeys(t)[0], "under the step's own key")
 
 	s := st.Steps[0]
 	assert.Equal(t, StepDone, s.State)
@@ -201,7 +201,7 @@ func TestRepeatedIntentIsADuplicateOfTheAppliedStep(t *testing.T) {
 
 	assert.Equal(t, []StepState{StepDone, StepDone, StepDuplicate, StepDone}, states(st))
 	assert.Equal(t, []string{key(t, 1, "refund_payment"), key(t, 2, "lookup_order"), key(t, 4, "refund_payment")},
-		h.startedIDs("RunTool"), "the repeated refund never runs; other arguments do")
+		h.stepKeys(t), "the repeated refund never runs; other arguments do")
 	dup := st.Steps[2]
 	assert.EqualValues(t, 1, dup.DuplicateOf)
 	assert.JSONEq(t, string(result(1)), string(dup.Result), "it carries step 1's result")
@@ -260,7 +260,7 @@ func TestDuplicateIntentIsFoundAcrossContinueAsNew(t *testing.T) {
 	st := h2.run(t, next)
 
 	assert.Equal(t, []StepState{StepDone, StepDone, StepDone, StepDuplicate}, states(st))
-	assert.Empty(t, h2.startedIDs("RunTool"), "the second generation runs nothing")
+	assert.Empty(t, h2.stepKeys(t), "the second generation runs nothing")
 	assert.EqualValues(t, 1, st.Steps[3].DuplicateOf)
 }
 

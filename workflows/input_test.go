@@ -3,6 +3,7 @@ package workflows
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -11,23 +12,26 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
 )
 
-// TestScriptedRunSendsOnlyTheNextCall checks that a scripted run hands its
-// planner the next call of its plan and nothing else, so that what a turn
-// costs does not grow with the plan, and that the script planner of this
-// release and of the one before (which reads Plan[Proposed]) both follow
-// the plan from that input.
-func TestScriptedRunSendsOnlyTheNextCall(t *testing.T) {
-	t.Parallel()
-	calls := []activities.PlannedCall{lookup("o-1"), invalid("nope"), lookup("o-2"), lookup("o-3")}
+// scriptedTurns runs calls as a scripted run whose planner is the script
+// planner of this release, checking each call it proposes, and returns
+// what each turn sent it. before makes the run one that began before
+// bundledChanges.
+func scriptedTurns(t *testing.T, calls []activities.PlannedCall, before bool) (Status, []activities.PlanInput) {
+	t.Helper()
 	in := scripted(calls...)
 	var suite testsuite.WorkflowTestSuite
 	suite.SetLogger(testLogger(t))
 	env := suite.NewTestWorkflowEnvironment()
+	if before {
+		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	}
 	var inputs []activities.PlanInput
 	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(ctx context.Context, pi activities.PlanInput) (activities.PlanOutput, error) {
 		inputs = append(inputs, pi)
@@ -35,34 +39,84 @@ func TestScriptedRunSendsOnlyTheNextCall(t *testing.T) {
 		if err != nil || prop.Done {
 			return activities.PlanOutput{Done: prop.Done, Message: prop.Message}, err
 		}
-		require.Len(t, prop.Calls, 1)
-		c := calls[pi.PlanOffset]
-		require.Equal(t, c.Proposed, prop.Calls[0], "the script planner proposes the plan's call at PlanOffset")
-		return activities.PlanOutput{Calls: []activities.PlannedCall{c}}, nil
+		var out activities.PlanOutput
+		for i, c := range prop.Calls {
+			want := calls[pi.PlanOffset+i]
+			require.Equal(t, want.Proposed, c, "the script planner proposes the plan's calls from PlanOffset on")
+			out.Calls = append(out.Calls, want)
+		}
+		return out, nil
 	})
 	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(func(_ context.Context, ti activities.ToolInput) (activities.ToolOutput, error) {
 		return activities.ToolOutput{Result: result(ti.Step)}, nil
 	})
-
 	env.ExecuteWorkflow(AgentRun, in)
-
 	require.True(t, env.IsWorkflowCompleted())
 	require.NoError(t, env.GetWorkflowError())
 	var st Status
 	require.NoError(t, env.GetWorkflowResult(&st))
-	assert.Equal(t, []StepState{StepDone, StepDone, StepDone}, states(st))
-	require.Len(t, inputs, len(calls)+1, "one turn per call, and one that finds the plan done")
 	for i, pi := range inputs {
-		assert.Equal(t, i, pi.PlanOffset, "turn %d", i+1)
 		assert.Zero(t, pi.Proposed, "turn %d: the next call is Plan[0]", i+1)
 		assert.Empty(t, pi.History, "turn %d: a script needs no history", i+1)
 		assert.Empty(t, pi.Goal, "turn %d", i+1)
-		if i < len(calls) {
-			assert.Equal(t, in.Plan[i:i+1], pi.Plan, "turn %d: the next call alone", i+1)
-		} else {
-			assert.Empty(t, pi.Plan, "the last turn: nothing left")
-		}
 	}
+	return st, inputs
+}
+
+// offsets lists where each turn's calls begin in the plan, and how many
+// calls each turn sent.
+func offsets(inputs []activities.PlanInput) (at, sent []int) {
+	for _, pi := range inputs {
+		at, sent = append(at, pi.PlanOffset), append(sent, len(pi.Plan))
+	}
+	return at, sent
+}
+
+// TestScriptedRunSendsItsNextCallsInBatches checks that a scripted run
+// hands its planner the next calls of its plan, up to maxScriptBatch of
+// them, and nothing else, so that what a turn costs does not grow with the
+// plan; that it plans again after a call that is not done, from the call
+// after it; and that a run begun before bundledChanges still sends one call
+// a turn.
+func TestScriptedRunSendsItsNextCallsInBatches(t *testing.T) {
+	t.Parallel()
+	calls := []activities.PlannedCall{lookup("o-1"), invalid("nope"), lookup("o-2"), lookup("o-3")}
+	t.Run("batches", func(t *testing.T) {
+		t.Parallel()
+		st, inputs := scriptedTurns(t, calls, false)
+		assert.Equal(t, []StepState{StepDone, StepDone, StepDone}, states(st))
+		at, sent := offsets(inputs)
+		assert.Equal(t, []int{0, 2, 4}, at, "the whole plan; after the invalid call, the rest; then the turn that finds it done")
+		assert.Equal(t, []int{4, 2, 0}, sent)
+		assert.Equal(t, scripted(calls...).Plan, inputs[0].Plan)
+	})
+	t.Run("bounded", func(t *testing.T) {
+		t.Parallel()
+		st, inputs := scriptedTurns(t, lookups(maxScriptBatch+8), false)
+		assert.Len(t, st.Steps, maxScriptBatch+8)
+		at, sent := offsets(inputs)
+		assert.Equal(t, []int{0, maxScriptBatch, maxScriptBatch + 8}, at)
+		assert.Equal(t, []int{maxScriptBatch, 8, 0}, sent)
+	})
+	t.Run("bounded by bytes", func(t *testing.T) {
+		t.Parallel()
+		big := make([]activities.PlannedCall, 5)
+		for i := range big {
+			big[i] = call("lookup_order", fmt.Sprintf(`{"order_id":"o-%d","note":%q}`, i, strings.Repeat("x", maxScriptBatchBytes/2)), tools.ClassRead)
+		}
+		st, inputs := scriptedTurns(t, big, false)
+		assert.Len(t, st.Steps, 5)
+		_, sent := offsets(inputs)
+		assert.Equal(t, []int{1, 1, 1, 1, 1, 0}, sent, "a call of half the bound and the next one exceed it")
+	})
+	t.Run("before the change", func(t *testing.T) {
+		t.Parallel()
+		st, inputs := scriptedTurns(t, calls, true)
+		assert.Equal(t, []StepState{StepDone, StepDone, StepDone}, states(st))
+		at, sent := offsets(inputs)
+		assert.Equal(t, []int{0, 1, 2, 3, 4}, at, "one turn per call, and one that finds the plan done")
+		assert.Equal(t, []int{1, 1, 1, 1, 0}, sent)
+	})
 }
 
 // TestScriptedRunCarriesNoHistory: what Continue-As-New carries of a

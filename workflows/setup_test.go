@@ -1,10 +1,12 @@
 package workflows
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -116,6 +119,11 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 		defer h.mu.Unlock()
 		h.started = append(h.started, *info)
 	})
+	env.SetOnLocalActivityStartedListener(func(info *activity.Info, _ context.Context, _ []any) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.started = append(h.started, *info)
+	})
 	return h
 }
 
@@ -135,7 +143,19 @@ func (h *harness) plan(_ context.Context, in activities.PlanInput) (activities.P
 	case h.batch:
 		return activities.PlanOutput{Calls: h.calls[next:]}, nil
 	}
-	return activities.PlanOutput{Calls: []activities.PlannedCall{h.calls[next]}}, nil
+	// As the script planner does: the calls the run sent, each checked,
+	// and as the Plan activity answers a compact turn.
+	n := max(1, len(in.Plan)-in.Proposed)
+	calls := slices.Clone(h.calls[next:min(next+n, len(h.calls))])
+	if in.Compact {
+		for i := range calls {
+			if calls[i].Invalid == "" && bytes.Equal(calls[i].Args, calls[i].Proposed.Args) {
+				calls[i].Args = nil
+			}
+			calls[i].Proposed = planner.Call{}
+		}
+	}
+	return activities.PlanOutput{Calls: calls}, nil
 }
 
 func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activities.ToolOutput, error) {
@@ -294,6 +314,19 @@ func (h *harness) startedInfos(activityType string) []activity.Info {
 		if info.ActivityType.Name == activityType {
 			out = append(out, info)
 		}
+	}
+	return out
+}
+
+// stepKeys returns the idempotency keys of the RunTool attempts, in start
+// order: the key RunTool derives from its input, whether the step ran as
+// an activity or as a local activity.
+func (h *harness) stepKeys(t *testing.T) []string {
+	var out []string
+	for _, c := range h.toolCalls() {
+		k, err := keys.New(c.In.Tenant, c.In.RunID, c.In.Step, c.In.Tool)
+		require.NoError(t, err)
+		out = append(out, k.String())
 	}
 	return out
 }

@@ -218,6 +218,9 @@ type Carry struct {
 	// Generation counts the Continue-As-News so far.
 	Generation int       `json:"generation"`
 	StartedAt  time.Time `json:"started_at"`
+	// Bundled says the run began under bundledChanges; a run that began
+	// before keeps its ways in every generation.
+	Bundled bool `json:"bundled,omitempty"`
 }
 
 // RunState is the state of a run.

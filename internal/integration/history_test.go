@@ -39,12 +39,16 @@ func TestRejectedStepDoesNotRun(t *testing.T) {
 
 func TestLongRunContinuesAsNewWithItsSteps(t *testing.T) {
 	t.Parallel()
+	// Each step adds an event (its marker), and each turn of up to 32
+	// steps one: 48 steps pass a limit of 40, within the second turn's
+	// batch.
+	const steps = 48
 	e := setup(t)
 	run := e.id("r-long")
 	ctx := context.Background()
 	e.startWorker("w1", worker.Options{})
 	var plan []planner.Call
-	for i := range 12 {
+	for i := range steps {
 		plan = append(plan, call(shop.ToolAddOrderNote, fmt.Sprintf(`{"order_id":"1002","text":"note %d"}`, i+1)))
 	}
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan,
@@ -54,12 +58,12 @@ func TestLongRunContinuesAsNewWithItsSteps(t *testing.T) {
 	final := e.result("acme", run)
 	assert.Equal(t, workflows.RunCompleted, final.State)
 	assert.Positive(t, final.Generation, "the run continued as new")
-	require.Len(t, final.Steps, 12)
+	require.Len(t, final.Steps, steps)
 	for i, s := range final.Steps {
 		assert.EqualValues(t, i+1, s.Step)
 		assert.Equal(t, workflows.StepDone, s.State)
 		assert.Contains(t, s.Key, fmt.Sprintf("/%s/%d/add_order_note", run, i+1))
 	}
-	assert.Equal(t, 12, e.count("order_notes", "tenant = 'acme' AND order_id = '1002'"))
-	assert.Equal(t, 12, e.count("idempotency_keys", "run_id = $1 AND state = 'completed'", run))
+	assert.Equal(t, steps, e.count("order_notes", "tenant = 'acme' AND order_id = '1002'"))
+	assert.Equal(t, steps, e.count("idempotency_keys", "run_id = $1 AND state = 'completed'", run))
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/api/serviceerror"
@@ -19,11 +18,9 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// Memo fields of a run's workflow.
-const (
-	memoInputHash  = "oncerun_input_hash"
-	memoStartToken = "oncerun_start_token"
-)
+// memoInputHash is the memo field of a run's workflow that holds its
+// input's hash ([InputHash]).
+const memoInputHash = "oncerun_input_hash"
 
 var (
 	// ErrNotFound means the tenant has no such run, or no such step.
@@ -106,40 +103,58 @@ func (c *Client) Start(ctx context.Context, in workflows.RunInput) (Started, err
 	if err != nil {
 		return Started{}, err
 	}
-	token := uuid.NewString()
 	id := workflows.WorkflowID(in.Tenant, in.RunID)
 	run, err := c.Temporal.ExecuteWorkflow(ctx, client.StartWorkflowOptions{
-		ID:                       id,
-		TaskQueue:                c.taskQueue(),
-		WorkflowIDReusePolicy:    enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
-		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-		Memo:                     map[string]any{memoInputHash: hash, memoStartToken: token},
+		ID:                    id,
+		TaskQueue:             c.taskQueue(),
+		WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE,
+		// A run id started before answers "already started", whether that
+		// run is open or closed: then, and only then, is it asked for its
+		// input's hash. A new run costs the start alone.
+		WorkflowExecutionErrorWhenAlreadyStarted: true,
+		WorkflowTaskTimeout:                      RunTaskTimeout,
+		// Where this process also runs a worker on the task queue (the
+		// approvals service inside a worker, as dev runs it), the run's
+		// first workflow task comes back with the start's answer instead
+		// of through the task queue. Elsewhere it changes nothing.
+		EnableEagerStart: true,
+		Memo:             map[string]any{memoInputHash: hash},
 	}, workflows.AgentRun, in)
-	if err != nil {
+	var already *serviceerror.WorkflowExecutionAlreadyStarted
+	switch {
+	case errors.As(err, &already):
+		return c.existing(ctx, in, id, already.RunId, hash)
+	case err != nil:
 		return Started{}, fmt.Errorf("start run %s: %w", in.RunID, err)
 	}
-	got := Started{WorkflowID: id, RunID: run.GetRunID()}
-	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, run.GetRunID())
+	return Started{WorkflowID: id, RunID: run.GetRunID()}, nil
+}
+
+// RunTaskTimeout is a run's workflow task timeout. A database tool's step
+// runs in the workflow task (a local activity), so a worker that dies in
+// it hands the run on when the task times out: within this and a retry's
+// dispatch, as a step of an external tool is retried within its heartbeat
+// timeout. A step that takes longer keeps its task: the worker's SDK
+// heartbeats the task while a local activity runs.
+const RunTaskTimeout = 5 * time.Second
+
+// existing answers a start of a run id that was started before: the
+// existing run when its input hash is this request's, ErrConflict
+// otherwise.
+func (c *Client) existing(ctx context.Context, in workflows.RunInput, id, runID, hash string) (Started, error) {
+	desc, err := c.Temporal.DescribeWorkflowExecution(ctx, id, runID)
 	if err != nil {
 		return Started{}, fmt.Errorf("describe run %s: %w", in.RunID, err)
 	}
-	memo := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()
-	var theirToken, theirHash string
-	if p := memo[memoStartToken]; p != nil {
-		_ = converter.GetDefaultDataConverter().FromPayload(p, &theirToken)
-	}
-	if theirToken == token {
-		return got, nil
-	}
-	if p := memo[memoInputHash]; p != nil {
+	var theirHash string
+	if p := desc.GetWorkflowExecutionInfo().GetMemo().GetFields()[memoInputHash]; p != nil {
 		_ = converter.GetDefaultDataConverter().FromPayload(p, &theirHash)
 	}
 	if theirHash != hash {
 		return Started{}, fmt.Errorf("run %s of tenant %s: %w (input hash %s, this request's %s)",
 			in.RunID, in.Tenant, ErrConflict, theirHash, hash)
 	}
-	got.Existing = true
-	return got, nil
+	return Started{WorkflowID: id, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), Existing: true}, nil
 }
 
 // Status returns the run's status.
