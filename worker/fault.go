@@ -160,11 +160,6 @@ func (fs faults) at(point, tool string) *fault {
 	return nil
 }
 
-// has reports whether any fault is at one of points.
-func (fs faults) has(points ...string) bool {
-	return slices.ContainsFunc(fs, func(f *fault) bool { return slices.Contains(points, f.point) })
-}
-
 // announce logs, at start, what each fault will do.
 func (fs faults) announce() {
 	for _, f := range fs {
