@@ -33,6 +33,7 @@ test: ## Vet, check workflow determinism, run every test with the race detector,
 	go vet ./...
 	go tool workflowcheck ./workflows/... ./internal/watchdog/...
 	go test -race -count=1 -timeout 20m ./...
+	cd bench/peers && go vet ./... && go test -count=1 ./...
 	$(MAKE) --no-print-directory fuzz FUZZTIME=$(TEST_FUZZTIME)
 
 .PHONY: lint
@@ -68,16 +69,25 @@ chaos-cluster: ## Shake oncerun on two Temporal nodes on PostgreSQL for about ei
 BENCH_OUT ?= bench.txt
 
 .PHONY: bench
-bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratios by benchstat: the dedup store vs a bare transaction (1, 8, 32 callers), a scripted run vs plain Temporal, dev-stack throughput, claims while pruning (needs PostgreSQL at DATABASE_URL; about 20 minutes).
+bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratios by benchstat: the dedup store vs a bare transaction (1, 8, 32 callers), a scripted run vs plain Temporal, dev-stack throughput, history per step, claims while pruning, and the peer table (oncerun, plain Temporal and DBOS; needs PostgreSQL at DATABASE_URL; about 25 minutes).
 	@: > $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkIssueCredit -benchtime 2s -count 6 ./internal/idempotency/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkDevStackThroughput -benchtime 1x -count 3 -timeout 30m ./internal/integration/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkTenStepRunHistory -benchtime 5x -timeout 10m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime 1x -timeout 30m ./internal/watchdog/ | tee -a $(BENCH_OUT)
+	cd bench/peers && go run . $(PEERS_FLAGS) | tee -a ../../$(BENCH_OUT)
 	@echo; echo "== Store.Do against the bare transaction (ratio = 1 + vs base)"
 	go tool benchstat -filter '.name:IssueCredit' -col /impl $(BENCH_OUT)
-	@echo; echo "== Runs against plain Temporal, and pruning"
-	go tool benchstat -filter '-.name:IssueCredit' $(BENCH_OUT)
+	@echo; echo "== Runs against plain Temporal, history, and pruning (the peer table is above)"
+	go tool benchstat -filter '-.name:IssueCredit -.name:Peers' $(BENCH_OUT)
+
+# PEERS_FLAGS are bench/peers' flags, e.g. -rounds 6 -temporal sqlite.
+PEERS_FLAGS ?=
+
+.PHONY: bench-peers
+bench-peers: ## oncerun side by side with DBOS Transact for Go (RunAsTransaction; RunAsStep, at least once) and plain Temporal (activities; local activities): 10-step runs of one insert a step, 1 and 40 at once, Temporal on SQLite then on PostgreSQL; CPU per step (this process, Temporal's, PostgreSQL's backends), steps/s, ratios to DBOS, the goals (needs PostgreSQL at DATABASE_URL; about 5 minutes).
+	cd bench/peers && go run . $(PEERS_FLAGS)
 
 .PHONY: bench-prune
 bench-prune: ## Prune 1,000,000 expired keys at the watchdog's pace (about 8 minutes; ONCERUN_BENCH_DUTY=1 for back to back); keys/s and claim p99 during pruning vs idle.

@@ -65,8 +65,8 @@ func historySize(b *testing.B, e *env, workflowID, runID string) (total, planByt
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == "Plan" {
 				planBytes += proto.Size(ev)
 			}
-			// A script's turns are local activities: the run's only ones.
-			if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" {
+			// A script's turns are local activities, as its database steps are.
+			if m := ev.GetMarkerRecordedEventAttributes(); m != nil && m.GetMarkerName() == "LocalActivity" && localActivityOf(m, "Plan") {
 				planBytes += proto.Size(ev)
 			}
 			if c := ev.GetWorkflowExecutionContinuedAsNewEventAttributes(); c != nil {
