@@ -23,8 +23,8 @@ type PlanInput struct {
 	Goal    string `json:"goal"`
 	Planner string `json:"planner"`
 	// Plan is the part of a scripted run's plan the planner needs this
-	// turn: the next call alone, or nothing when every call was proposed.
-	// Runs of earlier releases sent the whole plan.
+	// turn: the next calls (one, or a batch), or nothing when every call
+	// was proposed. Runs of earlier releases sent the whole plan.
 	Plan []tools.ProposedCall `json:"plan,omitempty"`
 	// PlanOffset is the position of Plan[0] in the run's whole plan.
 	PlanOffset int `json:"plan_offset,omitempty"`
@@ -37,7 +37,9 @@ type PlanInput struct {
 	// Compact asks for an answer without what the run already holds: a
 	// scripted run knows the calls it sent, so each checked call leaves
 	// out its proposed call, and its canonical arguments where they are
-	// the proposed ones byte for byte (see PlannedCall.Expand).
+	// the proposed ones byte for byte (see PlannedCall.Expand). Only a
+	// local planning turn asks for it: its input reaches the activity as
+	// the run holds it, not through a round trip of JSON.
 	Compact bool `json:"compact,omitempty"`
 }
 
@@ -75,6 +77,9 @@ type PlannedCall struct {
 	// earlier step of the run applied the same tool with the same
 	// canonical arguments (see tools.Tool.OncePerRun).
 	OncePerRun bool `json:"once_per_run,omitempty"`
+	// Local says the call's step may run as a local activity (see
+	// tools.Tool.Local).
+	Local bool `json:"local,omitempty"`
 }
 
 // Plan asks the run's planner for the next calls and checks each one. A
@@ -149,5 +154,6 @@ func (a *Activities) check(c planner.Call) PlannedCall {
 		Timeout:        p.Tool.Timeout,
 		Guarantee:      p.Tool.Guarantee(),
 		OncePerRun:     p.Tool.OncePerRun(),
+		Local:          p.Tool.Local(),
 	}
 }

@@ -58,10 +58,12 @@ func TestPlanScriptChecksCalls(t *testing.T) {
 		{0, activities.PlannedCall{
 			Proposed: script[0], Args: json.RawMessage(`{"order_id":"1001"}`),
 			ArgsHash: mustHash(t, `{"order_id":"1001"}`), Class: tools.ClassRead, Timeout: tools.DefaultTimeout, Guarantee: tools.GuaranteeOnce,
+			Local: true,
 		}, ""},
 		{1, activities.PlannedCall{
 			Proposed: script[1], Args: json.RawMessage(canonical), ArgsHash: hash, Class: tools.ClassNatural,
 			NeedsApproval: true, ApprovalReason: "amount_cents above 10000", Timeout: tools.DefaultTimeout, Guarantee: tools.GuaranteeOnce,
+			Local: true,
 		}, ""},
 		{2, activities.PlannedCall{Proposed: script[2]}, "arguments of issue_credit do not match its schema"},
 		{3, activities.PlannedCall{Proposed: script[3]}, `unknown tool "refund_payment"`},
@@ -69,7 +71,7 @@ func TestPlanScriptChecksCalls(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprint(tt.proposed), func(t *testing.T) {
 			t.Parallel()
-			out, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: planner.NameScript, Plan: script, Proposed: tt.proposed})
+			out, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: planner.NameScript, Plan: script[tt.proposed:]})
 			require.NoError(t, err, "an invalid call is not an error")
 			require.Len(t, out.Calls, len(script)-tt.proposed, "the script proposes every call from its position on, each checked")
 			got := out.Calls[0]
@@ -100,6 +102,17 @@ func TestPlanCompactAnswer(t *testing.T) {
 	assert.Nil(t, compact.Calls[0].Args, "already canonical: left out")
 	assert.NotNil(t, compact.Calls[1].Args, "canonical arguments that differ from the proposed ones are kept")
 	assert.Less(t, len(mustJSON(t, compact)), len(mustJSON(t, full)))
+}
+
+// A run of a release that sent the whole plan names its next call's
+// position and gets that call alone, as it did.
+func TestPlanScriptOfAnEarlierReleaseGetsOneCall(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	out, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: planner.NameScript, Plan: script, Proposed: 1})
+	require.NoError(t, err)
+	require.Len(t, out.Calls, 1)
+	assert.Equal(t, script[1].Tool, out.Calls[0].Proposed.Tool)
 }
 
 func TestPlanScriptDone(t *testing.T) {

@@ -97,6 +97,12 @@ type Tool struct {
 	// applied step of the same run is not executed again (see
 	// [Tool.OncePerRun]).
 	Repeatable bool
+	// InDatabase, for a read tool, says that it reads oncerun's own
+	// database only (call.DB) and calls nothing outside it: its steps then
+	// run inside the run's workflow task, as a natural or keyed tool's do
+	// (see [Tool.Local]). A read that calls out (a provider's API, an MCP
+	// server) leaves it false and runs as an activity, with heartbeats.
+	InDatabase bool
 	// Run performs the call. For natural and keyed tools every write must go
 	// through call.Tx. An external tool classifies its errors (see
 	// ErrNotApplied and Permanent): an error that is neither leaves the
@@ -170,6 +176,22 @@ const (
 	// outcome may be wrong.
 	GuaranteeAtLeastOnce = "at-least-once"
 )
+
+// Local reports whether the tool's steps may run as local activities,
+// inside the run's workflow task: a natural or keyed tool's effect is one
+// short transaction in oncerun's database, and a read tool that declares
+// InDatabase reads nothing else. A worker that dies in such a step loses
+// its workflow task, and the worker that takes the run over runs the step
+// again, which the dedup store replays (or which reads again).
+func (t Tool) Local() bool {
+	switch t.Class {
+	case ClassNatural, ClassKeyed:
+		return true
+	case ClassRead:
+		return t.InDatabase
+	}
+	return false
+}
 
 // Guarantee says what the tool promises about its effect.
 func (t Tool) Guarantee() string {

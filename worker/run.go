@@ -310,9 +310,8 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	fatal := make(chan error, 1)
 	opts := sdkworker.Options{
-		WorkerStopTimeout:            shutdownTimeout,
-		StickyScheduleToStartTimeout: stickyTimeout,
-		OnFatalError:                 func(err error) { fatal <- err },
+		WorkerStopTimeout: shutdownTimeout,
+		OnFatalError:      func(err error) { fatal <- err },
 	}
 	if cfg.LogActivityAttempts {
 		opts.Interceptors = append(opts.Interceptors, newActivityLog(log))
@@ -434,15 +433,4 @@ func Handler(pool *pgxpool.Pool, gatherer prometheus.Gatherer) http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
-}// stickyTimeout is how long a run's next workflow task waits for the
-// worker that ran its last one before any worker may take it (Temporal's
-// default is 5 s). A worker that died in a run's workflow task (a database
-// step) leaves the run's tasks addressed to it for a while: the task that
-// retries the timed-out one waits this long, then goes to the task queue.
-// With the run's 5 s workflow task timeout, a step of a dead worker runs
-// again within about 7 s instead of 10. A live worker takes its own tasks
-// in milliseconds, so a shorter wait costs a replay elsewhere only when a
-// worker is stalled for seconds.
-const stickyTimeout = 2 * time.Second
-
-
+}

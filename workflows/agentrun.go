@@ -23,8 +23,9 @@ const summaryLen = 160
 
 // AgentRun is one agent run. Each turn it asks the planner for the next
 // calls; each valid call becomes the next numbered step, waits for an
-// approval when its tool's rule says so, and runs as an activity whose ID is
-// the step's idempotency key. The run ends when the planner is done or the
+// approval when its tool's rule says so, and runs under the step's
+// idempotency key: a database tool's as a local activity (see localStep),
+// any other's as an activity whose ID is the key. The run ends when the planner is done or the
 // step limit is reached, and continues as new, carrying its steps, when its
 // history grows long.
 func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
@@ -336,7 +337,7 @@ func (r *run) appliedIntent(tool, argsHash string) *Step {
 // a new activity).
 func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (activities.ToolOutput, error) {
 	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash}
-	if r.localStep(call.Class) {
+	if r.localStep(call) {
 		return r.executeLocal(ctx, call, in)
 	}
 	opts := toolOptions

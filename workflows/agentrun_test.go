@@ -290,13 +290,15 @@ func TestActivitiesOfARunHaveAShortHeartbeatTimeout(t *testing.T) {
 func TestDatabaseStepsRunAsLocalActivities(t *testing.T) {
 	t.Parallel()
 	note := call("add_order_note", `{"order_id":"o-1","text":"wet"}`, tools.ClassKeyed)
-	h := setup(t, lookup("o-1"), note, credit("o-2"), refund("o-1"))
+	remoteRead := call("get_refund", `{"order_id":"o-1"}`, tools.ClassRead)
+	remoteRead.Local = false // a read that calls a provider
+	h := setup(t, lookup("o-1"), note, credit("o-2"), refund("o-1"), remoteRead)
 	h.signalAt(time.Hour, approve(3, credit("o-2"), "alice"))
 	withResolutions(h)
 
 	st := h.run(t, modelRun())
 
-	assert.Equal(t, []StepState{StepDone, StepDone, StepDone, StepDone}, states(st))
+	assert.Equal(t, []StepState{StepDone, StepDone, StepDone, StepDone, StepDone}, states(st))
 	var local, remote []string
 	for _, info := range h.startedInfos("RunTool") {
 		if info.IsLocalActivity {
@@ -306,9 +308,10 @@ func TestDatabaseStepsRunAsLocalActivities(t *testing.T) {
 		remote = append(remote, info.ActivityID)
 	}
 	assert.Len(t, local, 3, "the lookup, the note and the approved credit")
-	assert.Equal(t, []string{key(t, 4, "refund_payment")}, remote, "the refund is an activity under its key")
+	assert.Equal(t, []string{key(t, 4, "refund_payment"), key(t, 5, "get_refund")}, remote,
+		"the refund and the read that calls out are activities under their keys")
 	assert.Equal(t, []string{key(t, 1, "lookup_order"), key(t, 2, "add_order_note"), key(t, 3, "issue_credit"),
-		key(t, 4, "refund_payment")}, h.stepKeys(t))
+		key(t, 4, "refund_payment"), key(t, 5, "get_refund")}, h.stepKeys(t))
 }
 
 // A script's turns run as local activities, with no round trip through the

@@ -62,6 +62,8 @@ func call(tool, args string, class tools.Class) activities.PlannedCall {
 		ArgsHash: hash,
 		Class:    class,
 		Timeout:  30 * time.Second,
+		// The fixtures' reads are lookups in the database.
+		Local: class != tools.ClassExternal,
 	}
 }
 

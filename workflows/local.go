@@ -7,26 +7,23 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/tools"
 )
 
-// localStep reports whether a step of a tool of class runs as a local
-// activity: a database tool's (natural, keyed, read), whose effect is one
-// short transaction in oncerun's own database, in a run that began under
-// bundledChanges. Such a step needs no at-most-once dispatch from
-// Temporal: a worker that dies in it loses its workflow task, and the
-// worker that takes the run over runs the step again, which the dedup
-// store replays (natural and keyed) or repeats harmlessly (read). It
-// saves the step an activity task's three events, a dispatch through the
-// task queue and a workflow task, and consecutive steps share one
-// workflow task. External and MCP tools stay activities: they are long,
-// heartbeat, and have their own retry horizon and leases.
-func (r *run) localStep(class tools.Class) bool {
-	switch class {
-	case tools.ClassNatural, tools.ClassKeyed, tools.ClassRead:
-		return r.bundled
-	}
-	return false
+// localStep reports whether call's step runs as a local activity: a
+// database tool's (natural and keyed, and a read that declares it reads
+// only oncerun's database; the Plan activity records which, as
+// PlannedCall.Local), whose effect is one short transaction in oncerun's
+// own database, in a run that began under bundledChanges. Such a step
+// needs no at-most-once dispatch from Temporal: a worker that dies in it
+// loses its workflow task, and the worker that takes the run over runs the
+// step again, which the dedup store replays (natural and keyed) or repeats
+// harmlessly (read). It saves the step an activity task's three events, a
+// dispatch through the task queue and a workflow task, and consecutive
+// steps share one workflow task. External and MCP tools, and reads that
+// call out, stay activities: they are long, heartbeat, and have their own
+// retry horizon and leases.
+func (r *run) localStep(call activities.PlannedCall) bool {
+	return r.bundled && call.Local
 }
 
 // localToolOptions retry a database tool's step, a local activity, as

@@ -10,11 +10,17 @@ import (
 // proposed.
 type Script struct{}
 
-// Next returns the plan's calls from position req.Proposed on, in order.
-// A run sends only the calls it will make this turn (one, or a batch).
+// Next returns the calls the run sent, in order: a run of this release
+// sends only the calls it will make this turn (one, or a batch), at
+// position 0. A run of a release that sent the whole plan names the
+// position of its next call in req.Proposed, and gets that call alone, as
+// it did.
 func (Script) Next(_ context.Context, req Request) (Proposal, error) {
 	if req.Proposed >= len(req.Plan) {
 		return Proposal{Done: true, Message: "every call of the plan was made"}, nil
 	}
-	return Proposal{Calls: slices.Clone(req.Plan[req.Proposed:])}, nil
+	if req.Proposed > 0 {
+		return Proposal{Calls: []Call{req.Plan[req.Proposed]}}, nil
+	}
+	return Proposal{Calls: slices.Clone(req.Plan)}, nil
 }

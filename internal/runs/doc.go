@@ -6,10 +6,11 @@
 // # Starting a run twice
 //
 // A run's workflow ID is derived from its tenant and run id, and runs start
-// with the ID reuse policy REJECT_DUPLICATE and the conflict policy
-// USE_EXISTING, so starting the same run again, running or closed, returns
-// the first. The run's input hash is stored in the workflow's memo: the same
-// run id started with another input is reported as [ErrConflict].
+// with the ID reuse policy REJECT_DUPLICATE, asking the server to answer
+// "already started" for a run id it knows, running or closed: starting the
+// same run again returns the first, and only then is the run described.
+// The run's input hash is stored in the workflow's memo: the same run id
+// started with another input is reported as [ErrConflict].
 //
 // # Deciding
 //

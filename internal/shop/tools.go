@@ -44,6 +44,7 @@ func Tools(cfg Config) []tools.Tool {
 			Description: "Look up an order: customer, status, total and currency. Returns found=false for an unknown order.",
 			Schema:      json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string","minLength":1,"maxLength":64}},"required":["order_id"],"additionalProperties":false}`),
 			Class:       tools.ClassRead,
+			InDatabase:  true,
 			Run:         lookupOrder,
 		},
 		{
@@ -51,6 +52,7 @@ func Tools(cfg Config) []tools.Tool {
 			Description: "Get the store credit granted on an order for a reason, if any. Returns found=false when there is none.",
 			Schema:      json.RawMessage(creditKeySchema),
 			Class:       tools.ClassRead,
+			InDatabase:  true,
 			Run:         getCredit,
 		},
 		{
