@@ -25,9 +25,9 @@ const summaryLen = 160
 // calls; each valid call becomes the next numbered step, waits for an
 // approval when its tool's rule says so, and runs under the step's
 // idempotency key: a database tool's as a local activity (see localStep),
-// any other's as an activity whose ID is the key. The run ends when the planner is done or the
-// step limit is reached, and continues as new, carrying its steps, when its
-// history grows long.
+// any other's as an activity whose ID is the key. The run ends when the
+// planner is done or the step limit is reached, and continues as new,
+// carrying its steps, when its history grows long.
 func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	in = in.WithDefaults()
 	if err := in.runnable(); err != nil {
@@ -168,10 +168,8 @@ func (r *run) loop(ctx workflow.Context) error {
 			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
 		}
 		if in.Compact {
-			for i := range plan.Calls {
-				if i < len(in.Plan) {
-					plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
-				}
+			for i := range min(len(plan.Calls), len(in.Plan)) {
+				plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
 			}
 		}
 		if plan.Done || len(plan.Calls) == 0 {
