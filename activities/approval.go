@@ -20,6 +20,8 @@ const (
 	ApprovalApproved = approvalstore.StateApproved
 	ApprovalRejected = approvalstore.StateRejected
 	ApprovalExpired  = approvalstore.StateExpired
+	// ApprovalCancelled: the run was cancelled and withdrew the request.
+	ApprovalCancelled = approvalstore.StateCancelled
 )
 
 // ApprovalRequest records a step that waits for a human.

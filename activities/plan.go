@@ -51,6 +51,9 @@ type PlanOutput struct {
 	Calls   []PlannedCall `json:"calls,omitempty"`
 	Done    bool          `json:"done,omitempty"`
 	Message string        `json:"message,omitempty"`
+	// Parallel says the calls are independent and may run at once (see
+	// planner.Proposal.Parallel).
+	Parallel bool `json:"parallel,omitempty"`
 }
 
 // PlannedCall is one proposed call, checked.
@@ -109,7 +112,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error)
 	if err != nil {
 		return PlanOutput{}, fmt.Errorf("planner %s: %w", in.Planner, err)
 	}
-	out := PlanOutput{Done: prop.Done, Message: edge.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes)}
+	out := PlanOutput{Done: prop.Done, Message: edge.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes), Parallel: prop.Parallel}
 	if prop.Done {
 		return out, nil
 	}

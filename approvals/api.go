@@ -43,6 +43,9 @@ type StartLimits struct {
 	MaxSteps int `json:"max_steps,omitempty"`
 	// ApprovalDeadline is a Go duration, such as "72h".
 	ApprovalDeadline string `json:"approval_deadline,omitempty"`
+	// Parallel is how many steps of one planning turn run at once
+	// (workflows.Limits.Parallel): default 4, at most 64.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // StartResponse answers POST /v1/runs: 201 for a new run, 200 for a run
@@ -117,7 +120,7 @@ func (s *Server) runInput(r *http.Request, id Identity, req StartRequest) (workf
 	in := workflows.RunInput{Tenant: id.Tenant, RunID: runID, Goal: req.Goal, Planner: req.Planner, Plan: req.Plan, StartedBy: id.Name,
 		OnApprovalExpiry: req.OnApprovalExpiry}
 	if req.Limits != nil {
-		in.Limits.MaxSteps = req.Limits.MaxSteps
+		in.Limits.MaxSteps, in.Limits.Parallel = req.Limits.MaxSteps, req.Limits.Parallel
 		if req.Limits.ApprovalDeadline != "" {
 			d, err := time.ParseDuration(req.Limits.ApprovalDeadline)
 			if err != nil || d <= 0 {

@@ -111,6 +111,39 @@ func (c *Client) Resolve(ctx context.Context, runID string, step int64, req Reso
 	return out, err
 }
 
+// Cancel cancels a run (POST /v1/runs/{run}/cancel) and returns its state
+// and receipt; cancelling a cancelled run answers its receipt again.
+func (c *Client) Cancel(ctx context.Context, runID string, req ControlRequest) (CancelResponse, error) {
+	var out CancelResponse
+	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/cancel", req, &out)
+	return out, err
+}
+
+// Pause pauses a run (POST /v1/runs/{run}/pause) and returns its state
+// and the pause in force.
+func (c *Client) Pause(ctx context.Context, runID string, req ControlRequest) (PauseResponse, error) {
+	var out PauseResponse
+	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/pause", req, &out)
+	return out, err
+}
+
+// Resume resumes a paused run (POST /v1/runs/{run}/resume) and returns its
+// state.
+func (c *Client) Resume(ctx context.Context, runID string, req ControlRequest) (PauseResponse, error) {
+	var out PauseResponse
+	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/resume", req, &out)
+	return out, err
+}
+
+// Message gives a run a message for its planner's next turn (POST
+// /v1/runs/{run}/messages) and returns its receipt; Duplicate is set when
+// the run had accepted the message id before.
+func (c *Client) Message(ctx context.Context, runID string, req MessageRequest) (MessageResponse, error) {
+	var out MessageResponse
+	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/messages", req, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {

@@ -12,6 +12,10 @@
 //	POST /v1/runs/{run_id}/steps/{step}/approve     decide (approver, operator)
 //	POST /v1/runs/{run_id}/steps/{step}/reject
 //	POST /v1/runs/{run_id}/steps/{step}/resolve     answer an unknown outcome (approver, operator)
+//	POST /v1/runs/{run_id}/cancel                   cancel a run, with its receipt (operator)
+//	POST /v1/runs/{run_id}/pause                    pause a run (operator)
+//	POST /v1/runs/{run_id}/resume                   resume a paused run (operator)
+//	POST /v1/runs/{run_id}/messages                 a message for the run's planner (operator)
 //
 // Errors are {"error": {"code": "...", "message": "..."}}.
 //
@@ -35,10 +39,21 @@
 // are recorded in their own audit table, one answer of record per round,
 // with the guarantees of decisions.
 //
+// # Operators' controls
+//
+// Cancel, pause, resume and messages reach a run as its Temporal updates,
+// through the one path every such request takes (runs.Client.Operate):
+// the run validates each and answers at once; a cancel withdraws the
+// approvals the run waits for, in the approvals table too, so that a
+// decision sent after is refused (409 approval_withdrawn). Every request
+// an operator sends is one audit row, whatever became of it.
+//
 // # Inbox
 //
 // The page at / lists the tenant's pending steps with their arguments, the
 // run's goal and earlier steps, and Approve and Reject buttons. A token pasted
 // once at /login is kept in an HttpOnly, SameSite=Strict cookie; forms carry
-// a CSRF token, and cross-origin writes are refused.
+// a CSRF token, and cross-origin writes are refused. A run's page groups
+// its steps by planning turn, shows a pause and a cancelled run's receipt,
+// and offers an operator Cancel and Pause or Resume.
 package approvals

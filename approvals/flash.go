@@ -34,8 +34,14 @@ func resolvedFlash(d ResolveDecision) string {
 
 // redirectWithFlash sends the browser to the inbox, which shows msg once.
 func (s *Server) redirectWithFlash(w http.ResponseWriter, r *http.Request, msg string) {
+	s.redirectWithFlashTo(w, r, "/", msg)
+}
+
+// redirectWithFlashTo sends the browser to the inbox's page at path, which
+// shows msg once.
+func (s *Server) redirectWithFlashTo(w http.ResponseWriter, r *http.Request, path, msg string) {
 	http.SetCookie(w, s.cookie(r, flashCookie, base64.RawURLEncoding.EncodeToString([]byte(msg)), flashAge))
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, path, http.StatusSeeOther)
 }
 
 // takeFlash returns the message a form left for this page, if any, and

@@ -32,8 +32,11 @@ const (
 	// their run's earlier steps.
 	inboxStatusLimit = 50
 	// inboxProblemLimit is how many steps that need resolution the inbox
-	// shows.
+	// shows, and how many withdrawn approvals.
 	inboxProblemLimit = 20
+	// inboxWithdrawnWindow is how long the inbox shows an approval
+	// withdrawn because its run was cancelled.
+	inboxWithdrawnWindow = 24 * time.Hour
 )
 
 var pageFuncs = template.FuncMap{
@@ -64,8 +67,24 @@ var pageFuncs = template.FuncMap{
 	"editURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/edit"
 	},
+	// runActionURL is the path of a run's cancel, pause or resume form.
+	"runActionURL": func(runID, action string) string {
+		return "/runs/" + url.PathEscape(runID) + "/" + url.PathEscape(action)
+	},
+	"resolveForm": func(csrf, runID string, step int64, round int) resolveFormView {
+		return resolveFormView{CSRF: csrf, RunID: runID, Step: step, Round: round}
+	},
 	"argField": func(name string) string { return argPrefix + name },
 	"string":   func(raw json.RawMessage) string { return string(raw) },
+}
+
+// resolveFormView is what the form answering a step's unknown outcome
+// needs: the session's CSRF token, the step and the round it answers.
+type resolveFormView struct {
+	CSRF  string
+	RunID string
+	Step  int64
+	Round int
 }
 
 // argRow is one argument as the inbox shows it.
@@ -124,6 +143,14 @@ type page struct {
 	// Run page.
 	Run   *workflows.Status
 	Steps []stepView
+	// Turns are Steps grouped by the planning turn that proposed them.
+	Turns []turnView
+	// Controls are the operator's forms, nil for another role.
+	Controls *runControls
+
+	// Withdrawn lists, in the inbox, the approvals withdrawn lately
+	// because their run was cancelled.
+	Withdrawn []Item
 }
 
 // inboxItem is a pending step with its run's earlier steps.
@@ -310,7 +337,12 @@ func (s *Server) renderInbox(ctx context.Context, w http.ResponseWriter, r *http
 		s.listFailed(w, p, "steps that need resolution", err)
 		return
 	}
-	p.Listed = true
+	withdrawn, err := s.withdrawn(ctx, p.ID.Tenant, s.cfg.Now().Add(-inboxWithdrawnWindow), inboxProblemLimit)
+	if err != nil {
+		s.listFailed(w, p, "approvals withdrawn by cancelled runs", err)
+		return
+	}
+	p.Listed, p.Withdrawn = true, withdrawn
 	p.Items = make([]inboxItem, len(items))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
@@ -383,19 +415,8 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := page{Title: "Run " + r.PathValue("run_id"), ID: &sess.id, CSRF: sess.csrf}
-	st, err := s.status(r.Context(), sess.id, r.PathValue("run_id"))
-	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			p.Error, p.Status = ae.message, ae.status
-		} else {
-			p.Error, p.Status = "The run could not be read.", http.StatusInternalServerError
-		}
-		s.render(w, "error", p)
-		return
-	}
-	p.Run, p.Steps = &st, s.stepViews(st.Steps)
-	s.render(w, "run", p)
+	p.Flash = s.takeFlash(w, r)
+	s.renderRun(w, r, p)
 }
 
 func randomString() (string, error) {

@@ -17,20 +17,8 @@ import (
 // without an audit row as a form of another site would be, and rendered
 // here; ok is false then.
 func (s *Server) inboxForm(w http.ResponseWriter, r *http.Request) (sess session, p page, step int64, ok bool) {
-	sess, ok = s.session(r)
+	sess, p, ok = s.sessionForm(w, r)
 	if !ok {
-		s.render(w, "login", page{Title: "Sign in", Error: "Your session has ended; sign in again.", Status: http.StatusUnauthorized})
-		return sess, p, 0, false
-	}
-	p = page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
-	if bad := s.parseForm(w, r); bad != nil {
-		p.Error, p.Status = bad.message, bad.status
-		s.render(w, "error", p)
-		return sess, p, 0, false
-	}
-	if !s.validCSRF(r, sess) {
-		p.Error, p.Status = "The form was not sent from this inbox; reload the page and try again.", http.StatusForbidden
-		s.render(w, "error", p)
 		return sess, p, 0, false
 	}
 	step, err := stepNumber(r.PathValue("step"))
@@ -40,6 +28,30 @@ func (s *Server) inboxForm(w http.ResponseWriter, r *http.Request) (sess session
 		return sess, p, 0, false
 	}
 	return sess, p, step, true
+}
+
+// sessionForm checks what every form of the inbox needs but a step: a
+// signed-in session, and a form that parses (of at most MaxBodyBytes) and
+// carries the session's CSRF token. A form that fails is refused and
+// rendered here; ok is false then.
+func (s *Server) sessionForm(w http.ResponseWriter, r *http.Request) (sess session, p page, ok bool) {
+	sess, ok = s.session(r)
+	if !ok {
+		s.render(w, "login", page{Title: "Sign in", Error: "Your session has ended; sign in again.", Status: http.StatusUnauthorized})
+		return sess, p, false
+	}
+	p = page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
+	if bad := s.parseForm(w, r); bad != nil {
+		p.Error, p.Status = bad.message, bad.status
+		s.render(w, "error", p)
+		return sess, p, false
+	}
+	if !s.validCSRF(r, sess) {
+		p.Error, p.Status = "The form was not sent from this inbox; reload the page and try again.", http.StatusForbidden
+		s.render(w, "error", p)
+		return sess, p, false
+	}
+	return sess, p, true
 }
 
 // formFailed renders the inbox with p, whose error is what went wrong

@@ -39,11 +39,21 @@ type fakeTemporal struct {
 	mu       sync.Mutex
 	statuses map[string]workflows.Status
 	signals  []workflows.Approval
+	// closed lists the runs that have ended: they answer queries, and
+	// take no update (see control_setup_test.go).
+	closed map[string]bool
+	// updates are the updates sent, by name.
+	updates []string
+	// down makes every call fail as with Temporal out of reach.
+	down bool
 }
 
 func (f *fakeTemporal) QueryWorkflow(_ context.Context, workflowID, _, _ string, _ ...any) (converter.EncodedValue, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.down {
+		return nil, errTemporalDown
+	}
 	st, ok := f.statuses[workflowID]
 	if !ok {
 		return nil, serviceerror.NewNotFound("workflow not found")
@@ -135,10 +145,11 @@ func setupInbox(t *testing.T, adjust ...func(*Config)) *inboxEnv {
 	pool := pgtest.NewPool(t, 4)
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, append(shop.Tools(shop.Config{}), tuneWidget, lockedTool)...)
 	require.NoError(t, err)
-	e := &inboxEnv{t: t, pool: pool, reg: reg, temporal: &fakeTemporal{statuses: map[string]workflows.Status{}},
+	e := &inboxEnv{t: t, pool: pool, reg: reg, temporal: &fakeTemporal{statuses: map[string]workflows.Status{}, closed: map[string]bool{}},
 		now: time.Now().UTC().Truncate(time.Second), tokens: map[string]string{}}
 	var entries []TokenEntry
-	for _, id := range []Identity{{Name: "dana", Tenant: "acme", Role: RoleApprover}, {Name: "vic", Tenant: "acme", Role: RoleViewer}} {
+	for _, id := range []Identity{{Name: "dana", Tenant: "acme", Role: RoleApprover}, {Name: "vic", Tenant: "acme", Role: RoleViewer},
+		{Name: "ops", Tenant: "acme", Role: RoleOperator}, {Name: "omar", Tenant: "globex", Role: RoleOperator}} {
 		tok, entry, err := NewToken(id)
 		require.NoError(t, err)
 		e.tokens[id.Name] = tok
@@ -173,7 +184,9 @@ func (e *inboxEnv) pending(runID string, step int64, tool, args string, left tim
 		OnExpiry: onExpiry,
 	}))
 	steps := append(prior, workflows.Step{Step: step, Tool: tool, Args: p.Args, ArgsHash: p.ArgsHash,
-		State: workflows.StepPendingApproval, PlannedAt: e.now.Add(-time.Hour)})
+		State: workflows.StepPendingApproval, PlannedAt: e.now.Add(-time.Hour),
+		Approval: &workflows.StepApproval{Reason: "amount_cents above 10000", RequestedAt: e.now.Add(-time.Hour), Deadline: e.now.Add(left),
+			OnExpiry: onExpiry}})
 	e.temporal.setStatus(workflows.Status{Tenant: "acme", RunID: runID, Planner: "script", State: workflows.RunWaitingForApproval,
 		Steps: steps, StartedAt: e.now.Add(-time.Hour), UpdatedAt: e.now.Add(-time.Hour)})
 	return p.ArgsHash

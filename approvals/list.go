@@ -24,8 +24,9 @@ const (
 	// ViewPending lists the steps that wait for a decision: no decision has
 	// been recorded and the deadline has not passed.
 	ViewPending View = "pending"
-	// ViewDecided lists the steps that were decided or expired, and those
-	// whose decision the run is applying.
+	// ViewDecided lists the steps that were decided or expired, those
+	// withdrawn because their run was cancelled, and those whose decision
+	// the run is applying.
 	ViewDecided View = "decided"
 	// ViewNeedsResolution lists the steps a person should look at: a
 	// recorded decision the run did not apply (it recorded another outcome,
@@ -68,12 +69,17 @@ type Item struct {
 	// Edit is the step's lineage when an approver's edit ran in place of
 	// the proposed arguments (Args and ArgsHash stay the proposed ones).
 	Edit *ItemEdit `json:"edit,omitempty"`
-	// State is the step as its run recorded it: pending, approved, rejected
-	// or expired.
+	// State is the step as its run recorded it: pending, approved,
+	// rejected, expired, or cancelled when a cancel of its run withdrew
+	// the request (DecidedBy, DecidedAt and Comment then say who cancelled
+	// the run, when and why).
 	State     string     `json:"state"`
 	DecidedBy string     `json:"decided_by,omitempty"`
 	DecidedAt *time.Time `json:"decided_at,omitempty"`
 	Comment   string     `json:"comment,omitempty"`
+	// Withdrawn says, for a cancelled step, in words, that its approval
+	// was withdrawn, by whom, when and why.
+	Withdrawn string `json:"withdrawn,omitempty"`
 	// Decision is the decision of record, if any.
 	Decision *Decision `json:"decision,omitempty"`
 	// Problem says why a step needs resolution.
@@ -144,21 +150,7 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 	}
 	items := make([]Item, 0, len(rows))
 	for _, row := range rows {
-		a := row.Approval
-		it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
-			Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
-			State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment,
-			OnExpiry: a.OnExpiry}
-		if a.State == approvalstore.StatePending {
-			it.SecondsLeft = secondsLeft(now, a.Deadline)
-		}
-		if a.EditedArgsHash != "" {
-			it.Edit = &ItemEdit{Args: a.EditedArgs, ArgsHash: a.EditedArgsHash}
-		}
-		if row.Record != nil {
-			d := decisionOf(*row.Record)
-			it.Decision = &d
-		}
+		it := itemOf(row, now)
 		if view == ViewNeedsResolution {
 			it.Problem = problem(it)
 		}
@@ -172,6 +164,66 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 			return nil, err
 		}
 		items = mergeItems(items, unknown, limit)
+	}
+	return items, nil
+}
+
+// itemOf is an approvals row as the lists show it, at now.
+func itemOf(row approvalstore.Listed, now time.Time) Item {
+	a := row.Approval
+	it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
+		Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
+		State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment,
+		OnExpiry: a.OnExpiry}
+	if a.State == approvalstore.StatePending {
+		it.SecondsLeft = secondsLeft(now, a.Deadline)
+	}
+	if a.EditedArgsHash != "" {
+		it.Edit = &ItemEdit{Args: a.EditedArgs, ArgsHash: a.EditedArgsHash}
+	}
+	if row.Record != nil {
+		d := decisionOf(*row.Record)
+		it.Decision = &d
+	}
+	if a.State == approvalstore.StateCancelled {
+		it.Withdrawn = withdrawnText(it)
+	}
+	return it
+}
+
+// withdrawnText says why a step's approval was withdrawn: who cancelled
+// its run, when and why, and what had been decided, if anything.
+func withdrawnText(it Item) string {
+	var b strings.Builder
+	b.WriteString("withdrawn: the run was cancelled")
+	if it.DecidedBy != "" {
+		b.WriteString(" by " + it.DecidedBy)
+	}
+	if it.DecidedAt != nil {
+		b.WriteString(" at " + it.DecidedAt.UTC().Format(time.RFC3339))
+	}
+	if it.Comment != "" {
+		b.WriteString(" (" + it.Comment + ")")
+	}
+	if d := it.Decision; d != nil {
+		fmt.Fprintf(&b, "; %s had %s it at %s, but the step never ran", d.Approver, pastTense(d.Decision), d.DecidedAt.UTC().Format(time.RFC3339))
+	} else {
+		b.WriteString(" before anyone decided; the step never ran")
+	}
+	return b.String()
+}
+
+// withdrawn lists the tenant's approvals withdrawn since the time given
+// because their run was cancelled, newest first.
+func (s *Server) withdrawn(ctx context.Context, tenant string, since time.Time, limit int) ([]Item, error) {
+	rows, err := approvalstore.ListWithdrawn(ctx, s.cfg.Pool, tenant, since, limit)
+	if err != nil {
+		return nil, err
+	}
+	now := s.cfg.Now()
+	items := make([]Item, 0, len(rows))
+	for _, row := range rows {
+		items = append(items, itemOf(row, now))
 	}
 	return items, nil
 }

@@ -164,6 +164,10 @@ func (s *Server) Handler() http.Handler {
 	api("/v1/runs/{run_id}/steps/{step}/reject", http.MethodPost, s.decideAPI("reject"))
 	api("/v1/runs/{run_id}/steps/{step}/edit", http.MethodPost, s.editAPI)
 	api("/v1/runs/{run_id}/steps/{step}/resolve", http.MethodPost, s.resolveAPI)
+	api("/v1/runs/{run_id}/cancel", http.MethodPost, s.controlAPI(approvalstore.ActionCancel))
+	api("/v1/runs/{run_id}/pause", http.MethodPost, s.controlAPI(approvalstore.ActionPause))
+	api("/v1/runs/{run_id}/resume", http.MethodPost, s.controlAPI(approvalstore.ActionResume))
+	api("/v1/runs/{run_id}/messages", http.MethodPost, s.messageAPI)
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
 	})
@@ -176,6 +180,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/edit", s.editForm)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/resolve", s.resolveForm)
+	mux.HandleFunc("POST /runs/{run_id}/cancel", s.controlForm(approvalstore.ActionCancel))
+	mux.HandleFunc("POST /runs/{run_id}/pause", s.controlForm(approvalstore.ActionPause))
+	mux.HandleFunc("POST /runs/{run_id}/resume", s.controlForm(approvalstore.ActionResume))
 
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -288,6 +295,8 @@ func refusal(err error, id Identity, doing string) error {
 		return errorf(http.StatusUnprocessableEntity, "edit_refused", "%s", re.Message)
 	case approvalstore.ErrConflict:
 		return errorf(http.StatusConflict, "decision_conflict", "%s", re.Message)
+	case approvalstore.ErrWithdrawn:
+		return errorf(http.StatusConflict, "approval_withdrawn", "%s", re.Message)
 	case approvalstore.ErrArgsHashMismatch:
 		return errorf(http.StatusConflict, "args_hash_mismatch", "%s", re.Message)
 	case approvalstore.ErrResolvedOtherwise:

@@ -30,11 +30,11 @@ func TestMigrateConcurrentProcessesApplyEachMigrationOnce(t *testing.T) {
 	var applied []string
 	for i := range starters {
 		require.NoError(t, errs[i], "starter %d", i)
-		assert.EqualValues(t, 13, results[i].Version, "starter %d", i)
+		assert.EqualValues(t, 14, results[i].Version, "starter %d", i)
 		applied = append(applied, results[i].Applied...)
 	}
 	assert.ElementsMatch(t, []string{"001_idempotency_keys.sql", "002_credits.sql", "003_order_notes.sql",
-		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql", "008_audit_invalid_requests.sql", "009_external_effects.sql", "010_transactional_claim.sql", "011_validate_args_hash_check.sql", "012_cli_decisions.sql", "013_approval_edits.sql"}, applied,
+		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql", "008_audit_invalid_requests.sql", "009_external_effects.sql", "010_transactional_claim.sql", "011_validate_args_hash_check.sql", "012_cli_decisions.sql", "013_approval_edits.sql", "014_run_controls.sql"}, applied,
 		"every migration is applied by exactly one starter")
 
 	conn := pgtest.Connect(t, db)
@@ -50,7 +50,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	res, err := migrations.Migrate(context.Background(), pgtest.Connect(t, db))
 	require.NoError(t, err)
 	assert.Empty(t, res.Applied)
-	assert.EqualValues(t, 13, res.Version)
+	assert.EqualValues(t, 14, res.Version)
 }
 
 func TestStateCheckRejectsUnknownState(t *testing.T) {
@@ -118,6 +118,39 @@ func TestDecisionViaCheck(t *testing.T) {
 		require.Error(t, err, via)
 		assert.Contains(t, err.Error(), "approval_decisions_via_check", via)
 	}
+}
+
+// TestRunControlsChecks: an approval may be cancelled (migration 014),
+// and run_controls holds the actions and outcomes of operators' requests,
+// and nothing else.
+func TestRunControlsChecks(t *testing.T) {
+	t.Parallel()
+	conn := pgtest.Connect(t, pgtest.NewDB(t))
+	ctx := context.Background()
+	_, err := conn.Exec(ctx, `INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, state, decided_at)
+		VALUES ('t', 'r', 1, 'tool', '{}', repeat('a', 64), '', '', now(), now(), 'cancelled', now())`)
+	require.NoError(t, err, "a withdrawn approval")
+	_, err = conn.Exec(ctx, `INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, state, decided_at)
+		VALUES ('t', 'r', 2, 'tool', '{}', repeat('a', 64), '', '', now(), now(), 'withdrawn', now())`)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "approvals_state_check")
+
+	insert := func(action, outcome string) error {
+		_, err := conn.Exec(ctx, `INSERT INTO run_controls (tenant, run_id, action, actor, outcome) VALUES ('t', 'r', $1, 'ops', $2)`,
+			action, outcome)
+		return err
+	}
+	for _, action := range []string{"cancel", "pause", "resume", "message"} {
+		for _, outcome := range []string{"accepted", "repeated", "refused", "invalid", "not_found", "unavailable"} {
+			require.NoError(t, insert(action, outcome), action+" "+outcome)
+		}
+	}
+	err = insert("delete", "accepted")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run_controls_action_check")
+	err = insert("cancel", "forbidden")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "run_controls_outcome_check")
 }
 
 func TestFingerprintNamesContent(t *testing.T) {

@@ -29,7 +29,10 @@ const (
 	EnvOpenAIBaseURL     = "OPENAI_BASE_URL"
 	EnvOpenAIAPIKey      = "OPENAI_API_KEY"
 	EnvOpenAIModel       = "OPENAI_MODEL"
-	EnvLogLevel          = "LOG_LEVEL"
+	// EnvOpenAIParallelToolCalls, false, turns the model's parallel tool
+	// calls off: each turn's calls run in order (default true).
+	EnvOpenAIParallelToolCalls = "OPENAI_PARALLEL_TOOL_CALLS"
+	EnvLogLevel                = "LOG_LEVEL"
 	// EnvLogActivityAttempts (true or false) logs each activity attempt.
 	EnvLogActivityAttempts = "LOG_ACTIVITY_ATTEMPTS"
 	EnvWatchdogInterval    = "WATCHDOG_INTERVAL"
@@ -60,7 +63,7 @@ const (
 // read by prefix.
 var EnvNames = []string{
 	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
-	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvLogLevel,
+	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvOpenAIParallelToolCalls, EnvLogLevel,
 	EnvWatchdogInterval, EnvWatchdogBatch, EnvWatchdogDutyCycle, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
@@ -117,6 +120,12 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	if err != nil {
 		return Config{}, "", err
 	}
+	parallel := true
+	if s := getenv(EnvOpenAIParallelToolCalls); s != "" {
+		if parallel, err = strconv.ParseBool(s); err != nil {
+			return Config{}, "", fmt.Errorf("%s %q is not true or false", EnvOpenAIParallelToolCalls, s)
+		}
+	}
 	var logAttempts bool
 	if s := getenv(EnvLogActivityAttempts); s != "" {
 		if logAttempts, err = strconv.ParseBool(s); err != nil {
@@ -143,9 +152,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		HTTPAddr:            getenv(EnvMetricsAddr),
 		Shop:                shop.Config{CreditApprovalThresholdCents: threshold},
 		OpenAI: planner.OpenAIConfig{
-			BaseURL: getenv(EnvOpenAIBaseURL),
-			APIKey:  getenv(EnvOpenAIAPIKey),
-			Model:   getenv(EnvOpenAIModel),
+			BaseURL:    getenv(EnvOpenAIBaseURL),
+			APIKey:     getenv(EnvOpenAIAPIKey),
+			Model:      getenv(EnvOpenAIModel),
+			Sequential: !parallel,
 		},
 		ApprovalDeadlineWarnings: warnings,
 		MCPConfig:                getenv(EnvMCPConfig),

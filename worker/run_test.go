@@ -92,12 +92,13 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		worker.EnvCreditThreshold:     "ten",
-		worker.EnvWatchdogInterval:    "soon",
-		worker.EnvWatchdogBatch:       "0",
-		worker.EnvExpiryPolicy:        "forget",
-		worker.EnvWatchdogDutyCycle:   "1.5",
-		worker.EnvLogActivityAttempts: "sometimes",
+		worker.EnvCreditThreshold:         "ten",
+		worker.EnvWatchdogInterval:        "soon",
+		worker.EnvWatchdogBatch:           "0",
+		worker.EnvExpiryPolicy:            "forget",
+		worker.EnvWatchdogDutyCycle:       "1.5",
+		worker.EnvLogActivityAttempts:     "sometimes",
+		worker.EnvOpenAIParallelToolCalls: "maybe",
 	} {
 		_, _, err := worker.ConfigFromEnv(func(n string) string {
 			if n == name {
@@ -110,9 +111,10 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	}
 	cfg, _, err := worker.ConfigFromEnv(func(n string) string {
 		return map[string]string{worker.EnvCreditThreshold: "500", worker.EnvWatchdogInterval: "1m", worker.EnvExpiryPolicy: "prune",
-			worker.EnvWatchdogDutyCycle: "0.2", worker.EnvLogActivityAttempts: "true"}[n]
+			worker.EnvWatchdogDutyCycle: "0.2", worker.EnvLogActivityAttempts: "true", worker.EnvOpenAIParallelToolCalls: "false"}[n]
 	})
 	require.NoError(t, err)
+	assert.True(t, cfg.OpenAI.Sequential)
 	assert.InDelta(t, 0.2, cfg.Watchdog.DutyCycle, 1e-9)
 	assert.True(t, cfg.LogActivityAttempts)
 	assert.EqualValues(t, 500, cfg.Shop.CreditApprovalThresholdCents)

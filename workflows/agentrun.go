@@ -10,7 +10,6 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
-	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -57,6 +56,10 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 		}
 	})
 
+	if err := r.registerControls(ctx); err != nil {
+		return Status{}, err
+	}
+
 	err := r.loop(ctx)
 	var can *workflow.ContinueAsNewError
 	switch {
@@ -82,11 +85,17 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	case err != nil:
 		r.status.State = RunFailed
 		r.status.Error = failureMessage(err)
+		r.ctl.ended = true
 		workflow.GetLogger(ctx).Error("run failed", "error", err)
 		r.touch(ctx)
 		return r.snapshot(), err
 	}
 	r.status.State = RunCompleted
+	if r.cancelled() {
+		r.status.State = RunCancelled
+		r.status.Message = r.cancelledBy()
+	}
+	r.ctl.ended = true
 	r.touch(ctx)
 	return r.snapshot(), nil
 }
@@ -102,6 +111,9 @@ type run struct {
 	bundled bool
 	// task counts the local activities of the current workflow task.
 	task taskLoad
+	// turns counts the planning turns, carried across Continue-As-New.
+	turns int
+	ctl   controls
 }
 
 // bundledChanges is the change ID that stands for every change ID of this
@@ -138,172 +150,12 @@ func newRun(ctx workflow.Context, in RunInput) *run {
 		r.status.StartedAt = c.StartedAt
 		r.history = c.History
 		r.proposed = c.Proposed
+		r.turns = c.Turns
+		r.status.Paused = c.Paused
+		r.status.Messages = c.Messages
+		r.settle()
 	}
 	return r
-}
-
-func (r *run) loop(ctx workflow.Context) error {
-	lim := r.in.Limits
-	for {
-		if len(r.status.Steps) >= lim.MaxSteps {
-			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
-			return nil
-		}
-		// A MaxSteps near the int range overflows 2*MaxSteps and ends the
-		// run at once; RunInput.Validate bounds it where runs start. The
-		// expression stays as it was, so that runs of earlier releases
-		// replay the same.
-		if r.proposed >= 2*lim.MaxSteps {
-			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
-			return nil
-		}
-		if r.historyFull(ctx) {
-			return r.continueAsNew(ctx)
-		}
-		var plan activities.PlanOutput
-		in := r.planInput()
-		err := r.plan(ctx, in).Get(ctx, &plan)
-		r.task.ranPlan(r, plan)
-		if err != nil {
-			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
-		}
-		if in.Compact {
-			for i := range min(len(plan.Calls), len(in.Plan)) {
-				plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
-			}
-		}
-		if plan.Done || len(plan.Calls) == 0 {
-			r.status.Message = plan.Message
-			return nil
-		}
-		for i, call := range plan.Calls {
-			if len(r.status.Steps) >= lim.MaxSteps {
-				break
-			}
-			// A script's batch (see scriptBatch) may continue as new
-			// between its calls: the next generation plans from the next
-			// call, as the next turn would. A model's batch is its turn's
-			// and is made whole.
-			if i > 0 && r.in.Planner == planner.NameScript && r.historyFull(ctx) {
-				return r.continueAsNew(ctx)
-			}
-			r.proposed++
-			goOn, err := r.take(ctx, call)
-			if err != nil {
-				return err
-			}
-			if !goOn {
-				// The planner proposed the rest of its batch expecting this
-				// call to succeed: let it plan again, knowing the outcome.
-				break
-			}
-		}
-	}
-}
-
-// take makes one proposed call: refuse it, or number it and run it. It
-// reports whether the call was done, so that the rest of the planner's batch
-// may follow.
-func (r *run) take(ctx workflow.Context, call activities.PlannedCall) (bool, error) {
-	log := workflow.GetLogger(ctx)
-	if call.Invalid != "" {
-		log.Warn("planner proposed an invalid call", "tool", call.Proposed.Tool, "error", call.Invalid)
-		r.remember(planner.Observation{Call: call.Proposed, Outcome: planner.OutcomeInvalid, Error: call.Invalid})
-		return false, nil
-	}
-	n := int64(len(r.status.Steps)) + 1
-	key, err := keys.New(r.in.Tenant, r.in.RunID, n, call.Proposed.Tool)
-	if err != nil {
-		return false, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidKey", err)
-	}
-	now := workflow.Now(ctx)
-	r.status.Steps = append(r.status.Steps, Step{
-		Step: n, Tool: call.Proposed.Tool, Class: call.Class, Key: key.String(),
-		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: now, Guarantee: call.Guarantee,
-	})
-	s := &r.status.Steps[n-1]
-	if r.duplicate(ctx, s, call) {
-		return true, nil
-	}
-	if call.NeedsApproval {
-		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
-			return false, err
-		}
-		if s.State != StepApproved {
-			outcome := planner.OutcomeRejected
-			if s.State == StepExpired {
-				outcome = planner.OutcomeExpired
-			}
-			r.observe(s, outcome)
-			return false, nil
-		}
-		// An approver may have edited the call into one an earlier step
-		// applied.
-		if s.Edit != nil && r.duplicate(ctx, s, call) {
-			return true, nil
-		}
-	}
-	s.State = StepRunning
-	s.StartedAt = workflow.Now(ctx)
-	r.touch(ctx)
-	out, err := r.execute(ctx, s, call, 0)
-	for err != nil {
-		nr, ok := r.unknownOutcome(ctx, s, call, err)
-		if !ok {
-			break
-		}
-		res, applied, stepErr, runErr := r.awaitResolution(ctx, s, nr)
-		if runErr != nil {
-			return false, runErr
-		}
-		if stepErr != nil {
-			err = stepErr
-			break
-		}
-		if applied {
-			out, err = activities.ToolOutput{Key: s.Key, Result: res.Result, Replayed: res.Replayed}, nil
-			break
-		}
-		// Nothing happened, a person says: run the step again, under its key.
-		s.State = StepRunning
-		r.touch(ctx)
-		out, err = r.execute(ctx, s, call, s.Resolution.Round)
-	}
-	s.FinishedAt = workflow.Now(ctx)
-	if err != nil {
-		s.State = StepFailed
-		s.Error = failure(err)
-		log.Warn("step failed", "step", n, "tool", s.Tool, "key", s.Key, "error", err)
-		r.observe(s, planner.OutcomeFailed)
-		return false, nil
-	}
-	s.State, s.Result, s.Replayed = StepDone, out.Result, out.Replayed
-	if !r.bundled {
-		s.Summary = summarize(string(out.Result))
-	}
-	r.deliverFollowUps(ctx, s, out.FollowUps)
-	r.observe(s, planner.OutcomeDone)
-	return true, nil
-}
-
-// duplicate records step s as a duplicate, and tells the planner, when its
-// tool makes each intent once per run and an earlier step of the run
-// applied the same tool with the same arguments.
-func (r *run) duplicate(ctx workflow.Context, s *Step, call activities.PlannedCall) bool {
-	if !call.OncePerRun || r.version(ctx, intentOncePerRun) != 1 {
-		return false
-	}
-	done := r.appliedIntent(s.Tool, s.ArgsHash)
-	if done == nil {
-		return false
-	}
-	s.State, s.DuplicateOf, s.Result, s.Summary = StepDuplicate, done.Step, done.Result, done.Summary
-	s.FinishedAt = workflow.Now(ctx)
-	workflow.GetLogger(ctx).Info("call repeats an applied step; not executed again", "step", s.Step, "tool", s.Tool,
-		"duplicate_of", done.Step, "args_hash", s.ArgsHash)
-	r.touch(ctx)
-	r.observe(s, planner.OutcomeDuplicate)
-	return true
 }
 
 // intentOncePerRun is the change ID under which a run refuses to execute
@@ -416,21 +268,6 @@ const (
 	maxScriptBatchBytes = 64 << 10
 )
 
-// observe records a finished step for the planner. The call is the one
-// the planner proposed; an edited step also says who changed it and what
-// ran, so that the planner's history never differs from the effect.
-func (r *run) observe(s *Step, outcome planner.Outcome) {
-	o := planner.Observation{
-		Step: int(s.Step), Call: planner.Call{Tool: s.Tool, Args: s.Args},
-		Outcome: outcome, Result: s.Result, Error: s.Error, DuplicateOf: int(s.DuplicateOf),
-	}
-	if e := s.Edit; e != nil {
-		o.Call.Args = e.OriginalArgs
-		o.Edit = &planner.Edit{Args: e.Args, By: e.EditedBy, Comment: e.Comment}
-	}
-	r.remember(o)
-}
-
 // remember keeps an observation for the planner's next turns. A script
 // never reads them, so a scripted run keeps none: they would only grow what
 // Continue-As-New carries.
@@ -455,12 +292,20 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 		Generation: r.status.Generation + 1,
 		StartedAt:  r.status.StartedAt,
 		Bundled:    r.bundled,
+		Turns:      r.turns,
+		Paused:     r.status.Paused,
+		Messages:   r.status.Messages,
 	}
 	workflow.GetLogger(ctx).Info("continuing as new", "steps", len(r.status.Steps), "generation", next.Carry.Generation)
 	return workflow.NewContinueAsNewError(ctx, AgentRun, next)
 }
 
-func (r *run) touch(ctx workflow.Context) { r.status.UpdatedAt = workflow.Now(ctx) }
+// touch records that the run's state changed, and settles it (see
+// settle).
+func (r *run) touch(ctx workflow.Context) {
+	r.settle()
+	r.status.UpdatedAt = workflow.Now(ctx)
+}
 
 // withSummaries fills in the summary of each step that has a result and no
 // summary: the status query answers with them, while a run that began
@@ -495,6 +340,8 @@ func (r *run) snapshot() Status {
 		}
 		s.Steps[i].FollowUps = append([]FollowUp(nil), s.Steps[i].FollowUps...)
 	}
+	s.Messages = append([]AcceptedMessage(nil), r.status.Messages...)
+	s.Receipt = s.receipt()
 	return s
 }
 

@@ -39,7 +39,7 @@ func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
 	require.Len(t, plans, 3)
 	assert.Equal(t, 1, plans[1].Proposed)
 	assert.Equal(t, []planner.Observation{{
-		Call: bad.Proposed, Outcome: planner.OutcomeInvalid, Error: bad.Invalid,
+		Turn: 1, Call: bad.Proposed, Outcome: planner.OutcomeInvalid, Error: bad.Invalid,
 	}}, plans[1].History)
 	assert.Equal(t, []planner.Outcome{planner.OutcomeInvalid, planner.OutcomeDone}, outcomes(plans[2].History))
 }

@@ -19,7 +19,6 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	now := workflow.Now(ctx)
 	deadline := now.Add(r.in.Limits.ApprovalDeadline)
 	onExpiry := cmp.Or(r.in.OnApprovalExpiry, ExpiryExpire)
-	s.State = StepPendingApproval
 	s.Approval = &StepApproval{Reason: reason, RequestedAt: now, Deadline: deadline}
 	if r.in.OnApprovalExpiry != "" {
 		s.Approval.OnExpiry = onExpiry
@@ -47,11 +46,21 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 		s.FinishedAt = workflow.Now(ctx)
 		return &runFailure{msg: fmt.Sprintf("record pending approval of step %d", s.Step), err: err}
 	}
-	r.status.State = RunWaitingForApproval
+	// The step reads pending only once its approvals row exists, so that
+	// whoever sees it pending can decide it. A cancel that came while the
+	// request was recorded withdraws it at once.
+	s.State = StepPendingApproval
+	if r.cancelled() {
+		s.State = StepCancelled
+		s.Error = "approval withdrawn: " + r.cancelledBy()
+		s.FinishedAt = workflow.Now(ctx)
+	}
 	r.touch(ctx)
 	workflow.GetLogger(ctx).Info("step waits for approval", "step", s.Step, "tool", s.Tool,
 		"args_hash", s.ArgsHash, "deadline", deadline)
 
+	// A cancel of the run withdraws the request: the step is then
+	// cancelled, no longer pending.
 	decided := func() bool { return s.State != StepPendingApproval }
 	// Each warning point the worker gave that is still ahead: wait for it,
 	// and warn if nobody has decided by then. A point already passed when
@@ -79,10 +88,13 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	if !ok {
 		r.expire(ctx, s, onExpiry)
 	}
-	r.status.State = RunRunning
 	r.touch(ctx)
 	state := activities.ApprovalApproved
 	switch s.State {
+	case StepCancelled:
+		state = activities.ApprovalCancelled
+		c := r.status.Cancel
+		s.Approval.Approver, s.Approval.Comment, s.Approval.DecidedAt = c.By, "cancelled: "+c.Reason, c.At
 	case StepRejected:
 		state = activities.ApprovalRejected
 		if s.Error == "" {

@@ -89,7 +89,7 @@ func TestApprovalThatNeverArrivesExpires(t *testing.T) {
 			require.Len(t, plans, 3)
 			require.Len(t, plans[1].History, 1)
 			assert.Equal(t, planner.Observation{
-				Step: 1, Call: planner.Call{Tool: "issue_credit", Args: c.Args},
+				Step: 1, Turn: 1, Call: planner.Call{Tool: "issue_credit", Args: c.Args, ID: "call_1_1"},
 				Outcome: planner.OutcomeExpired, Error: st.Steps[0].Error,
 			}, plans[1].History[0])
 		})

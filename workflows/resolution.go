@@ -81,7 +81,6 @@ func (r *run) awaitResolution(ctx workflow.Context, s *Step, nr activities.Needs
 		s.FinishedAt = workflow.Now(ctx)
 		return out, false, nil, &runFailure{msg: fmt.Sprintf("record that step %d needs resolution", s.Step), err: err}
 	}
-	r.status.State = RunNeedsResolution
 	r.touch(ctx)
 	log.Warn("step needs resolution", "step", s.Step, "tool", s.Tool, "key", s.Key, "round", round, "known", nr.Known)
 
@@ -104,7 +103,6 @@ func (r *run) awaitResolution(ctx workflow.Context, s *Step, nr activities.Needs
 			return out, false, nil, fmt.Errorf("wait for the resolution of step %d: %w", s.Step, err)
 		}
 	}
-	r.status.State = RunRunning
 	applied = res.Outcome == OutcomeApplied
 	err = workflow.ExecuteActivity(bctx, a.ApplyResolution, activities.ResolutionAnswer{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Round: round, Tool: s.Tool, ArgsHash: s.ArgsHash,

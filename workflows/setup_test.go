@@ -52,8 +52,10 @@ type harness struct {
 	// than saying done; toolTime is how long each RunTool attempt takes;
 	// replayed makes RunTool report results replayed from the dedup store.
 	batch    bool
+	parallel bool
 	silent   bool
 	toolTime time.Duration
+	planTime time.Duration
 	replayed bool
 	// onTool, when set before the run, is called at each RunTool attempt;
 	// a non-nil error is the attempt's result.
@@ -101,7 +103,8 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 	env.SetTestTimeout(time.Minute)
 	env.RegisterWorkflow(AgentRun)
 	h := &harness{env: env, calls: calls}
-	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.plan)
+	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(h.plan).
+		AfterFn(func() time.Duration { return h.planTime })
 	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(h.runTool).
 		AfterFn(func() time.Duration { return h.toolTime })
 	env.OnActivity(a.RequestApproval, mock.Anything, mock.Anything).Return(h.requestApproval)
@@ -141,7 +144,7 @@ func (h *harness) plan(_ context.Context, in activities.PlanInput) (activities.P
 	case next >= len(h.calls):
 		return activities.PlanOutput{Done: true, Message: "all done"}, nil
 	case h.batch:
-		return activities.PlanOutput{Calls: h.calls[next:]}, nil
+		return activities.PlanOutput{Calls: h.calls[next:], Parallel: h.parallel && len(h.calls[next:]) > 1}, nil
 	}
 	// As the script planner does: the calls the run sent, each checked,
 	// and as the Plan activity answers a compact turn.

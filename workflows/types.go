@@ -34,6 +34,10 @@ const (
 	// DefaultHistoryLimit is the number of history events after which a run
 	// continues as new, well below Temporal's own limits.
 	DefaultHistoryLimit = 2000
+	// DefaultParallel is how many steps of one planning turn run at once,
+	// and MaxParallel the most a run may set.
+	DefaultParallel = 4
+	MaxParallel     = 64
 )
 
 // Bounds of a run's input, checked by [RunInput.Validate] where runs start.
@@ -79,6 +83,10 @@ type Limits struct {
 	// HistoryLimit is the history length, in events, past which the run
 	// continues as new. Default DefaultHistoryLimit.
 	HistoryLimit int `json:"history_limit,omitempty"`
+	// Parallel is how many steps of one planning turn run at once, when
+	// the planner proposes several calls in a turn. Default
+	// DefaultParallel, at most MaxParallel.
+	Parallel int `json:"parallel,omitempty"`
 }
 
 // WithDefaults returns l with zero fields set to their defaults.
@@ -86,6 +94,7 @@ func (l Limits) WithDefaults() Limits {
 	l.MaxSteps = cmp.Or(l.MaxSteps, DefaultMaxSteps)
 	l.ApprovalDeadline = cmp.Or(l.ApprovalDeadline, DefaultApprovalDeadline)
 	l.HistoryLimit = cmp.Or(l.HistoryLimit, DefaultHistoryLimit)
+	l.Parallel = cmp.Or(l.Parallel, DefaultParallel)
 	return l
 }
 
@@ -156,6 +165,8 @@ func (in RunInput) Validate() error {
 		return fmt.Errorf("%w: limits.max_steps %d is more than %d", ErrInvalidInput, l.MaxSteps, MaxStepsLimit)
 	case l.HistoryLimit < MinHistoryLimit || l.HistoryLimit > MaxHistoryLimit:
 		return fmt.Errorf("%w: limits.history_limit %d is not between %d and %d", ErrInvalidInput, l.HistoryLimit, MinHistoryLimit, MaxHistoryLimit)
+	case l.Parallel < 0 || l.Parallel > MaxParallel:
+		return fmt.Errorf("%w: limits.parallel %d is not between 1 and %d", ErrInvalidInput, l.Parallel, MaxParallel)
 	case len(in.Plan) > MaxPlanCalls:
 		return fmt.Errorf("%w: the plan has %d calls; at most %d", ErrInvalidInput, len(in.Plan), MaxPlanCalls)
 	case in.Carry != nil:
@@ -221,6 +232,11 @@ type Carry struct {
 	// Bundled says the run began under bundledChanges; a run that began
 	// before keeps its ways in every generation.
 	Bundled bool `json:"bundled,omitempty"`
+	// Turns counts the planning turns so far; Paused is the pause in
+	// force, if any; Messages are the messages accepted so far.
+	Turns    int               `json:"turns,omitempty"`
+	Paused   *ControlRecord    `json:"paused,omitempty"`
+	Messages []AcceptedMessage `json:"messages,omitempty"`
 }
 
 // RunState is the state of a run.
@@ -351,7 +367,11 @@ type StepEdit struct {
 
 // Step is one numbered tool call of a run.
 type Step struct {
-	Step     int64           `json:"step"`
+	Step int64 `json:"step"`
+	// Turn is the planning turn that proposed the step: the steps of one
+	// turn share it, and CallID is the id the planner gave the call.
+	Turn     int             `json:"turn,omitempty"`
+	CallID   string          `json:"call_id,omitempty"`
 	Tool     string          `json:"tool"`
 	Class    tools.Class     `json:"class"`
 	Key      string          `json:"key"`
@@ -401,4 +421,12 @@ type Status struct {
 	Generation int       `json:"generation"`
 	StartedAt  time.Time `json:"started_at"`
 	UpdatedAt  time.Time `json:"updated_at"`
+	// Paused is the pause in force, if any.
+	Paused *ControlRecord `json:"paused,omitempty"`
+	// Cancel is set once an operator cancelled the run, and Receipt then
+	// says how each step ended.
+	Cancel  *ControlRecord `json:"cancel,omitempty"`
+	Receipt *Receipt       `json:"receipt,omitempty"`
+	// Messages are the messages the run accepted, in the order accepted.
+	Messages []AcceptedMessage `json:"messages,omitempty"`
 }

@@ -81,7 +81,9 @@ type Decided struct {
 //  3. r.Invalid or a decision that is neither approve, reject nor edit:
 //     [ErrInvalid], recorded;
 //  4. under the step's row lock (FOR UPDATE: two approvers at once are
-//     serialised), the decision itself: the same decision of record again
+//     serialised), the decision itself: a step whose run was cancelled,
+//     which withdrew its approval, is [ErrWithdrawn], whatever was decided
+//     before; the same decision of record again
 //     for the same arguments is Repeated; another decision is
 //     [ErrConflict]; a decision of record the run recorded otherwise is
 //     [ErrResolvedOtherwise]; a step that is not pending, or whose deadline
@@ -119,7 +121,8 @@ func notFound(runID string, step int64) error {
 // lockStepSQL reads a step's row for a decision; lockStepForUpdateSQL also
 // locks it until the decision's transaction ends.
 const (
-	lockStepSQL          = `SELECT state, args_hash, deadline, tool, args FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
+	lockStepSQL = `SELECT state, args_hash, deadline, tool, args, coalesce(decided_by, ''), decided_at, comment
+FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
 	lockStepForUpdateSQL = lockStepSQL + ` FOR UPDATE`
 )
 
@@ -151,8 +154,12 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		state, argsHash, tool string
 		deadline              time.Time
 		proposed              json.RawMessage
+		// Who decided or withdrew the step, when and why, as the row has it.
+		decidedBy, comment string
+		decidedAt          *time.Time
 	)
-	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline, &tool, &proposed)
+	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline, &tool, &proposed,
+		&decidedBy, &decidedAt, &comment)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decided{}, notFound(r.RunID, r.Step)
 	}
@@ -186,6 +193,12 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		return nil
 	}
 
+	if state == StateCancelled {
+		// The run was cancelled: whatever was decided before, the step
+		// will not run.
+		return Decided{}, a.refuse(ctx, OutcomeNotPending, "the approval was withdrawn: the run was cancelled",
+			refused(ErrWithdrawn, withdrawnMessage(r.RunID, r.Step, decidedBy, decidedAt, comment)))
+	}
 	orig, err := decisionOfRecord(ctx, tx, r.Tenant, r.RunID, r.Step)
 	if err != nil {
 		return Decided{}, err
@@ -254,6 +267,22 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		return Decided{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", r.Step, r.RunID, err)
 	}
 	return Decided{Decision: rec, Deliver: true}, nil
+}
+
+// withdrawnMessage says that a step's approval was withdrawn when its run
+// was cancelled, by whom, when and why, as far as the row knows.
+func withdrawnMessage(runID string, step int64, by string, at *time.Time, reason string) string {
+	msg := fmt.Sprintf("step %d of run %s is not pending: its approval was withdrawn because the run was cancelled", step, runID)
+	if by != "" {
+		msg += " by " + by
+	}
+	if at != nil {
+		msg += " at " + stamp(*at)
+	}
+	if reason != "" {
+		msg += " (" + reason + ")"
+	}
+	return msg + "; a decision can no longer be recorded"
 }
 
 // invalid is what keeps the request from being decided on its values:

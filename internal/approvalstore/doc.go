@@ -1,7 +1,9 @@
 // Package approvalstore owns the tables of the steps that wait for people:
 // approvals and approval_decisions (steps that ask for approval, and every
 // decision request on them), resolutions and resolution_decisions (steps
-// whose external effect's outcome is unknown, and every answer about them).
+// whose external effect's outcome is unknown, and every answer about them),
+// and run_controls (every cancel, pause, resume and message an operator
+// sent a run).
 // Every statement on these tables is here, and nowhere else; a test walks
 // the repository to keep it so.
 //
@@ -18,6 +20,9 @@
 //     row, and records the request in the audit table, accepted or refused,
 //     before the caller signals the run. Decide and Resolve never signal:
 //     internal/runs does, after them, and has no other way to.
+//   - Operators' requests to a run are recorded by [RecordControl], one row
+//     each, and a cancel the run took withdraws its pending approvals with
+//     [WithdrawRun]; a decision on a withdrawn step is [ErrWithdrawn].
 //   - Readers list the rows: the approvals service's views ([ListPending],
 //     [ListDecided], [ListNeedsResolution], [ListUnresolved]) and the CLI's
 //     ([PendingApprovals], [PendingResolutions]).
@@ -26,7 +31,8 @@
 //
 // A refused request is a [*RefusedError] that wraps one of the sentinel
 // errors ([ErrNotFound], [ErrForbidden], [ErrInvalid], [ErrNotPending],
-// [ErrConflict], [ErrArgsHashMismatch], [ErrResolvedOtherwise]) and says
+// [ErrConflict], [ErrArgsHashMismatch], [ErrResolvedOtherwise],
+// [ErrWithdrawn]) and says
 // why in words. Nothing here knows HTTP: the approvals service maps the
 // sentinels to status codes, the CLI prints the words.
 package approvalstore

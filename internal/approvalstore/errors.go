@@ -39,6 +39,10 @@ var (
 	// (no edits, or an amount that may not grow). The message names the
 	// field. Recorded as OutcomeInvalid; the step stays pending.
 	ErrEditInvalid = errors.New("edit refused")
+	// ErrWithdrawn means the step's run was cancelled, which withdrew its
+	// approval: the step will never run, and no decision can change that.
+	// Recorded as OutcomeNotPending.
+	ErrWithdrawn = errors.New("approval withdrawn: the run was cancelled")
 	// ErrOtherArguments means a step's row was recorded with other
 	// arguments: it belongs to an earlier run under the same run id.
 	ErrOtherArguments = errors.New("the step was recorded with other arguments")

@@ -44,7 +44,7 @@ func RecordPending(ctx context.Context, db DB, a Approval) error {
 const recordOutcomeSQL = `
 UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, comment = $7,
     edited_args = $8, edited_args_hash = nullif($9, ''),
-    decision_mismatch = EXISTS (
+    decision_mismatch = $4 <> 'cancelled' AND EXISTS (
         SELECT 1 FROM approval_decisions d
         WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.outcome = 'accepted'
           AND (d.decision <> CASE WHEN $4 = 'approved' AND $9 <> '' THEN 'edit'
@@ -53,11 +53,14 @@ UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, c
 WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`
 
 // RecordOutcome records what the run made of a pending step: a's State
-// (approved, rejected or expired), DecidedBy, DecidedAt and Comment, and,
-// for an edit it applied, EditedArgs and EditedArgsHash. It
-// reports whether the row was pending; a decided row is left as it was. An
-// outcome other than the decision of record (the deadline came first)
-// marks the row DecisionMismatch, for the needs_resolution list.
+// (approved, rejected, expired, or cancelled when a cancel of the run
+// withdrew the request), DecidedBy, DecidedAt and Comment, and, for an
+// edit it applied, EditedArgs and EditedArgsHash. It reports whether the
+// row was pending; a decided row, or one [WithdrawRun] withdrew first, is
+// left as it was. An outcome other than the decision of record (the
+// deadline came first) marks the row DecisionMismatch, for the
+// needs_resolution list; a withdrawal never does, as no person needs to
+// look at a step of a cancelled run that never ran.
 func RecordOutcome(ctx context.Context, db DB, a Approval) (bool, error) {
 	tag, err := db.Exec(ctx, recordOutcomeSQL, a.Tenant, a.RunID, a.Step, a.State, storable(a.DecidedBy), a.DecidedAt,
 		storable(a.Comment), a.EditedArgs, a.EditedArgsHash)

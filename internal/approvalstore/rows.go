@@ -27,6 +27,9 @@ const (
 	StateApproved = "approved"
 	StateRejected = "rejected"
 	StateExpired  = "expired"
+	// StateCancelled: the run was cancelled, which withdrew the request;
+	// a decision sent after is refused.
+	StateCancelled = "cancelled"
 )
 
 // States of a resolutions row, as the table spells them.
@@ -110,10 +113,12 @@ type Approval struct {
 	RequestedBy string    `db:"requested_by"`
 	RequestedAt time.Time `db:"requested_at"`
 	Deadline    time.Time `db:"deadline"`
-	// State is StatePending, StateApproved, StateRejected or StateExpired.
+	// State is StatePending, StateApproved, StateRejected, StateExpired
+	// or StateCancelled.
 	State string `db:"state"`
 	// DecidedBy, DecidedAt and Comment are the decision the run applied
-	// (DecidedAt is also the expiry's time).
+	// (DecidedAt is also the expiry's time); for a withdrawn step, who
+	// cancelled the run, when and why.
 	DecidedBy string     `db:"decided_by"`
 	DecidedAt *time.Time `db:"decided_at"`
 	Comment   string     `db:"comment"`

@@ -16,7 +16,8 @@ import (
 // Environment variables of the CLI's API mode.
 const (
 	// EnvAPI is the approvals service's URL; when set, start, status,
-	// approvals, approve, reject and resolve go through it.
+	// approvals, approve, reject, resolve, cancel, pause, resume and
+	// message go through it.
 	EnvAPI = "ONCERUN_API"
 	// EnvToken is the bearer token for EnvAPI.
 	EnvToken = "ONCERUN_TOKEN"
@@ -78,6 +79,9 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 		state := it.State
 		if it.Problem != "" {
 			state += ": " + inline(it.Problem)
+		}
+		if it.Withdrawn != "" {
+			state += ": " + inline(it.Withdrawn)
 		}
 		kind := it.Kind
 		if kind == "" {

@@ -15,6 +15,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -37,8 +38,9 @@ type Env struct {
 	User string
 	// Temporal, when set, is used instead of dialing TemporalAddress.
 	Temporal client.Client
-	// APIURL is ONCERUN_API: when set, start, status, approvals, approve
-	// and reject go through the approvals service instead.
+	// APIURL is ONCERUN_API: when set, start, status, approvals, approve,
+	// reject, resolve, cancel, pause, resume and message go through the
+	// approvals service instead.
 	APIURL string
 	// Token is ONCERUN_TOKEN, the bearer token for APIURL.
 	Token string
@@ -118,6 +120,10 @@ func NewRoot(env Env) *cobra.Command {
 		newDecideCmd(conn, "approve"),
 		newDecideCmd(conn, "reject"),
 		newResolveCmd(conn),
+		newControlCmd(conn, approvalstore.ActionCancel),
+		newControlCmd(conn, approvalstore.ActionPause),
+		newControlCmd(conn, approvalstore.ActionResume),
+		newControlCmd(conn, approvalstore.ActionMessage),
 		newKeysCmd(conn),
 		newReconcileCmd(conn),
 		newServeCmd(env),

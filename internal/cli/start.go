@@ -146,6 +146,8 @@ Without a plan, the openai planner works towards --goal.`,
 	f.StringVar(&in.Goal, "goal", "", "what the agent should achieve")
 	f.StringVar(&in.Planner, "planner", "", "planner: script (default with --plan) or openai (default with --goal)")
 	f.IntVar(&in.Limits.MaxSteps, "max-steps", 0, fmt.Sprintf("most tool calls the run makes (default %d)", workflows.DefaultMaxSteps))
+	f.IntVar(&in.Limits.Parallel, "parallel", 0, fmt.Sprintf("how many steps of one planning turn run at once (default %d, at most %d)",
+		workflows.DefaultParallel, workflows.MaxParallel))
 	f.DurationVar(&in.Limits.ApprovalDeadline, "approval-deadline", 0,
 		fmt.Sprintf("how long a step waits for a decision (default %s, at most %s)", workflows.DefaultApprovalDeadline, workflows.MaxApprovalDeadline))
 	f.StringVar(&in.OnApprovalExpiry, "on-approval-expiry", "",
@@ -162,8 +164,8 @@ func startViaAPI(cmd *cobra.Command, api *approvals.Client, in workflows.RunInpu
 		return err
 	}
 	req := approvals.StartRequest{RunID: in.RunID, Goal: in.Goal, Planner: in.Planner, Plan: in.Plan, OnApprovalExpiry: in.OnApprovalExpiry}
-	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 {
-		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps}
+	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 || in.Limits.Parallel != 0 {
+		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps, Parallel: in.Limits.Parallel}
 		if in.Limits.ApprovalDeadline != 0 {
 			req.Limits.ApprovalDeadline = in.Limits.ApprovalDeadline.String()
 		}

@@ -26,10 +26,14 @@ func newStatusCmd(conn *connections) *cobra.Command {
 		Short: "Show a run and its steps",
 		Long: `Show a run's state and each step: tool, state, arguments hash and result.
 
+A paused run says who paused it and why; a cancelled run prints its
+receipt: who cancelled it, every step and how it ended, the steps still
+running and those waiting for a person's answer.
+
 --json prints the run's status object: tenant, run_id, goal, planner, state,
-message, started_at, updated_at and steps, each step with step, tool, class,
-key, args, args_hash, state, result, summary, error, replayed, approval and
-its timestamps.`,
+message, started_at, updated_at, paused, cancel, receipt, messages and steps,
+each step with step, turn, call_id, tool, class, key, args, args_hash, state,
+result, summary, error, replayed, approval and its timestamps.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := runStatus(cmd, conn, tenant, runID)
@@ -49,6 +53,9 @@ its timestamps.`,
 			}
 			if st.Error != "" {
 				fmt.Fprintf(out, "error: %s\n", inline(st.Error))
+			}
+			if st.Paused != nil {
+				fmt.Fprintln(out, pausedLine(st.Paused))
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "STEP\tTOOL\tSTATE\tARGS HASH\tRESULT")
@@ -90,6 +97,13 @@ its timestamps.`,
 			}
 			if err := tw.Flush(); err != nil {
 				return err
+			}
+			if st.Receipt != nil {
+				fmt.Fprintln(out, "\nreceipt:")
+				if err := printReceipt(out, st.Tenant, st.RunID, st.Receipt); err != nil {
+					return err
+				}
+				return nil
 			}
 			for _, s := range st.Steps {
 				if s.State == workflows.StepNeedsResolution {

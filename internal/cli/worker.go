@@ -30,6 +30,7 @@ Environment (defaults in brackets; the README lists every variable):
   METRICS_ADDR                     /healthz and /metrics [127.0.0.1:9464]
   CREDIT_APPROVAL_THRESHOLD_CENTS  credits above it need approval [10000]
   OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_MODEL   the openai planner [off without a model]
+  OPENAI_PARALLEL_TOOL_CALLS       false: a turn's calls run in order [true]
   LOG_LEVEL                        debug, info, warn or error [info]
   APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens [off]
   APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]`,

@@ -77,6 +77,8 @@ type env struct {
 	// log, when set, is the workers' and services' logger instead of one
 	// that logs through t.
 	log *zap.Logger
+	// openai, when set before startWorker, configures its openai planner.
+	openai planner.OpenAIConfig
 }
 
 // logger returns the logger of the world's part called name.
@@ -117,7 +119,7 @@ func (e *env) startWorker(name string, opts sdkworker.Options) *testWorker {
 	e.t.Helper()
 	reg, err := tools.NewRegistry(tools.RegistryConfig{}, e.tools...)
 	require.NoError(e.t, err)
-	planners, err := worker.Planners(planner.OpenAIConfig{})
+	planners, err := worker.Planners(e.openai)
 	require.NoError(e.t, err)
 	log := e.logger(name)
 	store, err := idempotency.New(e.pool, idempotency.Config{Logger: log, Owner: name + "-" + e.queue})

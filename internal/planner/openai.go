@@ -50,6 +50,12 @@ type OpenAIConfig struct {
 	// Timeout bounds each request of the default HTTPClient; it is ignored
 	// when HTTPClient is set. Default: [DefaultOpenAITimeout] (60 seconds).
 	Timeout time.Duration
+	// Sequential turns parallel tool calls off: the request says
+	// parallel_tool_calls false, and when the model still proposes several
+	// calls in a turn the run makes them in order, asking again after the
+	// first that is not done. Default: false, the model's calls of a turn
+	// run at once, as its contract makes them independent.
+	Sequential bool
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.
@@ -140,7 +146,9 @@ func (p *OpenAI) Next(ctx context.Context, req Request) (Proposal, error) {
 	if len(raw) > maxResponseBytes {
 		return Proposal{}, fmt.Errorf("openai: response body exceeds %d bytes", maxResponseBytes)
 	}
-	return parseResponse(raw)
+	prop, err := parseResponse(raw)
+	prop.Parallel = !p.cfg.Sequential && len(prop.Calls) > 1
+	return prop, err
 }
 
 // The chat-completions wire format, as far as this planner uses it.
@@ -150,6 +158,9 @@ type (
 		Messages   []chatMessage `json:"messages"`
 		Tools      []chatTool    `json:"tools,omitempty"`
 		ToolChoice string        `json:"tool_choice,omitempty"`
+		// ParallelToolCalls is sent only as false: endpoints that do not
+		// know it (Ollama, vLLM) take its absence as their default.
+		ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
 	}
 	chatMessage struct {
 		Role       string         `json:"role"`
@@ -205,19 +216,45 @@ func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
 	msgs = append(msgs,
 		chatMessage{Role: "system", Content: system},
 		chatMessage{Role: "user", Content: req.Goal})
-	for i, obs := range req.History {
-		id := "call_" + strconv.Itoa(i+1)
-		call := chatToolCall{ID: id, Type: "function"}
-		call.Function.Name = obs.Tool
-		call.Function.Arguments = cmp.Or(obs.Malformed, string(obs.Args), "{}")
-		report, err := json.Marshal(toolReport{Outcome: obs.Outcome, Note: reportNote(obs), Edit: obs.Edit,
-			Result: obs.Result, Error: obs.Error})
-		if err != nil {
-			return chatRequest{}, fmt.Errorf("openai: encode observation %d: %w: %w", i+1, err, ErrPermanent)
+	ids := map[string]bool{}
+	for i := 0; i < len(req.History); {
+		obs := req.History[i]
+		if obs.Outcome == OutcomeMessage {
+			msgs = append(msgs, chatMessage{Role: "user", Content: obs.Message})
+			i++
+			continue
 		}
-		msgs = append(msgs,
-			chatMessage{Role: "assistant", ToolCalls: []chatToolCall{call}},
-			chatMessage{Role: "tool", ToolCallID: id, Content: string(report)})
+		// One assistant message carries the calls of one turn, each
+		// answered by a tool message, in the order proposed. An
+		// observation of an earlier release (turn 0) is a turn of its own.
+		end := i + 1
+		for obs.Turn > 0 && end < len(req.History) && req.History[end].Turn == obs.Turn &&
+			req.History[end].Outcome != OutcomeMessage {
+			end++
+		}
+		turn := chatMessage{Role: "assistant"}
+		var reports []chatMessage
+		for j := i; j < end; j++ {
+			o := req.History[j]
+			id := o.ID
+			if id == "" || ids[id] {
+				id = "call_" + strconv.Itoa(j+1)
+			}
+			ids[id] = true
+			call := chatToolCall{ID: id, Type: "function"}
+			call.Function.Name = o.Tool
+			call.Function.Arguments = cmp.Or(o.Malformed, string(o.Args), "{}")
+			report, err := json.Marshal(toolReport{Outcome: o.Outcome, Note: reportNote(o), Edit: o.Edit,
+				Result: o.Result, Error: o.Error})
+			if err != nil {
+				return chatRequest{}, fmt.Errorf("openai: encode observation %d: %w: %w", j+1, err, ErrPermanent)
+			}
+			turn.ToolCalls = append(turn.ToolCalls, call)
+			reports = append(reports, chatMessage{Role: "tool", ToolCallID: id, Content: string(report)})
+		}
+		msgs = append(msgs, turn)
+		msgs = append(msgs, reports...)
+		i = end
 	}
 
 	tools := make([]chatTool, len(req.Tools))
@@ -230,6 +267,10 @@ func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
 	if len(tools) > 0 {
 		// Endpoints refuse tool_choice without tools.
 		out.ToolChoice = "auto"
+		if p.cfg.Sequential {
+			off := false
+			out.ParallelToolCalls = &off
+		}
 	}
 	return out, nil
 }
@@ -279,6 +320,7 @@ func parseResponse(raw []byte) (Proposal, error) {
 		default:
 			calls[i] = Call{Tool: tc.Function.Name, Malformed: tc.Function.Arguments}
 		}
+		calls[i].ID = tc.ID
 	}
 	return Proposal{Calls: calls}, nil
 }

@@ -24,9 +24,10 @@ type received struct {
 	HasAuth            bool
 	DecodeErr          error
 	Body               struct {
-		Model      string `json:"model"`
-		ToolChoice string `json:"tool_choice"`
-		Tools      []struct {
+		Model             string `json:"model"`
+		ToolChoice        string `json:"tool_choice"`
+		ParallelToolCalls *bool  `json:"parallel_tool_calls"`
+		Tools             []struct {
 			Type     string `json:"type"`
 			Function struct {
 				Name        string          `json:"name"`
@@ -217,18 +218,18 @@ func TestOpenAIReadsAnswer(t *testing.T) {
 	}{
 		{"tool calls in order", func(t *testing.T) string {
 			return answer(t, "", [2]string{"create_order", `{"sku":"A1"}`}, [2]string{"charge", `{"order_id":"o-1"}`})
-		}, planner.Proposal{Calls: []planner.Call{
-			{Tool: "create_order", Args: json.RawMessage(`{"sku":"A1"}`)},
-			{Tool: "charge", Args: json.RawMessage(`{"order_id":"o-1"}`)},
+		}, planner.Proposal{Parallel: true, Calls: []planner.Call{
+			{Tool: "create_order", Args: json.RawMessage(`{"sku":"A1"}`), ID: "srv_0"},
+			{Tool: "charge", Args: json.RawMessage(`{"order_id":"o-1"}`), ID: "srv_1"},
 		}}},
 		{"empty arguments", func(t *testing.T) string {
 			return answer(t, "", [2]string{"ping", ""})
-		}, planner.Proposal{Calls: []planner.Call{{Tool: "ping", Args: json.RawMessage(`{}`)}}}},
+		}, planner.Proposal{Calls: []planner.Call{{Tool: "ping", Args: json.RawMessage(`{}`), ID: "srv_0"}}}},
 		{"malformed arguments", func(t *testing.T) string {
 			return answer(t, "", [2]string{"ping", `{"x":1}`}, [2]string{"charge", `{"order_id": o-1`})
-		}, planner.Proposal{Calls: []planner.Call{
-			{Tool: "ping", Args: json.RawMessage(`{"x":1}`)},
-			{Tool: "charge", Malformed: `{"order_id": o-1`},
+		}, planner.Proposal{Parallel: true, Calls: []planner.Call{
+			{Tool: "ping", Args: json.RawMessage(`{"x":1}`), ID: "srv_0"},
+			{Tool: "charge", Malformed: `{"order_id": o-1`, ID: "srv_1"},
 		}}},
 		{"no tool calls", func(t *testing.T) string {
 			return answer(t, "the order is paid")
@@ -325,4 +326,57 @@ func TestOpenAIAppliesTimeout(t *testing.T) {
 	_, err := p.Next(t.Context(), planner.Request{Goal: "g"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "Client.Timeout")
+}
+
+func TestOpenAIShowsATurnsCallsAsOneAnswerAndMessagesAsTheUsers(t *testing.T) {
+	t.Parallel()
+	p, got := setup(t, planner.OpenAIConfig{}, respond(http.StatusOK, doneAnswer))
+	history := []planner.Observation{
+		// An observation of an earlier release: a turn of its own.
+		{Step: 1, Call: planner.Call{Tool: "lookup", Args: json.RawMessage(`{"id":1}`)}, Outcome: planner.OutcomeDone},
+		{Outcome: planner.OutcomeMessage, Message: "also refund order 2"},
+		// One turn of three calls, as proposed (they finished 3, 1, 2).
+		{Step: 2, Turn: 2, Call: planner.Call{Tool: "refund", Args: json.RawMessage(`{"id":1}`), ID: "call_x"}, Outcome: planner.OutcomeDone},
+		{Turn: 2, Call: planner.Call{Tool: "nope", Args: json.RawMessage(`{}`), ID: "call_y"}, Outcome: planner.OutcomeInvalid, Error: "unknown"},
+		{Step: 3, Turn: 2, Call: planner.Call{Tool: "refund", Args: json.RawMessage(`{"id":2}`), ID: "call_x"}, Outcome: planner.OutcomeRejected},
+		{Step: 4, Turn: 3, Call: planner.Call{Tool: "lookup", Args: json.RawMessage(`{"id":2}`), ID: "call_z"}, Outcome: planner.OutcomeDone},
+	}
+	_, err := p.Next(t.Context(), planner.Request{Goal: "g", History: history, Tools: []planner.ToolSpec{{Name: "lookup"}}})
+	require.NoError(t, err)
+	body := (<-got).Body
+	assert.Nil(t, body.ParallelToolCalls, "parallel calls are the endpoint's default")
+
+	var roles []string
+	for _, m := range body.Messages {
+		roles = append(roles, m.Role)
+	}
+	assert.Equal(t, []string{"system", "user", "assistant", "tool", "user", "assistant", "tool", "tool", "tool", "assistant", "tool"}, roles)
+	assert.Equal(t, "also refund order 2", body.Messages[4].Content)
+	turn := body.Messages[5]
+	require.Len(t, turn.ToolCalls, 3, "one assistant message carries the turn's calls")
+	var ids []string
+	for _, tc := range turn.ToolCalls {
+		ids = append(ids, tc.ID)
+	}
+	// The model's ids are kept; one it gave twice is made unique.
+	assert.Equal(t, "call_x", ids[0])
+	assert.Equal(t, "call_y", ids[1])
+	assert.NotEqual(t, "call_x", ids[2])
+	for i := range 3 {
+		assert.Equal(t, ids[i], body.Messages[6+i].ToolCallID, "each call answered by its tool message, in order")
+	}
+	assert.Contains(t, body.Messages[8].Content, `"outcome":"rejected"`)
+	assert.Equal(t, "call_z", body.Messages[9].ToolCalls[0].ID)
+}
+
+func TestOpenAISequentialTurnsParallelCallsOff(t *testing.T) {
+	t.Parallel()
+	p, got := setup(t, planner.OpenAIConfig{Sequential: true}, respond(http.StatusOK,
+		answer(t, "", [2]string{"a", `{}`}, [2]string{"b", `{}`})))
+	prop, err := p.Next(t.Context(), planner.Request{Goal: "g", Tools: []planner.ToolSpec{{Name: "a"}}})
+	require.NoError(t, err)
+	body := (<-got).Body
+	require.NotNil(t, body.ParallelToolCalls)
+	assert.False(t, *body.ParallelToolCalls)
+	assert.False(t, prop.Parallel, "calls the model still gave together run in order")
 }

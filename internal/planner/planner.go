@@ -31,6 +31,9 @@ type Call struct {
 	Tool string `json:"tool"`
 	// Args is the tool's arguments as a JSON object.
 	Args json.RawMessage `json:"args,omitempty"`
+	// ID is the id a model gave the call in its turn ("call_…"), which the
+	// model's next turns answer; a plan's calls need none.
+	ID string `json:"id,omitempty"`
 	// Malformed holds the arguments' raw text when a planner received
 	// arguments that are not valid JSON; Args is then empty. The run refuses
 	// such a call and tells the planner why.
@@ -56,6 +59,12 @@ const (
 	// OutcomeDuplicate: the call repeated an earlier applied step of the
 	// run (DuplicateOf) and was not executed again; Result is that step's.
 	OutcomeDuplicate Outcome = "duplicate"
+	// OutcomeCancelled: the run was cancelled before the call ran.
+	OutcomeCancelled Outcome = "cancelled"
+	// OutcomeMessage is not a call's outcome: the observation is a
+	// person's message to the run (Message), given to the planner as the
+	// user's words.
+	OutcomeMessage Outcome = "message"
 )
 
 // Edit tells the planner that a person changed its call before approving
@@ -67,11 +76,17 @@ type Edit struct {
 }
 
 // Observation is one earlier call and what became of it, in the order the
-// calls were proposed.
+// calls were proposed, or a person's message to the run (OutcomeMessage).
 type Observation struct {
 	// Step is the call's step number; 0 for an invalid call, which never
 	// got one.
 	Step int `json:"step,omitempty"`
+	// Turn is the planning turn that proposed the call: the calls of one
+	// turn share it, and a model is shown them as one answer of its own.
+	// 0 in observations of earlier releases, one call a turn.
+	Turn int `json:"turn,omitempty"`
+	// Message is a person's words, when Outcome is OutcomeMessage.
+	Message string `json:"message,omitempty"`
 	Call
 	Outcome Outcome `json:"outcome"`
 	// Result is the tool's result when Outcome is done.
@@ -118,6 +133,11 @@ type Proposal struct {
 	Calls []Call `json:"calls,omitempty"`
 	// Done says the goal is reached; Calls is then ignored.
 	Done bool `json:"done,omitempty"`
+	// Parallel says the calls are independent of each other, as a model
+	// that may call tools in parallel proposes them: the run makes them
+	// all, at once. Otherwise the run makes them in order and asks again
+	// after the first that is not done.
+	Parallel bool `json:"parallel,omitempty"`
 	// Message is the planner's own words, such as a final answer.
 	Message string `json:"message,omitempty"`
 }

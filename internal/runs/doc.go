@@ -20,4 +20,13 @@
 // internal/approvalstore (the role, the step's row lock, the audit row)
 // and only then signals the run. A decision without its audit row cannot
 // be sent from here.
+//
+// # Operators' controls
+//
+// [Client.Operate] is the one way a cancel, a pause, a resume or a message
+// reaches a run from the service or the CLI: it checks the request, sends
+// it as the run's update ([Client.Cancel], [Client.Pause], [Client.Resume],
+// [Client.Message]), withdraws a cancelled run's pending approvals in the
+// approvals table, and records the request in its audit table, whatever
+// became of it.
 package runs

@@ -1,0 +1,200 @@
+package runs
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// ControlRequest is an operator's cancel, pause, resume or message for a
+// run, as it came.
+type ControlRequest struct {
+	Tenant string
+	RunID  string
+	// Action is approvalstore.ActionCancel, ActionPause, ActionResume or
+	// ActionMessage.
+	Action string
+	// By names who asks: a token's name, or the CLI's user.
+	By string
+	// Reason is why, for a cancel, a pause or a resume.
+	Reason string
+	// MessageID and Text are a message's.
+	MessageID string
+	Text      string
+	// Invalid, when set, is what the caller found wrong with the request
+	// (a body that does not decode): it is recorded as invalid and
+	// refused with it, and nothing reaches the run.
+	Invalid error
+}
+
+// Controlled is what became of a control request the run took.
+type Controlled struct {
+	// Status is the run's status after a cancel, a pause or a resume; a
+	// cancelled run's carries its receipt.
+	Status workflows.Status
+	// Receipt answers a message.
+	Receipt workflows.MessageReceipt
+	// Repeated says the run was already as asked (cancelled, paused, not
+	// paused, or it had accepted the message before): nothing changed.
+	Repeated bool
+	// Withdrawn counts the pending approvals a cancel withdrew in the
+	// approvals table.
+	Withdrawn int64
+	// Unrecorded is what could not be written to PostgreSQL (the audit
+	// row, the withdrawal of the approvals). The run took the request
+	// regardless; the caller logs it.
+	Unrecorded error
+}
+
+// Operate is the one way an operator's request reaches a run, whoever
+// sends it (the approvals service's API and inbox, the CLI without it):
+// it checks the request's values (a cancel must say why), sends it to the
+// run as its update (see [Client.Cancel], [Client.Pause], [Client.Resume],
+// [Client.Message]), and then, for a cancel the run took, withdraws in the
+// approvals table the approvals the run withdrew, so that a decision sent
+// after is refused at once. Every request leaves one audit row in db
+// ([approvalstore.RecordControl]), whatever became of it; a row that
+// cannot be written is reported in Controlled.Unrecorded, which is also
+// returned with an error.
+//
+// Errors: a malformed request wraps [ErrInvalidRequest], naming the
+// field; an unknown run [ErrNotFound]; a request the run refused
+// [ErrRefused] (a *ClosedError for a run that has ended); anything else
+// is a run that could not be reached. Each question to Temporal has
+// SignalTimeout; the rows are written within ctx.
+func (c *Client) Operate(ctx context.Context, db approvalstore.DB, r ControlRequest) (Controlled, error) {
+	res, err := c.operate(ctx, r)
+	row := approvalstore.Control{Tenant: r.Tenant, RunID: r.RunID, Action: r.Action, Actor: r.By, Reason: r.Reason,
+		MessageID: r.MessageID, Outcome: outcomeOf(err, res.Repeated)}
+	if err != nil {
+		row.Detail = err.Error()
+	}
+	if err == nil && r.Action == approvalstore.ActionCancel {
+		n, werr := withdraw(ctx, db, r.Tenant, r.RunID, res.Status)
+		res.Withdrawn, res.Unrecorded = n, werr
+		if n > 0 {
+			row.Detail = WithdrawnText(n)
+		}
+	}
+	if aerr := approvalstore.RecordControl(ctx, db, row); aerr != nil {
+		res.Unrecorded = errors.Join(res.Unrecorded, aerr)
+	}
+	return res, err
+}
+
+// operate checks r and sends it to the run.
+func (c *Client) operate(ctx context.Context, r ControlRequest) (Controlled, error) {
+	if _, err := keys.New(r.Tenant, r.RunID, 1, "x"); err != nil {
+		// No run of the tenant can have this id.
+		return Controlled{}, fmt.Errorf("run %q of tenant %s: %w", edge.Cut(r.RunID, keys.MaxRunIDLen), r.Tenant, ErrNotFound)
+	}
+	if r.Invalid != nil {
+		return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, r.Invalid)
+	}
+	if r.Action == approvalstore.ActionMessage {
+		m := workflows.Message{MessageID: r.MessageID, Text: r.Text, By: r.By}
+		if err := m.Validate(); err != nil {
+			return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		tctx, cancel := c.temporalContext(ctx)
+		defer cancel()
+		rc, err := c.Message(tctx, r.Tenant, r.RunID, m)
+		return Controlled{Receipt: rc, Repeated: rc.Duplicate}, err
+	}
+	send := map[string]func(context.Context, string, string, workflows.Control) (workflows.Status, error){
+		approvalstore.ActionCancel: c.Cancel, approvalstore.ActionPause: c.Pause, approvalstore.ActionResume: c.Resume,
+	}[r.Action]
+	if send == nil {
+		return Controlled{}, fmt.Errorf("%w: action %q is not cancel, pause, resume or message", ErrInvalidRequest, edge.Cut(r.Action, 32))
+	}
+	ctl := workflows.Control{By: r.By, Reason: r.Reason}
+	if err := ctl.Validate(); err != nil {
+		return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if r.Action == approvalstore.ActionCancel && r.Reason == "" {
+		// A cancel withdraws people's work: its audit says why.
+		return Controlled{}, fmt.Errorf("%w: reason is required: say why the run is cancelled", ErrInvalidRequest)
+	}
+	// The run's answer does not say whether it changed: its status before
+	// does. Two requests at once may both read as accepted.
+	qctx, cancel := c.temporalContext(ctx)
+	before, err := c.Status(qctx, r.Tenant, r.RunID)
+	cancel()
+	if err != nil {
+		return Controlled{}, err
+	}
+	tctx, cancel := c.temporalContext(ctx)
+	defer cancel()
+	st, err := send(tctx, r.Tenant, r.RunID, ctl)
+	if err != nil {
+		return Controlled{}, err
+	}
+	return Controlled{Status: st, Repeated: already(r.Action, before)}, nil
+}
+
+// already reports whether a run whose status was st is already as the
+// action asks.
+func already(action string, st workflows.Status) bool {
+	switch action {
+	case approvalstore.ActionCancel:
+		return st.Cancel != nil
+	case approvalstore.ActionPause:
+		return st.Paused != nil
+	case approvalstore.ActionResume:
+		return st.Paused == nil
+	}
+	return false
+}
+
+// withdraw marks withdrawn, in the approvals table, the approvals a
+// cancelled run withdrew: its steps cancelled while they waited for a
+// decision. A step decided before the cancel is left to the run to record.
+func withdraw(ctx context.Context, db approvalstore.DB, tenant, runID string, st workflows.Status) (int64, error) {
+	if st.Cancel == nil {
+		return 0, nil
+	}
+	var steps []int64
+	for _, s := range st.Steps {
+		if s.State == workflows.StepCancelled && s.Approval != nil && s.Approval.Decision == "" {
+			steps = append(steps, s.Step)
+		}
+	}
+	return approvalstore.WithdrawRun(ctx, db, tenant, runID, steps, st.Cancel.By, st.Cancel.At, st.Cancel.Reason)
+}
+
+// outcomeOf is the audit row's outcome of a request that ended with err.
+func outcomeOf(err error, repeated bool) string {
+	switch {
+	case err == nil && repeated:
+		return approvalstore.ControlRepeated
+	case err == nil:
+		return approvalstore.ControlAccepted
+	case errors.Is(err, ErrInvalidRequest):
+		return approvalstore.ControlInvalid
+	case errors.Is(err, ErrNotFound):
+		return approvalstore.ControlNotFound
+	case errors.Is(err, ErrRefused):
+		return approvalstore.ControlRefused
+	}
+	return approvalstore.ControlUnavailable
+}
+
+// WithdrawnText says how many pending approvals a cancel withdrew, in words:
+// "1 pending approval withdrawn", "2 pending approvals withdrawn".
+func WithdrawnText(n int64) string {
+	if n == 1 {
+		return "1 pending approval withdrawn"
+	}
+	return fmt.Sprintf("%d pending approvals withdrawn", n)
+}
+
+// temporalContext bounds one question to Temporal by SignalTimeout.
+func (c *Client) temporalContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(c.SignalTimeout, DefaultSignalTimeout))
+}

@@ -1,0 +1,434 @@
+package workflows
+
+import (
+	"fmt"
+
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/planner"
+)
+
+// loop plans turn after turn until the planner is done, a limit is
+// reached, the run is cancelled or its history calls for Continue-As-New.
+// A paused run waits before each turn.
+func (r *run) loop(ctx workflow.Context) error {
+	lim := r.in.Limits
+	for {
+		if r.cancelled() {
+			return nil
+		}
+		if len(r.status.Steps) >= lim.MaxSteps {
+			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
+			return nil
+		}
+		// A MaxSteps near the int range overflows 2*MaxSteps and ends the
+		// run at once; RunInput.Validate bounds it where runs start. The
+		// expression stays as it was, so that runs of earlier releases
+		// replay the same.
+		if r.proposed >= 2*lim.MaxSteps {
+			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
+			return nil
+		}
+		if err := r.gate(ctx); err != nil {
+			return err
+		}
+		if r.cancelled() {
+			return nil
+		}
+		if r.historyFull(ctx) {
+			return r.continueAsNew(ctx)
+		}
+		r.turns++
+		r.deliverMessages(r.turns)
+		var plan activities.PlanOutput
+		in := r.planInput()
+		err := r.plan(ctx, in).Get(ctx, &plan)
+		r.task.ranPlan(r, plan)
+		if err != nil {
+			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
+		}
+		if in.Compact {
+			for i := range min(len(plan.Calls), len(in.Plan)) {
+				plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
+			}
+		}
+		if r.cancelled() {
+			// Cancelled while the planner thought: its calls are not made.
+			return nil
+		}
+		if plan.Done || len(plan.Calls) == 0 {
+			if r.undelivered() {
+				// A message came while the planner thought: it must not end
+				// the run unread.
+				continue
+			}
+			r.status.Message = plan.Message
+			return nil
+		}
+		if plan.Parallel && r.in.Planner != planner.NameScript && len(plan.Calls) > 1 &&
+			workflow.GetVersion(ctx, parallelTurns, workflow.DefaultVersion, 1) == 1 {
+			if err := r.takeTurn(ctx, plan.Calls); err != nil {
+				return err
+			}
+			continue
+		}
+		for i, call := range plan.Calls {
+			if len(r.status.Steps) >= lim.MaxSteps || r.cancelled() {
+				break
+			}
+			// A script's batch (see scriptBatch) may continue as new
+			// between its calls: the next generation plans from the next
+			// call, as the next turn would. A model's batch is its turn's
+			// and is made whole.
+			if i > 0 && r.in.Planner == planner.NameScript && r.historyFull(ctx) {
+				return r.continueAsNew(ctx)
+			}
+			r.proposed++
+			goOn, err := r.take(ctx, call, i)
+			if err != nil {
+				return err
+			}
+			if !goOn {
+				// The planner proposed the rest of its batch expecting this
+				// call to succeed: let it plan again, knowing the outcome.
+				break
+			}
+		}
+	}
+}
+
+// parallelTurns is the change ID under which the calls a model proposes
+// in one turn, independent by its contract, all become steps at once and
+// run concurrently (see takeTurn).
+const parallelTurns = "parallel-turns"
+
+// take makes one proposed call of a sequential turn: refuse it, or number
+// it and run it. It reports whether the call was done, so that the rest of
+// the planner's batch may follow.
+func (r *run) take(ctx workflow.Context, call activities.PlannedCall, i int) (bool, error) {
+	if call.Invalid != "" {
+		r.remember(r.invalid(ctx, call))
+		return false, nil
+	}
+	s, err := r.number(ctx, call, i)
+	if err != nil {
+		return false, err
+	}
+	o, done, err := r.step(ctx, s, call, nil)
+	if err != nil {
+		return false, err
+	}
+	r.remember(o)
+	return done, nil
+}
+
+// takeTurn makes the calls of one parallel turn: each valid call becomes
+// the next numbered step at once, in the order proposed, and each runs in
+// its own coroutine, asking its approval beside the others and running
+// once it may, at most Limits.Parallel at a time. A call that is refused,
+// rejected, expired or fails does not stop the others. The turn ends when
+// every step has ended; the planner then learns of every call, in the
+// order proposed, whatever order they finished in.
+func (r *run) takeTurn(ctx workflow.Context, calls []activities.PlannedCall) error {
+	obs := make([]*planner.Observation, len(calls))
+	type job struct {
+		i    int
+		step int64
+		call activities.PlannedCall
+	}
+	var jobs []job
+	for i, call := range calls {
+		if len(r.status.Steps) >= r.in.Limits.MaxSteps {
+			break
+		}
+		r.proposed++
+		if call.Invalid != "" {
+			o := r.invalid(ctx, call)
+			obs[i] = &o
+			continue
+		}
+		s, err := r.number(ctx, call, i)
+		if err != nil {
+			return err
+		}
+		jobs = append(jobs, job{i: i, step: s.Step, call: call})
+	}
+	sem := workflow.NewSemaphore(ctx, int64(r.in.Limits.Parallel))
+	left := len(jobs)
+	var runErr error
+	for _, j := range jobs {
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			// No step is added during the turn, so the pointer holds.
+			o, _, err := r.step(ctx, &r.status.Steps[j.step-1], j.call, sem)
+			obs[j.i] = &o
+			if err != nil && runErr == nil {
+				runErr = err
+			}
+			left--
+		})
+	}
+	if err := workflow.Await(ctx, func() bool { return left == 0 || runErr != nil }); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	for _, o := range obs {
+		if o != nil {
+			r.remember(*o)
+		}
+	}
+	return nil
+}
+
+// invalid is what the planner learns of a call refused before it became a
+// step.
+func (r *run) invalid(ctx workflow.Context, call activities.PlannedCall) planner.Observation {
+	workflow.GetLogger(ctx).Warn("planner proposed an invalid call", "tool", call.Proposed.Tool, "error", call.Invalid)
+	return planner.Observation{Call: call.Proposed, Turn: r.turns, Outcome: planner.OutcomeInvalid, Error: call.Invalid}
+}
+
+// number makes call, the i-th of its turn, the run's next step.
+func (r *run) number(ctx workflow.Context, call activities.PlannedCall, i int) (*Step, error) {
+	n := int64(len(r.status.Steps)) + 1
+	key, err := keys.New(r.in.Tenant, r.in.RunID, n, call.Proposed.Tool)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidKey", err)
+	}
+	id := call.Proposed.ID
+	if !validCallID(id) {
+		id = ""
+		if r.in.Planner != planner.NameScript {
+			id = fmt.Sprintf("call_%d_%d", r.turns, i+1)
+		}
+	}
+	r.status.Steps = append(r.status.Steps, Step{
+		Step: n, Turn: r.turns, CallID: id, Tool: call.Proposed.Tool, Class: call.Class, Key: key.String(),
+		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: workflow.Now(ctx), Guarantee: call.Guarantee,
+	})
+	return &r.status.Steps[n-1], nil
+}
+
+// validCallID reports whether a planner's call id may be kept and sent
+// back: 1 to 64 letters, digits, '_' or '-'.
+func validCallID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// slot is a step's place among the steps of its turn that run at once; a
+// sequential turn's steps have none to wait for.
+type slot struct {
+	sem  workflow.Semaphore
+	held bool
+}
+
+func (sl *slot) acquire(ctx workflow.Context) error {
+	if sl.sem == nil || sl.held {
+		return nil
+	}
+	if err := sl.sem.Acquire(ctx, 1); err != nil {
+		return err
+	}
+	sl.held = true
+	return nil
+}
+
+func (sl *slot) release() {
+	if sl.sem != nil && sl.held {
+		sl.sem.Release(1)
+		sl.held = false
+	}
+}
+
+// start waits until step s may run: the run is not paused and the step
+// holds a slot of its turn. It reports false, having cancelled the step,
+// when the run was cancelled meanwhile.
+func (r *run) start(ctx workflow.Context, s *Step, sl *slot, why string) (planner.Observation, bool, error) {
+	if err := r.gate(ctx); err != nil {
+		return planner.Observation{}, false, err
+	}
+	if err := sl.acquire(ctx); err != nil {
+		return planner.Observation{}, false, err
+	}
+	// A pause may have come while the step waited for its slot.
+	if err := r.gate(ctx); err != nil {
+		return planner.Observation{}, false, err
+	}
+	if r.cancelled() {
+		sl.release()
+		return r.cancelStep(ctx, s, why), false, nil
+	}
+	return planner.Observation{}, true, nil
+}
+
+// step runs numbered step s: a duplicate of an applied intent is not run;
+// a step that needs approval waits for it; then the step runs under its
+// key, and an unknown outcome waits for a person. It returns what the
+// planner learns, and whether the step was done. sem, for a step of a
+// parallel turn, bounds how many of the turn's steps run at once.
+func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, sem workflow.Semaphore) (planner.Observation, bool, error) {
+	log := workflow.GetLogger(ctx)
+	sl := &slot{sem: sem}
+	defer sl.release()
+	if err := r.awaitSameIntent(ctx, s, call, sem != nil); err != nil {
+		return planner.Observation{}, false, err
+	}
+	if r.cancelled() {
+		return r.cancelStep(ctx, s, "not started"), false, nil
+	}
+	if o, dup := r.duplicate(ctx, s, call); dup {
+		return o, true, nil
+	}
+	if call.NeedsApproval {
+		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
+			return planner.Observation{}, false, err
+		}
+		if s.State != StepApproved {
+			outcome := planner.OutcomeRejected
+			switch s.State {
+			case StepExpired:
+				outcome = planner.OutcomeExpired
+			case StepCancelled:
+				outcome = planner.OutcomeCancelled
+			}
+			return r.observation(s, outcome), false, nil
+		}
+		// An approver may have edited the call into one an earlier step
+		// applied.
+		if s.Edit != nil {
+			if err := r.awaitSameIntent(ctx, s, call, sem != nil); err != nil {
+				return planner.Observation{}, false, err
+			}
+			if o, dup := r.duplicate(ctx, s, call); dup {
+				return o, true, nil
+			}
+		}
+	}
+	if o, ok, err := r.start(ctx, s, sl, "not started"); err != nil || !ok {
+		return o, false, err
+	}
+	s.State = StepRunning
+	s.StartedAt = workflow.Now(ctx)
+	r.touch(ctx)
+	out, err := r.execute(ctx, s, call, 0)
+	for err != nil {
+		nr, ok := r.unknownOutcome(ctx, s, call, err)
+		if !ok {
+			break
+		}
+		// A step that waits for a person gives its slot to the turn's
+		// other steps.
+		sl.release()
+		res, applied, stepErr, runErr := r.awaitResolution(ctx, s, nr)
+		if runErr != nil {
+			return planner.Observation{}, false, runErr
+		}
+		if stepErr != nil {
+			err = stepErr
+			break
+		}
+		if applied {
+			out, err = activities.ToolOutput{Key: s.Key, Result: res.Result, Replayed: res.Replayed}, nil
+			break
+		}
+		// Nothing happened, a person says: run the step again, under its
+		// key, unless the run was cancelled meanwhile.
+		why := fmt.Sprintf("its effect did not happen, as %s answered, and it was not sent again", s.Resolution.Resolver)
+		if o, ok, err := r.start(ctx, s, sl, why); err != nil || !ok {
+			return o, false, err
+		}
+		s.State = StepRunning
+		r.touch(ctx)
+		out, err = r.execute(ctx, s, call, s.Resolution.Round)
+	}
+	s.FinishedAt = workflow.Now(ctx)
+	if err != nil {
+		s.State = StepFailed
+		s.Error = failure(err)
+		log.Warn("step failed", "step", s.Step, "tool", s.Tool, "key", s.Key, "error", err)
+		r.touch(ctx)
+		return r.observation(s, planner.OutcomeFailed), false, nil
+	}
+	s.State, s.Result, s.Replayed = StepDone, out.Result, out.Replayed
+	if !r.bundled {
+		s.Summary = summarize(string(out.Result))
+	}
+	r.deliverFollowUps(ctx, s, out.FollowUps)
+	r.touch(ctx)
+	return r.observation(s, planner.OutcomeDone), true, nil
+}
+
+// awaitSameIntent waits, in a parallel turn, until no earlier step of the
+// turn with the same intent (a tool that makes each intent once per run,
+// the same canonical arguments) is still undecided or running: the step
+// then learns whether that one applied it (see duplicate), as it would
+// have in a turn made one call after another. Two identical calls of one
+// turn make one effect.
+func (r *run) awaitSameIntent(ctx workflow.Context, s *Step, call activities.PlannedCall, parallel bool) error {
+	if !parallel || !call.OncePerRun {
+		return nil
+	}
+	return workflow.Await(ctx, func() bool {
+		if r.cancelled() {
+			return true
+		}
+		for i := range s.Step - 1 {
+			e := &r.status.Steps[i]
+			if e.Turn != s.Turn || e.Tool != s.Tool ||
+				(e.ArgsHash != s.ArgsHash && (e.Edit == nil || e.Edit.OriginalArgsHash != s.ArgsHash)) {
+				continue
+			}
+			switch e.State {
+			case StepPendingApproval, StepApproved, StepRunning, StepNeedsResolution:
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// duplicate records step s as a duplicate, and returns what the planner
+// learns, when its tool makes each intent once per run and an earlier
+// step of the run applied the same tool with the same arguments.
+func (r *run) duplicate(ctx workflow.Context, s *Step, call activities.PlannedCall) (planner.Observation, bool) {
+	if !call.OncePerRun || r.version(ctx, intentOncePerRun) != 1 {
+		return planner.Observation{}, false
+	}
+	done := r.appliedIntent(s.Tool, s.ArgsHash)
+	if done == nil {
+		return planner.Observation{}, false
+	}
+	s.State, s.DuplicateOf, s.Result, s.Summary = StepDuplicate, done.Step, done.Result, done.Summary
+	s.FinishedAt = workflow.Now(ctx)
+	workflow.GetLogger(ctx).Info("call repeats an applied step; not executed again", "step", s.Step, "tool", s.Tool,
+		"duplicate_of", done.Step, "args_hash", s.ArgsHash)
+	r.touch(ctx)
+	return r.observation(s, planner.OutcomeDuplicate), true
+}
+
+// observation is what the planner learns of a finished step. The call is
+// the one the planner proposed; an edited step also says who changed it
+// and what ran, so that the planner's history never differs from the
+// effect.
+func (r *run) observation(s *Step, outcome planner.Outcome) planner.Observation {
+	o := planner.Observation{
+		Step: int(s.Step), Turn: s.Turn, Call: planner.Call{Tool: s.Tool, Args: s.Args, ID: s.CallID},
+		Outcome: outcome, Result: s.Result, Error: s.Error, DuplicateOf: int(s.DuplicateOf),
+	}
+	if e := s.Edit; e != nil {
+		o.Call.Args = e.OriginalArgs
+		o.Edit = &planner.Edit{Args: e.Args, By: e.EditedBy, Comment: e.Comment}
+	}
+	return o
+}
