@@ -19,6 +19,7 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	now := workflow.Now(ctx)
 	deadline := now.Add(r.in.Limits.ApprovalDeadline)
 	onExpiry := cmp.Or(r.in.OnApprovalExpiry, ExpiryExpire)
+	s.State = StepPendingApproval
 	s.Approval = &StepApproval{Reason: reason, RequestedAt: now, Deadline: deadline}
 	if r.in.OnApprovalExpiry != "" {
 		s.Approval.OnExpiry = onExpiry
@@ -46,15 +47,11 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 		s.FinishedAt = workflow.Now(ctx)
 		return &runFailure{msg: fmt.Sprintf("record pending approval of step %d", s.Step), err: err}
 	}
-	// The step reads pending only once its approvals row exists, so that
-	// whoever sees it pending can decide it. A cancel that came while the
-	// request was recorded withdraws it at once.
-	s.State = StepPendingApproval
-	if r.cancelled() {
-		s.State = StepCancelled
-		s.Error = "approval withdrawn: " + r.cancelledBy()
-		s.FinishedAt = workflow.Now(ctx)
-	}
+	// The run reads waiting only once the approvals row exists, so that
+	// whoever sees it waiting can decide the step. A decision that comes
+	// while the request is recorded applies at once; a cancel withdraws
+	// the step.
+	s.Approval.recorded = true
 	r.touch(ctx)
 	workflow.GetLogger(ctx).Info("step waits for approval", "step", s.Step, "tool", s.Tool,
 		"args_hash", s.ArgsHash, "deadline", deadline)
@@ -93,8 +90,11 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	switch s.State {
 	case StepCancelled:
 		state = activities.ApprovalCancelled
-		c := r.status.Cancel
-		s.Approval.Approver, s.Approval.Comment, s.Approval.DecidedAt = c.By, "cancelled: "+c.Reason, c.At
+		if c := r.status.Cancel; c != nil {
+			s.Approval.Approver, s.Approval.Comment, s.Approval.DecidedAt = c.By, "run cancelled: "+c.Reason, c.At
+		} else {
+			s.Approval.Approver, s.Approval.Comment, s.Approval.DecidedAt = "oncerun", r.ctl.halt, s.FinishedAt
+		}
 	case StepRejected:
 		state = activities.ApprovalRejected
 		if s.Error == "" {

@@ -14,6 +14,10 @@ type controls struct {
 	// ended is set once the run's loop has returned: nothing more can
 	// be cancelled, paused or told.
 	ended bool
+	// halt, when set, says why the run starts no more steps although
+	// nobody cancelled it: a step of a parallel turn failed the run, and
+	// the turn's other steps end before the run fails.
+	halt string
 }
 
 // registerControls registers the cancel, pause, resume and message
@@ -83,21 +87,30 @@ func pastOf(action string) string {
 // receipt.
 func (r *run) onCancel(ctx workflow.Context, c Control) (Status, error) {
 	if r.status.Cancel == nil {
-		now := workflow.Now(ctx)
-		r.status.Cancel = &ControlRecord{By: c.By, Reason: c.Reason, At: now}
-		for i := range r.status.Steps {
-			s := &r.status.Steps[i]
-			if s.State == StepPendingApproval {
-				s.State = StepCancelled
-				s.Error = "approval withdrawn: " + r.cancelledBy()
-				s.FinishedAt = now
-			}
-		}
-		r.settle()
+		r.status.Cancel = &ControlRecord{By: c.By, Reason: c.Reason, At: workflow.Now(ctx)}
+		r.stopSteps(ctx)
 		r.touch(ctx)
 		workflow.GetLogger(ctx).Info("run cancelled", "by", c.By, "reason", c.Reason)
 	}
-	return r.snapshot().withSummaries(), nil
+	return r.snapshot().forControl(), nil
+}
+
+// stopSteps ends, at once, every step of the run that has not started:
+// an approval it waits for is withdrawn (the waiting step records the
+// withdrawal in the approvals table), and a step approved, or waiting for
+// its turn's slot, never starts. Steps already running end on their own
+// terms.
+func (r *run) stopSteps(ctx workflow.Context) {
+	now := workflow.Now(ctx)
+	for i := range r.status.Steps {
+		s := &r.status.Steps[i]
+		switch {
+		case s.State == StepPendingApproval:
+			s.State, s.Error, s.FinishedAt = StepCancelled, "approval withdrawn: "+r.stopReason(), now
+		case s.State == StepApproved, s.State == StepRunning && s.StartedAt.IsZero():
+			s.State, s.Error, s.FinishedAt = StepCancelled, "not started: "+r.stopReason(), now
+		}
+	}
 }
 
 // onPause pauses the run; onResume resumes it.
@@ -108,7 +121,7 @@ func (r *run) onPause(ctx workflow.Context, c Control) (Status, error) {
 		r.touch(ctx)
 		workflow.GetLogger(ctx).Info("run paused", "by", c.By, "reason", c.Reason)
 	}
-	return r.snapshot().withSummaries(), nil
+	return r.snapshot().forControl(), nil
 }
 
 func (r *run) onResume(ctx workflow.Context, c Control) (Status, error) {
@@ -118,7 +131,7 @@ func (r *run) onResume(ctx workflow.Context, c Control) (Status, error) {
 		r.touch(ctx)
 		workflow.GetLogger(ctx).Info("run resumed", "by", c.By, "reason", c.Reason)
 	}
-	return r.snapshot().withSummaries(), nil
+	return r.snapshot().forControl(), nil
 }
 
 // canTake reports why the run cannot accept message m.
@@ -199,7 +212,37 @@ func (r *run) undelivered() bool {
 	return false
 }
 
+// unread says, for a run that stops at a limit, how many accepted
+// messages no planning turn read; nothing when none.
+func (r *run) unread() string {
+	n := 0
+	for _, m := range r.status.Messages {
+		if m.DeliveredTurn == 0 {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return "; 1 message accepted after the last planning turn was not read"
+	}
+	return fmt.Sprintf("; %d messages accepted after the last planning turn were not read", n)
+}
+
 func (r *run) cancelled() bool { return r.status.Cancel != nil }
+
+// halted reports whether the run starts no more steps: it was cancelled,
+// or a step of a parallel turn is failing it.
+func (r *run) halted() bool { return r.cancelled() || r.ctl.halt != "" }
+
+// stopReason says why the run starts no more steps.
+func (r *run) stopReason() string {
+	if r.cancelled() {
+		return r.cancelledBy()
+	}
+	return r.ctl.halt
+}
 
 func (r *run) cancelledBy() string {
 	c := r.status.Cancel
@@ -225,7 +268,7 @@ func (r *run) gate(ctx workflow.Context) error {
 	if r.status.Paused == nil {
 		return nil
 	}
-	return workflow.Await(ctx, func() bool { return r.status.Paused == nil || r.cancelled() })
+	return workflow.Await(ctx, func() bool { return r.status.Paused == nil || r.halted() })
 }
 
 // settle sets the run's state from its controls and its steps: cancelled
@@ -251,7 +294,9 @@ func (r *run) settle() {
 		case StepNeedsResolution:
 			state = RunNeedsResolution
 		case StepPendingApproval:
-			if state == RunRunning {
+			// Only once its request is recorded: whoever sees the run
+			// waiting can decide it.
+			if state == RunRunning && s.Approval != nil && s.Approval.recorded {
 				state = RunWaitingForApproval
 			}
 		}
@@ -259,10 +304,23 @@ func (r *run) settle() {
 	r.status.State = state
 }
 
+// forControl is the status an operator's update answers: the run's state,
+// its pause, its cancel and receipt, and its steps without their
+// arguments and results, so that each answer, which the run's history
+// keeps, stays small however large the run.
+func (s Status) forControl() Status {
+	for i := range s.Steps {
+		st := &s.Steps[i]
+		st.Args, st.Result, st.Summary, st.FollowUps, st.Edit = nil, nil, "", nil, nil
+	}
+	s.Messages = nil
+	return s
+}
+
 // cancelStep ends step s, which never ran, because the run was cancelled.
 func (r *run) cancelStep(ctx workflow.Context, s *Step, why string) planner.Observation {
 	s.State = StepCancelled
-	s.Error = why + ": " + r.cancelledBy()
+	s.Error = why + ": " + r.stopReason()
 	s.FinishedAt = workflow.Now(ctx)
 	r.settle()
 	r.touch(ctx)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
 )
 
 func cancelBy(by, reason string) Control { return Control{By: by, Reason: reason} }
@@ -234,4 +235,90 @@ func TestControlsNameWhoAsks(t *testing.T) {
 	assert.Contains(t, refusedAs(t, u, ErrTypeUpdateInvalid), "by")
 	assert.Equal(t, RunCompleted, st.State)
 	assert.Nil(t, st.Receipt)
+}
+
+func TestADecisionThatComesWhileTheRequestIsRecordedApplies(t *testing.T) {
+	t.Parallel()
+	h := setup(t, credit("o-1"))
+	h.requestTime = 10 * time.Second
+	h.signalAt(5*time.Second, approve(1, credit("o-1"), "ann"))
+	during := h.queryAt(t, 2*time.Second)
+
+	st := h.run(t, modelRun())
+
+	assert.Equal(t, RunRunning, during.State, "the run reads waiting only once the request is recorded")
+	assert.Equal(t, StepDone, st.Steps[0].State)
+	assert.Equal(t, "ann", st.Steps[0].Approval.Approver)
+}
+
+func TestAnEditThatMakesAParallelStepRepeatARunningOneIsADuplicate(t *testing.T) {
+	t.Parallel()
+	once := func(c activities.PlannedCall) activities.PlannedCall {
+		c.Class, c.Local, c.OncePerRun = tools.ClassExternal, false, true
+		return c
+	}
+	big, small := once(edited("refund", 25900)), once(edited("refund", 10000))
+	small.NeedsApproval = false
+	h := setup(t, big, small)
+	h.batch, h.parallel = true, true
+	h.edits = editRegistry(t)
+	h.toolTime = time.Minute
+	// Step 2 runs at once; step 1 is edited down to step 2's arguments
+	// while step 2 still runs.
+	h.signalAt(10*time.Second, edit(1, big, "alice", `{"amount_cents": 10000, "order_id": "o-1", "currency": "EUR"}`))
+
+	st := h.run(t, modelRun())
+
+	assert.Equal(t, []StepState{StepDuplicate, StepDone}, states(st))
+	assert.Equal(t, int64(2), st.Steps[0].DuplicateOf)
+	assert.Len(t, h.toolCalls(), 1, "one refund")
+}
+
+func TestCancelEndsQueuedStepsAtOnceAndWaitsForDeliveries(t *testing.T) {
+	t.Parallel()
+	h := setup(t, payout("o-1"), payout("o-2"), payout("o-3"))
+	r := withResolutions(h)
+	r.deliverTime = time.Minute
+	h.batch, h.parallel = true, true
+	h.toolTime = 10 * time.Second
+	h.followUps = []activities.FollowUpMessage{{Seq: 1, Tool: "send_email", Key: "k-mail"}}
+	in := modelRun()
+	in.Limits.Parallel = 1
+	// Step 1 runs, then delivers its follow-up; steps 2 and 3 wait for the
+	// slot. The cancel comes during the delivery.
+	u := h.updateAt(30*time.Second, UpdateCancel, cancelBy("olga", "stop"))
+
+	st := h.run(t, in)
+
+	require.NoError(t, u.Err)
+	at := u.Value.(Status)
+	assert.Equal(t, RunCancelling, at.State, "a delivery is still under way")
+	assert.Equal(t, []int64{1}, at.Receipt.InFlight, "the queued steps never started")
+	assert.Equal(t, []StepState{StepDone, StepCancelled, StepCancelled}, states(at))
+	assert.Equal(t, RunCancelled, st.State)
+	assert.Len(t, h.toolCalls(), 1)
+	assert.Empty(t, at.Steps[0].Args, "an update's answer leaves the arguments out")
+}
+
+func TestAStepThatFailsTheRunLetsItsTurnEndFirst(t *testing.T) {
+	t.Parallel()
+	h := setup(t, payout("o-1"), credit("o-2"), credit("o-3"))
+	h.batch, h.parallel = true, true
+	h.toolTime = time.Minute
+	h.requestErr = func(step int64) error {
+		if step == 3 {
+			return temporal.NewNonRetryableApplicationError("refused", activities.ErrTypeUnstorable, nil)
+		}
+		return nil
+	}
+
+	h.env.ExecuteWorkflow(AgentRun, modelRun())
+
+	require.True(t, h.env.IsWorkflowCompleted())
+	require.Error(t, h.env.GetWorkflowError())
+	assert.Len(t, h.toolCalls(), 1, "the running step ended on its own terms")
+	res := h.approvalResolutions()
+	require.Len(t, res, 1, "step 2's approval is withdrawn")
+	assert.Equal(t, activities.ApprovalCancelled, res[0].State)
+	assert.Equal(t, int64(2), res[0].Step)
 }

@@ -179,6 +179,11 @@ func (s Status) receipt() *Receipt {
 	for _, st := range s.Steps {
 		r := ReceiptStep{Step: st.Step, Tool: st.Tool, Key: st.Key, State: st.State, Ended: ended(st)}
 		rc.Steps = append(rc.Steps, r)
+		if st.delivering {
+			rc.InFlight = append(rc.InFlight, st.Step)
+			rc.State = RunCancelling
+			continue
+		}
 		switch st.State {
 		case StepNeedsResolution:
 			rc.Unresolved = append(rc.Unresolved, r)
@@ -194,6 +199,9 @@ func (s Status) receipt() *Receipt {
 func ended(st Step) string {
 	switch st.State {
 	case StepDone:
+		if st.delivering {
+			return "done: its effect was applied once; its follow-on messages are being delivered"
+		}
 		if st.Class == tools.ClassRead {
 			return "done: it read, and changed nothing"
 		}

@@ -27,7 +27,9 @@ type resolutions struct {
 	overdue  []activities.ResolutionOverdue
 	delivers []activities.DeliverInput
 	// deliverState is the state each delivery reports. Default delivered.
+	// deliverTime is how long each delivery takes.
 	deliverState string
+	deliverTime  time.Duration
 	// unknownKey makes CheckOutcome report the key's outcome unknown.
 	unknownKey bool
 	checks     int
@@ -73,7 +75,7 @@ func withResolutions(h *harness) *resolutions {
 			defer r.mu.Unlock()
 			r.delivers = append(r.delivers, in)
 			return activities.DeliverOutput{State: cmp.Or(r.deliverState, activities.DeliveryDelivered)}, nil
-		})
+		}).AfterFn(func() time.Duration { return r.deliverTime })
 	return r
 }
 

@@ -61,8 +61,11 @@ type harness struct {
 	// a non-nil error is the attempt's result.
 	onTool func(env *testsuite.TestWorkflowEnvironment, in activities.ToolInput) error
 	// approvalErr, when set before the run, is what every RequestApproval
-	// attempt returns.
+	// attempt returns; requestErr, when set, what the attempts of one step
+	// return; requestTime is how long each attempt takes.
 	approvalErr error
+	requestErr  func(step int64) error
+	requestTime time.Duration
 	// followUps, when set before the run, are the follow-on messages every
 	// RunTool attempt reports.
 	followUps []activities.FollowUpMessage
@@ -107,7 +110,8 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 		AfterFn(func() time.Duration { return h.planTime })
 	env.OnActivity(a.RunTool, mock.Anything, mock.Anything).Return(h.runTool).
 		AfterFn(func() time.Duration { return h.toolTime })
-	env.OnActivity(a.RequestApproval, mock.Anything, mock.Anything).Return(h.requestApproval)
+	env.OnActivity(a.RequestApproval, mock.Anything, mock.Anything).Return(h.requestApproval).
+		AfterFn(func() time.Duration { return h.requestTime })
 	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval)
 	env.OnActivity(a.WarnApprovalDeadline, mock.Anything, mock.Anything).Return(h.warnDeadline)
 	env.OnActivity(a.CheckEdit, mock.Anything, mock.Anything).Return(h.checkEdit)
@@ -181,6 +185,11 @@ func (h *harness) requestApproval(_ context.Context, in activities.ApprovalReque
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.requests = append(h.requests, in)
+	if h.requestErr != nil {
+		if err := h.requestErr(in.Step); err != nil {
+			return activities.ApprovalRecorded{}, err
+		}
+	}
 	return activities.ApprovalRecorded{WarnBefore: h.warnBefore}, h.approvalErr
 }
 

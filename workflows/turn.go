@@ -21,7 +21,7 @@ func (r *run) loop(ctx workflow.Context) error {
 			return nil
 		}
 		if len(r.status.Steps) >= lim.MaxSteps {
-			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps)
+			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps) + r.unread()
 			return nil
 		}
 		// A MaxSteps near the int range overflows 2*MaxSteps and ends the
@@ -29,7 +29,7 @@ func (r *run) loop(ctx workflow.Context) error {
 		// expression stays as it was, so that runs of earlier releases
 		// replay the same.
 		if r.proposed >= 2*lim.MaxSteps {
-			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps))
+			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps)) + r.unread()
 			return nil
 		}
 		if err := r.gate(ctx); err != nil {
@@ -156,21 +156,27 @@ func (r *run) takeTurn(ctx workflow.Context, calls []activities.PlannedCall) err
 		}
 		jobs = append(jobs, job{i: i, step: s.Step, call: call})
 	}
-	sem := workflow.NewSemaphore(ctx, int64(r.in.Limits.Parallel))
+	slots := &turnSlots{limit: r.in.Limits.Parallel}
 	left := len(jobs)
 	var runErr error
 	for _, j := range jobs {
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			// No step is added during the turn, so the pointer holds.
-			o, _, err := r.step(ctx, &r.status.Steps[j.step-1], j.call, sem)
+			o, _, err := r.step(ctx, &r.status.Steps[j.step-1], j.call, slots)
 			obs[j.i] = &o
 			if err != nil && runErr == nil {
 				runErr = err
+				// The run fails: the turn's other steps start no more,
+				// their approvals are withdrawn, and those running end on
+				// their own terms before it does.
+				r.ctl.halt = "the run is failing: " + failureMessage(err)
+				r.stopSteps(ctx)
+				r.touch(ctx)
 			}
 			left--
 		})
 	}
-	if err := workflow.Await(ctx, func() bool { return left == 0 || runErr != nil }); err != nil {
+	if err := workflow.Await(ctx, func() bool { return left == 0 }); err != nil {
 		return err
 	}
 	if runErr != nil {
@@ -226,27 +232,38 @@ func validCallID(id string) bool {
 	return true
 }
 
+// turnSlots counts the steps of a parallel turn that run at once.
+type turnSlots struct {
+	limit, used int
+}
+
 // slot is a step's place among the steps of its turn that run at once; a
 // sequential turn's steps have none to wait for.
 type slot struct {
-	sem  workflow.Semaphore
+	turn *turnSlots
 	held bool
 }
 
-func (sl *slot) acquire(ctx workflow.Context) error {
-	if sl.sem == nil || sl.held {
+// acquire waits for a place among the turn's running steps; it returns
+// without one once the run halts (see halted).
+func (sl *slot) acquire(ctx workflow.Context, r *run) error {
+	if sl.turn == nil || sl.held {
 		return nil
 	}
-	if err := sl.sem.Acquire(ctx, 1); err != nil {
+	t := sl.turn
+	if err := workflow.Await(ctx, func() bool { return r.halted() || t.used < t.limit }); err != nil {
 		return err
 	}
-	sl.held = true
+	if !r.halted() {
+		t.used++
+		sl.held = true
+	}
 	return nil
 }
 
 func (sl *slot) release() {
-	if sl.sem != nil && sl.held {
-		sl.sem.Release(1)
+	if sl.held {
+		sl.turn.used--
 		sl.held = false
 	}
 }
@@ -258,14 +275,14 @@ func (r *run) start(ctx workflow.Context, s *Step, sl *slot, why string) (planne
 	if err := r.gate(ctx); err != nil {
 		return planner.Observation{}, false, err
 	}
-	if err := sl.acquire(ctx); err != nil {
+	if err := sl.acquire(ctx, r); err != nil {
 		return planner.Observation{}, false, err
 	}
 	// A pause may have come while the step waited for its slot.
 	if err := r.gate(ctx); err != nil {
 		return planner.Observation{}, false, err
 	}
-	if r.cancelled() {
+	if r.halted() {
 		sl.release()
 		return r.cancelStep(ctx, s, why), false, nil
 	}
@@ -275,16 +292,17 @@ func (r *run) start(ctx workflow.Context, s *Step, sl *slot, why string) (planne
 // step runs numbered step s: a duplicate of an applied intent is not run;
 // a step that needs approval waits for it; then the step runs under its
 // key, and an unknown outcome waits for a person. It returns what the
-// planner learns, and whether the step was done. sem, for a step of a
-// parallel turn, bounds how many of the turn's steps run at once.
-func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, sem workflow.Semaphore) (planner.Observation, bool, error) {
+// planner learns, and whether the step was done. slots, for a step of a
+// parallel turn, bound how many of the turn's steps run at once.
+func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, slots *turnSlots) (planner.Observation, bool, error) {
 	log := workflow.GetLogger(ctx)
-	sl := &slot{sem: sem}
+	parallel := slots != nil
+	sl := &slot{turn: slots}
 	defer sl.release()
-	if err := r.awaitSameIntent(ctx, s, call, sem != nil); err != nil {
+	if err := r.awaitSameIntent(ctx, s, call, parallel); err != nil {
 		return planner.Observation{}, false, err
 	}
-	if r.cancelled() {
+	if r.halted() {
 		return r.cancelStep(ctx, s, "not started"), false, nil
 	}
 	if o, dup := r.duplicate(ctx, s, call); dup {
@@ -306,10 +324,7 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		}
 		// An approver may have edited the call into one an earlier step
 		// applied.
-		if s.Edit != nil {
-			if err := r.awaitSameIntent(ctx, s, call, sem != nil); err != nil {
-				return planner.Observation{}, false, err
-			}
+		if s.Edit != nil && !parallel {
 			if o, dup := r.duplicate(ctx, s, call); dup {
 				return o, true, nil
 			}
@@ -317,6 +332,17 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 	}
 	if o, ok, err := r.start(ctx, s, sl, "not started"); err != nil || !ok {
 		return o, false, err
+	}
+	if parallel && call.OncePerRun {
+		// An edit, or a sibling that needed no approval, may have made
+		// another step of the turn the same intent: the first to start
+		// makes it, and the others then learn it was made.
+		if err := r.awaitIntentFree(ctx, s); err != nil {
+			return planner.Observation{}, false, err
+		}
+		if o, dup := r.duplicate(ctx, s, call); dup {
+			return o, true, nil
+		}
 	}
 	s.State = StepRunning
 	s.StartedAt = workflow.Now(ctx)
@@ -364,7 +390,9 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 	if !r.bundled {
 		s.Summary = summarize(string(out.Result))
 	}
+	s.delivering = len(out.FollowUps) > 0
 	r.deliverFollowUps(ctx, s, out.FollowUps)
+	s.delivering = false
 	r.touch(ctx)
 	return r.observation(s, planner.OutcomeDone), true, nil
 }
@@ -391,6 +419,28 @@ func (r *run) awaitSameIntent(ctx workflow.Context, s *Step, call activities.Pla
 			}
 			switch e.State {
 			case StepPendingApproval, StepApproved, StepRunning, StepNeedsResolution:
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// awaitIntentFree waits, in a parallel turn, until no other step of the
+// turn with step s's intent (its tool, and its arguments as they will run,
+// or as proposed before an edit) is running.
+func (r *run) awaitIntentFree(ctx workflow.Context, s *Step) error {
+	same := func(e *Step) bool {
+		return e.ArgsHash == s.ArgsHash || (e.Edit != nil && e.Edit.OriginalArgsHash == s.ArgsHash) ||
+			(s.Edit != nil && e.ArgsHash == s.Edit.OriginalArgsHash)
+	}
+	return workflow.Await(ctx, func() bool {
+		for i := range r.status.Steps {
+			e := &r.status.Steps[i]
+			if e == s || e.Turn != s.Turn || e.Tool != s.Tool || e.StartedAt.IsZero() || !same(e) {
+				continue
+			}
+			if e.State == StepRunning || e.State == StepNeedsResolution {
 				return false
 			}
 		}

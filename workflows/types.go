@@ -206,7 +206,7 @@ func (in RunInput) runnable() error {
 		return fmt.Errorf("%w: the script planner needs a plan with at least one step", ErrInvalidInput)
 	case in.Planner == planner.NameOpenAI && in.Goal == "":
 		return fmt.Errorf("%w: the openai planner needs a goal", ErrInvalidInput)
-	case in.Limits.MaxSteps < 0 || in.Limits.HistoryLimit < 0:
+	case in.Limits.MaxSteps < 0 || in.Limits.HistoryLimit < 0 || in.Limits.Parallel < 0:
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidInput)
 	case in.OnApprovalExpiry != "" && in.OnApprovalExpiry != ExpiryExpire && in.OnApprovalExpiry != ExpiryReject:
 		return fmt.Errorf("%w: on_approval_expiry %q is not %s or %s", ErrInvalidInput, edge.Cut(in.OnApprovalExpiry, 32), ExpiryExpire, ExpiryReject)
@@ -351,6 +351,8 @@ type StepApproval struct {
 	// EditRefused says why the run refused the latest edit of the step,
 	// which then stayed pending.
 	EditRefused string `json:"edit_refused,omitempty"`
+	// recorded is set once the approvals row of the request exists.
+	recorded bool
 }
 
 // StepEdit is a step's lineage when an approver edited its arguments: what
@@ -400,8 +402,10 @@ type Step struct {
 	Guarantee string `json:"guarantee,omitempty"`
 	// FollowUps are the step's follow-on messages (see the outbox) and
 	// where their delivery stands.
-	FollowUps  []FollowUp `json:"follow_ups,omitempty"`
-	PlannedAt  time.Time  `json:"planned_at"`
+	FollowUps []FollowUp `json:"follow_ups,omitempty"`
+	// delivering is set while the step's follow-on messages are sent.
+	delivering bool
+	PlannedAt  time.Time `json:"planned_at"`
 	StartedAt  time.Time  `json:"started_at,omitzero"`
 	FinishedAt time.Time  `json:"finished_at,omitzero"`
 }

@@ -33,7 +33,8 @@ func TestParallelTurnAndCancelInBrowser(t *testing.T) {
 	run := e.id("browser-turn")
 	a.startModelRun(run, "check and credit order 1001")
 	e.waitFor("acme", run, "both cards", func(s workflows.Status) bool {
-		return len(s.Steps) == 3 && s.Steps[1].State == workflows.StepPendingApproval && s.Steps[2].State == workflows.StepPendingApproval
+		return len(s.Steps) == 3 && s.Steps[1].State == workflows.StepPendingApproval && s.Steps[2].State == workflows.StepPendingApproval &&
+			e.count("approvals", "tenant = 'acme' AND run_id = $1 AND state = 'pending'", run) == 2
 	})
 	dir := screenshotDir(t)
 	card := func(step string) string { return `article[data-run="` + run + `"][data-step="` + step + `"]` }

@@ -56,7 +56,7 @@ func TestParallelTurnDecidedByConcurrentRequestsInAnyOrder(t *testing.T) {
 				n++
 			}
 		}
-		return n == 10
+		return n == 10 && e.count("approvals", "tenant = 'acme' AND run_id = $1 AND state = 'pending'", run) == 10
 	})
 	require.Len(t, st.Steps, 12)
 	for i, s := range st.Steps {
@@ -248,7 +248,7 @@ func TestCancelWithAStepInFlightEndsCancelledWithAReceipt(t *testing.T) {
 	run := e.id("cancel")
 	a.startModelRun(run, "tag and credit order 1001")
 	st := e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
-		return len(s.Steps) == 2 && s.Steps[1].State == workflows.StepPendingApproval
+		return len(s.Steps) == 2 && s.Steps[1].State == workflows.StepPendingApproval && s.State == workflows.RunWaitingForApproval
 	})
 
 	type cancelled struct {
@@ -307,7 +307,7 @@ func TestPausedRunTakesDecisionsAndCarriesThemOutOnResume(t *testing.T) {
 	run := e.id("pause")
 	a.startModelRun(run, "credit order 1001")
 	st := e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
-		return len(s.Steps) == 1 && s.Steps[0].State == workflows.StepPendingApproval
+		return len(s.Steps) == 1 && s.Steps[0].State == workflows.StepPendingApproval && s.State == workflows.RunWaitingForApproval
 	})
 	r := a.do(http.MethodPost, "/v1/runs/"+run+"/pause", "ops", map[string]any{"reason": "audit"})
 	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
