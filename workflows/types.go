@@ -406,8 +406,8 @@ type Step struct {
 	// delivering is set while the step's follow-on messages are sent.
 	delivering bool
 	PlannedAt  time.Time `json:"planned_at"`
-	StartedAt  time.Time  `json:"started_at,omitzero"`
-	FinishedAt time.Time  `json:"finished_at,omitzero"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
 }
 
 // Status is a run's state, as the status query returns it and as the
