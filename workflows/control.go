@@ -202,32 +202,28 @@ func (r *run) deliverMessages(turn int) {
 	}
 }
 
-// undelivered reports whether a message waits for the planner.
-func (r *run) undelivered() bool {
-	for _, m := range r.status.Messages {
-		if m.DeliveredTurn == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// unread says, for a run that stops at a limit, how many accepted
-// messages no planning turn read; nothing when none.
-func (r *run) unread() string {
+// undelivered counts the accepted messages no planning turn has read.
+func (r *run) undelivered() int {
 	n := 0
 	for _, m := range r.status.Messages {
 		if m.DeliveredTurn == 0 {
 			n++
 		}
 	}
-	switch n {
+	return n
+}
+
+// unread says, for a run that stops at a limit, how many accepted
+// messages no planning turn read; nothing when none.
+func (r *run) unread() string {
+	switch n := r.undelivered(); n {
 	case 0:
 		return ""
 	case 1:
 		return "; 1 message accepted after the last planning turn was not read"
+	default:
+		return fmt.Sprintf("; %d messages accepted after the last planning turn were not read", n)
 	}
-	return fmt.Sprintf("; %d messages accepted after the last planning turn were not read", n)
 }
 
 func (r *run) cancelled() bool { return r.status.Cancel != nil }
@@ -317,7 +313,8 @@ func (s Status) forControl() Status {
 	return s
 }
 
-// cancelStep ends step s, which never ran, because the run was cancelled.
+// cancelStep ends step s, which never ran, because the run halted (see
+// halted).
 func (r *run) cancelStep(ctx workflow.Context, s *Step, why string) planner.Observation {
 	s.State = StepCancelled
 	s.Error = why + ": " + r.stopReason()

@@ -96,6 +96,7 @@ func TestParallelTurnDecisionsApplyToTheirOwnStepsInAnyOrder(t *testing.T) {
 	// Each call's decision, in a random order, all at the same moment:
 	// even steps approved, odd rejected.
 	order := rand.Perm(10)
+	t.Logf("decisions sent in the order of steps %v (0-based)", order)
 	var sigs []Approval
 	for _, i := range order {
 		if i%2 == 0 {

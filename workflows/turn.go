@@ -60,7 +60,7 @@ func (r *run) loop(ctx workflow.Context) error {
 			return nil
 		}
 		if plan.Done || len(plan.Calls) == 0 {
-			if r.undelivered() {
+			if r.undelivered() > 0 {
 				// A message came while the planner thought: it must not end
 				// the run unread.
 				continue

@@ -427,7 +427,7 @@ var mutations = []Mutation{
 		Name:     "message-lost-at-done",
 		Bug:      "a message accepted while the planner's last turn ran is dropped when the planner says done",
 		File:     "workflows/turn.go",
-		Old:      "\t\t\tif r.undelivered() {\n",
+		Old:      "\t\t\tif r.undelivered() > 0 {\n",
 		New:      "\t\t\tif false {\n",
 		Packages: []string{"./workflows"},
 		Tests:    []string{"TestAMessageThatComesWhileThePlannerEndsTheRunIsRead"},
