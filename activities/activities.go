@@ -64,6 +64,9 @@ type Activities struct {
 	// Warner delivers deadline warnings beyond the log line (a metric, the
 	// alert webhook). Nil: the log line only.
 	Warner DeadlineWarner
+	// SpendAlerts delivers the alerts at 80% and 100% of a spend cap
+	// beyond the log line (the alert webhook). Nil: the log line only.
+	SpendAlerts SpendAlerter
 }
 
 func (a *Activities) log() *zap.Logger {

@@ -41,6 +41,10 @@ type ApprovalRequest struct {
 	// OnExpiry is what the deadline does to the step undecided ("expire"
 	// or "reject"), as the run's starter chose.
 	OnExpiry string `json:"on_expiry,omitempty"`
+	// Kind is "limit" for a wait at a money limit; Round numbers the
+	// step's waits (empty: the first).
+	Kind  string `json:"kind,omitempty"`
+	Round int    `json:"round,omitempty"`
 }
 
 // ApprovalRecorded is what recording a pending step tells the run: when
@@ -64,6 +68,8 @@ type ApprovalResolution struct {
 	// put in place of the proposed ones.
 	EditedArgs     json.RawMessage `json:"edited_args,omitempty"`
 	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
+	// Round is the wait of the step decided (empty: the first).
+	Round int `json:"round,omitempty"`
 }
 
 // RequestApproval writes the pending row of a step. A retried request finds
@@ -74,7 +80,7 @@ func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) (A
 	err := approvalstore.RecordPending(ctx, a.Pool, approvalstore.Approval{
 		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Tool: in.Tool, Args: in.Args, ArgsHash: in.ArgsHash,
 		Goal: in.Goal, Reason: in.Reason, RequestedBy: in.RequestedBy, RequestedAt: in.RequestedAt, Deadline: in.Deadline,
-		OnExpiry: in.OnExpiry,
+		OnExpiry: in.OnExpiry, Kind: in.Kind, Round: in.Round,
 	})
 	if errors.Is(err, approvalstore.ErrOtherArguments) {
 		return ApprovalRecorded{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, nil)
@@ -115,7 +121,7 @@ func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
 func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
 	pending, err := approvalstore.RecordOutcome(ctx, a.Pool, approvalstore.Approval{
 		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, State: in.State, DecidedBy: in.DecidedBy, DecidedAt: &in.DecidedAt,
-		Comment: in.Comment, EditedArgs: in.EditedArgs, EditedArgsHash: in.EditedArgsHash,
+		Comment: in.Comment, EditedArgs: in.EditedArgs, EditedArgsHash: in.EditedArgsHash, Round: in.Round,
 	})
 	if err != nil {
 		return dataError(err)

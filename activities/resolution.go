@@ -12,6 +12,7 @@ import (
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/spend"
 )
 
 // Resolution row states, as the resolutions table spells them.
@@ -110,6 +111,15 @@ func (a *Activities) ApplyResolution(ctx context.Context, in ResolutionAnswer) (
 	})
 	if err != nil {
 		return ApplyResolutionOutput{}, dataError(err)
+	}
+	// A reservation held while nobody knew is kept when the effect
+	// happened and released when it did not (a new attempt reserves again).
+	settled, err := spend.Settle(ctx, a.Pool, in.Tenant, key.String(), in.Applied)
+	if err != nil {
+		return ApplyResolutionOutput{}, temporalError(err)
+	}
+	if in.Applied {
+		a.spent(spend.Charge{Tenant: in.Tenant, Tool: in.Tool, Amounts: settled})
 	}
 	a.log().Info("resolution applied", callFields(key, zap.String("outcome", state), zap.String("by", in.By), zap.Int("round", in.Round))...)
 	return ApplyResolutionOutput{Result: out.Result, Replayed: out.Replayed}, nil

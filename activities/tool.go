@@ -15,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -33,6 +34,33 @@ type ToolInput struct {
 	Args json.RawMessage `json:"args"`
 	// ArgsHash is their hash as the workflow recorded it.
 	ArgsHash string `json:"args_hash"`
+	// Spend, set by a run that waits for approval at a spend limit (see
+	// ToolOutput.Parked), counts the step's amounts against the run's
+	// budget and the tenant's caps. A run that does not set it (one begun
+	// before limits) has its amounts counted, but never parked.
+	Spend *SpendInput `json:"spend,omitempty"`
+}
+
+// SpendInput is what a step's charge needs of its run.
+type SpendInput struct {
+	// Budget is the run's budget per currency (limits.spend).
+	Budget map[string]int64 `json:"budget,omitempty"`
+	// BudgetRun is the run whose budget counts the step; default the
+	// step's own run.
+	BudgetRun string `json:"budget_run,omitempty"`
+	// Exception is set once an approver let the step past a limit: its
+	// amounts count whatever limit they cross.
+	Exception bool `json:"exception,omitempty"`
+}
+
+// Parked is a step's answer when it would take a spend limit past its
+// amount: nothing was done, nothing counted, and the run waits for an
+// approver to let it past, edit it down or reject it.
+type Parked struct {
+	// Reason says which limit, in words: "over the daily cap for
+	// issue_credit: 1,950.00 of 2,000.00 EUR spent, this call 120.00".
+	Reason string     `json:"reason"`
+	Level  SpendLevel `json:"level"`
 }
 
 // ToolOutput is a step's result.
@@ -51,6 +79,9 @@ type ToolOutput struct {
 	// FollowUps are the follow-on messages the effect committed, for the
 	// run to deliver.
 	FollowUps []FollowUpMessage `json:"follow_ups,omitempty"`
+	// Parked is set, and nothing else, when the step would cross a spend
+	// limit (only for an input with Spend set).
+	Parked *Parked `json:"parked,omitempty"`
 }
 
 // RunTool executes one step under its key, by the tool's effect class:
@@ -88,6 +119,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	}
 	call := tools.Call{Key: key, Args: p.Args, ArgsHash: p.ArgsHash}
 	claim := idempotency.Claim{Key: key, ArgsHash: p.ArgsHash, Retention: tool.Retention, Lease: tool.Timeout + leaseMargin}
+	charge, charged, err := chargeOf(in, key, tool, p.Args)
+	if err != nil {
+		a.Metrics.ToolCall(in.Tool, metrics.OutcomeInvalid)
+		return ToolOutput{}, temporalError(fmt.Errorf("step %d: %w: %w", in.Step, err, tools.ErrInvalidCall))
+	}
+	charged = charged && tool.Class != tools.ClassRead
 
 	var (
 		out       idempotency.Outcome
@@ -107,26 +144,68 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			}
 		}
 	case tools.ClassNatural, tools.ClassKeyed:
-		var outbox *outboxWriter
+		var (
+			outbox *outboxWriter
+			got    spend.Counted
+		)
 		out, err = a.Store.Do(ctx, claim, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
+			// The amounts count in the effect's own transaction: both
+			// commit, or neither.
+			if charged {
+				var err error
+				if got, err = spend.ChargeTx(ctx, tx, charge); err != nil {
+					return nil, err
+				}
+				if got.Over != nil {
+					return nil, &spend.OverError{Level: *got.Over}
+				}
+			}
 			outbox = &outboxWriter{tx: tx, step: key, tools: a.Tools}
 			call.Tx, call.Outbox = tx, outbox
 			return runTool(ctx, tool, call)
 		})
+		if level, over := overOf(err); over {
+			return a.parked(in, level), nil
+		}
 		switch {
 		case err != nil:
 		case out.Replayed:
 			followUps, err = a.committedFollowUps(ctx, key)
 		default:
 			followUps = outbox.added
+			if charged {
+				a.counted(ctx, charge, got, true)
+			}
 		}
 	case tools.ClassExternal:
 		call.DB = a.Pool
+		if charged {
+			parked, perr := a.reserve(ctx, in, claim, charge)
+			if perr != nil || parked != nil {
+				if perr != nil {
+					return ToolOutput{}, temporalError(perr)
+				}
+				return *parked, nil
+			}
+		}
 		var ext idempotency.ExternalOutcome
 		ext, err = a.runExternal(ctx, tool, claim, call)
 		out, resolved = ext.Outcome, ext.Resolved
 		if resolved {
 			outcome = metrics.OutcomeResolved
+		}
+		if charged {
+			var app *temporal.ApplicationError
+			switch {
+			case err == nil:
+				a.settle(ctx, charge, true)
+			case errors.As(err, &app) && app.Type() == ErrTypeNeedsResolution:
+				// Held while nobody knows: a person's answer settles it.
+			case errors.Is(err, tools.ErrNotApplied), errors.Is(err, idempotency.ErrKeyReuse):
+				// Nothing happened: the amount counts no more, and the
+				// next attempt reserves again.
+				a.release(ctx, claim, charge)
+			}
 		}
 	default:
 		err = fmt.Errorf("tool %s has unknown class %q: %w", tool.Name, tool.Class, tools.ErrInvalidTool)

@@ -46,6 +46,9 @@ type StartLimits struct {
 	// Parallel is how many steps of one planning turn run at once
 	// (workflows.Limits.Parallel): default 4, at most 64.
 	Parallel int `json:"parallel,omitempty"`
+	// Spend is the run's budget per currency, in minor units by upper-case
+	// ISO 4217 code ({"EUR": 50000}; workflows.Limits.Spend).
+	Spend map[string]int64 `json:"spend,omitempty"`
 }
 
 // StartResponse answers POST /v1/runs: 201 for a new run, 200 for a run
@@ -120,7 +123,7 @@ func (s *Server) runInput(r *http.Request, id Identity, req StartRequest) (workf
 	in := workflows.RunInput{Tenant: id.Tenant, RunID: runID, Goal: req.Goal, Planner: req.Planner, Plan: req.Plan, StartedBy: id.Name,
 		OnApprovalExpiry: req.OnApprovalExpiry}
 	if req.Limits != nil {
-		in.Limits.MaxSteps, in.Limits.Parallel = req.Limits.MaxSteps, req.Limits.Parallel
+		in.Limits.MaxSteps, in.Limits.Parallel, in.Limits.Spend = req.Limits.MaxSteps, req.Limits.Parallel, req.Limits.Spend
 		if req.Limits.ApprovalDeadline != "" {
 			d, err := time.ParseDuration(req.Limits.ApprovalDeadline)
 			if err != nil || d <= 0 {
@@ -214,6 +217,11 @@ type DecideRequest struct {
 	// decision applies only to those arguments. Required.
 	ArgsHash string `json:"args_hash"`
 	Comment  string `json:"comment,omitempty"`
+	// Round is the round of the step's approval reviewed (the approvals
+	// list's round); a step that waits in another round by now is refused
+	// with 409 round_changed. Without it, the first round: a decision of
+	// a later round (a wait at a spend limit) must name it.
+	Round int `json:"round,omitempty"`
 }
 
 // DecideResponse answers a decision: 202 when it was accepted and sent to
@@ -229,7 +237,7 @@ func (s *Server) decideAPI(verb string) func(http.ResponseWriter, *http.Request,
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
 		var req DecideRequest
 		s.decideWith(w, r, id, workflows.Decision(verb), &req, func(in *decideInput) {
-			in.argsHash, in.comment = req.ArgsHash, req.Comment
+			in.argsHash, in.comment, in.round = req.ArgsHash, req.Comment, req.Round
 		})
 	}
 }
@@ -244,6 +252,8 @@ type EditRequest struct {
 	// accepts and its edit rule allows. Required.
 	Args    json.RawMessage `json:"args"`
 	Comment string          `json:"comment,omitempty"`
+	// Round is as for DecideRequest.
+	Round int `json:"round,omitempty"`
 }
 
 // editAPI records an edit decision: 202 when accepted and sent to the run
@@ -255,7 +265,7 @@ type EditRequest struct {
 func (s *Server) editAPI(w http.ResponseWriter, r *http.Request, id Identity) {
 	var req EditRequest
 	s.decideWith(w, r, id, workflows.DecisionEdit, &req, func(in *decideInput) {
-		in.argsHash, in.args, in.comment = req.ArgsHash, req.Args, req.Comment
+		in.argsHash, in.args, in.comment, in.round = req.ArgsHash, req.Args, req.Comment, req.Round
 	})
 }
 

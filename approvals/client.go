@@ -69,18 +69,25 @@ func (c *Client) Approvals(ctx context.Context, view View) ([]Item, error) {
 // StepHash returns the arguments hash of a step that asked for approval:
 // pending, or needing resolution (a decision to send again), or decided.
 func (c *Client) StepHash(ctx context.Context, runID string, step int64) (string, error) {
+	it, err := c.Step(ctx, runID, step)
+	return it.ArgsHash, err
+}
+
+// Step returns the approvals list's item of step step of run runID: its
+// arguments hash and the round it waits in, among others.
+func (c *Client) Step(ctx context.Context, runID string, step int64) (Item, error) {
 	for _, view := range []View{ViewPending, ViewNeedsResolution, ViewDecided} {
 		items, err := c.Approvals(ctx, view)
 		if err != nil {
-			return "", err
+			return Item{}, err
 		}
 		for _, it := range items {
 			if it.RunID == runID && it.Step == step {
-				return it.ArgsHash, nil
+				return it, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("run %s step %d: %w", runID, step, ErrNoSuchStep)
+	return Item{}, fmt.Errorf("run %s step %d: %w", runID, step, ErrNoSuchStep)
 }
 
 // Decide approves or rejects a step. The status is 202 for a decision
@@ -142,6 +149,29 @@ func (c *Client) Message(ctx context.Context, runID string, req MessageRequest) 
 	var out MessageResponse
 	_, err := c.do(ctx, http.MethodPost, "/v1/runs/"+url.PathEscape(runID)+"/messages", req, &out)
 	return out, err
+}
+
+// Limits lists the token's tenant's spend caps with their usage (GET
+// /v1/limits).
+func (c *Client) Limits(ctx context.Context) ([]Limit, error) {
+	var out LimitList
+	_, err := c.do(ctx, http.MethodGet, "/v1/limits", nil, &out)
+	return out.Limits, err
+}
+
+// SetLimit creates or replaces the tenant's cap name (PUT
+// /v1/limits/{name}; an operator's token) and returns it with its usage.
+func (c *Client) SetLimit(ctx context.Context, name string, req LimitRequest) (Limit, error) {
+	var out Limit
+	_, err := c.do(ctx, http.MethodPut, "/v1/limits/"+url.PathEscape(name), req, &out)
+	return out, err
+}
+
+// DeleteLimit removes the tenant's cap name (DELETE /v1/limits/{name}; an
+// operator's token): an *APIError with status 404 when there is none.
+func (c *Client) DeleteLimit(ctx context.Context, name string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/limits/"+url.PathEscape(name), nil, nil)
+	return err
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {

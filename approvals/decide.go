@@ -20,9 +20,11 @@ type decideInput struct {
 	// args are an edit's arguments, as sent.
 	args    json.RawMessage
 	comment string
-	remote  string
-	agent   string
-	via     string
+	// round is the round of the approval reviewed; 0 for the current.
+	round  int
+	remote string
+	agent  string
+	via    string
 	// invalid, when set, is what the transport found wrong with the request
 	// (a body that does not decode, say); the request is refused with it
 	// once its audit row is written.
@@ -40,7 +42,7 @@ func (s *Server) decide(ctx context.Context, in decideInput) (DecideResponse, er
 	req := approvalstore.DecisionRequest{
 		Tenant: in.id.Tenant, RunID: in.runID, Step: in.step, Decision: string(in.decision), ArgsHash: in.argsHash,
 		EditedArgs: in.args, Comment: in.comment, Approver: in.id.Name, Role: string(in.id.Role), MayDecide: in.id.Role.CanDecide(),
-		RemoteAddr: in.remote, UserAgent: in.agent, Via: in.via, Now: s.cfg.Now(),
+		RemoteAddr: in.remote, UserAgent: in.agent, Via: in.via, Now: s.cfg.Now(), Round: in.round,
 	}
 	if in.invalid != nil {
 		req.Invalid = in.invalid

@@ -16,6 +16,10 @@
 //	POST /v1/runs/{run_id}/pause                    pause a run (operator)
 //	POST /v1/runs/{run_id}/resume                   resume a paused run (operator)
 //	POST /v1/runs/{run_id}/messages                 a message for the run's planner (operator)
+//	GET  /v1/limits                                 the tenant's spend caps, with what each spent and holds
+//	GET  /v1/limits/{name}                          one of them
+//	PUT  /v1/limits/{name}                          set or replace a cap (operator)
+//	DELETE /v1/limits/{name}                        delete a cap (operator)
 //
 // Errors are {"error": {"code": "...", "message": "..."}}.
 //
@@ -55,5 +59,8 @@
 // once at /login is kept in an HttpOnly, SameSite=Strict cookie; forms carry
 // a CSRF token, and cross-origin writes are refused. A run's page groups
 // its steps by planning turn, shows a pause and a cancelled run's receipt,
-// and offers an operator Cancel and Pause or Resume.
+// and offers an operator Cancel and Pause or Resume, and what the run spent
+// against its budget. The page at /limits lists the tenant's spend caps,
+// each with a bar of the share used. A step that waits at a limit says
+// which on its card, and approving it reads as the exception it is.
 package approvals

@@ -147,6 +147,11 @@ type page struct {
 	Turns []turnView
 	// Controls are the operator's forms, nil for another role.
 	Controls *runControls
+	// Spend is what the run spent against its budget, per currency.
+	Spend []spendRow
+
+	// Limits page.
+	Limits []limitView
 
 	// Withdrawn lists, in the inbox, the approvals withdrawn lately
 	// because their run was cancelled.

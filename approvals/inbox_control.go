@@ -71,6 +71,7 @@ func (s *Server) renderRun(w http.ResponseWriter, r *http.Request, p page) {
 	p.Run, p.Steps = &st, s.stepViews(st.Steps)
 	p.Turns = turnsOf(p.Steps)
 	p.Controls = controlsOf(*p.ID, st)
+	p.Spend = spendRowsOf(st)
 	s.render(w, "run", p)
 }
 

@@ -414,7 +414,7 @@ func (s *Server) editForm(w http.ResponseWriter, r *http.Request) {
 	}
 	in := decideInput{
 		id: sess.id, runID: runID, step: step, decision: workflows.DecisionEdit,
-		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
+		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"), round: formRound(r.PostForm.Get("round")),
 		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
 	}
 	args, err := s.editArgs(row.Tool, row.Args, r.PostForm)

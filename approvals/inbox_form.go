@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 
 	"go.uber.org/zap"
 
@@ -103,7 +104,7 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 	decision := workflows.Decision(r.PostForm.Get("decision"))
 	res, err := s.decide(ctx, decideInput{
 		id: sess.id, runID: runID, step: step, decision: decision,
-		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"),
+		argsHash: r.PostForm.Get("args_hash"), comment: r.PostForm.Get("comment"), round: formRound(r.PostForm.Get("round")),
 		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaInbox,
 	})
 	if err != nil {
@@ -111,4 +112,14 @@ func (s *Server) decideForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.redirectWithFlash(w, r, decidedFlash(res.Decision))
+}
+
+// formRound is the round a decision form was rendered for; 0 (the
+// current round) when the form names none or garbles it.
+func formRound(v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0
+	}
+	return n
 }

@@ -53,8 +53,15 @@ type Item struct {
 	Args     json.RawMessage `json:"args"`
 	ArgsHash string          `json:"args_hash"`
 	Goal     string          `json:"goal"`
-	// Reason is why the step needs approval (the tool's rule).
+	// Reason is why the step needs approval: the tool's rule, or, for an
+	// ApprovalKind of "limit", the spend limit the step would cross.
 	Reason string `json:"reason"`
+	// ApprovalKind is "rule" when the tool's approval rule asked, "limit"
+	// when the step would take a spend limit past its amount: approving
+	// it is then an exception. Round numbers the step's waits (2 when a
+	// step approved under its rule met a limit when it ran).
+	ApprovalKind string `json:"approval_kind,omitempty"`
+	Round        int    `json:"round,omitempty"`
 	// RequestedBy names who started the run that asks.
 	RequestedBy string    `json:"requested_by"`
 	RequestedAt time.Time `json:"requested_at"`
@@ -112,13 +119,16 @@ type Decision struct {
 	// Via is where the decision was made: api or inbox through this
 	// service, cli with the CLI without ONCERUN_API.
 	Via string `json:"via"`
+	// Exception is set on an approval that let the step past a spend
+	// limit.
+	Exception bool `json:"exception,omitempty"`
 }
 
 // decisionOf is the decision of record rec as the API shows it.
 func decisionOf(rec approvalstore.Decision) Decision {
 	return Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
 		Role: Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, EditedArgs: rec.EditedArgs,
-		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
+		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via, Exception: rec.Exception}
 }
 
 // pastTense is the approvals-table state a decision leads to.
@@ -174,7 +184,7 @@ func itemOf(row approvalstore.Listed, now time.Time) Item {
 	it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
 		Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
 		State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment,
-		OnExpiry: a.OnExpiry}
+		OnExpiry: a.OnExpiry, ApprovalKind: a.Kind, Round: a.Round}
 	if a.State == approvalstore.StatePending {
 		it.SecondsLeft = secondsLeft(now, a.Deadline)
 	}

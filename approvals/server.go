@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,14 +150,22 @@ func New(cfg Config) (*Server, error) {
 // origin are refused, whatever their credentials.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	api := func(pattern string, methods string, h func(http.ResponseWriter, *http.Request, Identity)) {
-		mux.Handle(methods+" "+pattern, s.authenticated(h))
+	// resource serves pattern with a handler per method.
+	resource := func(pattern string, byMethod map[string]func(http.ResponseWriter, *http.Request, Identity)) {
+		methods := slices.Sorted(maps.Keys(byMethod))
+		for _, m := range methods {
+			mux.Handle(m+" "+pattern, s.authenticated(byMethod[m]))
+		}
 		// The same path with any other method: a JSON 405.
+		allow := strings.Join(methods, ", ")
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Allow", methods)
+			w.Header().Set("Allow", allow)
 			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed",
-				fmt.Sprintf("%s %s: use %s", r.Method, pattern, methods))
+				fmt.Sprintf("%s %s: use %s", r.Method, pattern, allow))
 		})
+	}
+	api := func(pattern string, method string, h func(http.ResponseWriter, *http.Request, Identity)) {
+		resource(pattern, map[string]func(http.ResponseWriter, *http.Request, Identity){method: h})
 	}
 	api("/v1/runs", http.MethodPost, s.startRun)
 	api("/v1/runs/{run_id}", http.MethodGet, s.runStatus)
@@ -168,6 +178,10 @@ func (s *Server) Handler() http.Handler {
 	api("/v1/runs/{run_id}/pause", http.MethodPost, s.controlAPI(approvalstore.ActionPause))
 	api("/v1/runs/{run_id}/resume", http.MethodPost, s.controlAPI(approvalstore.ActionResume))
 	api("/v1/runs/{run_id}/messages", http.MethodPost, s.messageAPI)
+	api("/v1/limits", http.MethodGet, s.limits)
+	resource("/v1/limits/{name}", map[string]func(http.ResponseWriter, *http.Request, Identity){
+		http.MethodGet: s.limit, http.MethodPut: s.setLimit, http.MethodDelete: s.deleteLimit,
+	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
 	})
@@ -177,6 +191,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /login", s.login)
 	mux.HandleFunc("POST /logout", s.logout)
 	mux.HandleFunc("GET /runs/{run_id}", s.runPage)
+	mux.HandleFunc("GET /limits", s.limitsPage)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/edit", s.editForm)
 	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/resolve", s.resolveForm)
@@ -301,6 +316,8 @@ func refusal(err error, id Identity, doing string) error {
 		return errorf(http.StatusConflict, "args_hash_mismatch", "%s", re.Message)
 	case approvalstore.ErrResolvedOtherwise:
 		return errorf(http.StatusConflict, "resolved_otherwise", "%s", re.Message)
+	case approvalstore.ErrRoundChanged:
+		return errorf(http.StatusConflict, "round_changed", "%s", re.Message)
 	}
 	return err
 }

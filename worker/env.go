@@ -56,6 +56,9 @@ const (
 	EnvApprovalsDBTimeout = "APPROVALS_DB_TIMEOUT"
 	// EnvApprovalsTokensInsecure loads a tokens file others may write.
 	EnvApprovalsTokensInsecure = "APPROVALS_TOKENS_FILE_INSECURE"
+	// EnvLimitsFile is a limits file (spend.LoadFile): the spend caps set
+	// when a process starts.
+	EnvLimitsFile = "ONCERUN_LIMITS_FILE"
 )
 
 // EnvNames lists every environment variable a worker reads, but the
@@ -69,6 +72,7 @@ var EnvNames = []string{
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
+	EnvLimitsFile,
 }
 
 func init() {

@@ -302,6 +302,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Reconcile: rcfg, ReconcileMetrics: rmet,
 		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
 		Warner:           &alerts.DeadlineWarner{Webhook: webhook, Metrics: m},
+		SpendAlerts:      &alerts.SpendAlerts{Webhook: webhook, Pool: pool},
 	}
 	wd := &WatchdogActivities{Pool: pool, Tools: reg, Runs: runStates, Alerts: webhook, Metrics: m, Log: log}
 	ln, err := net.Listen("tcp", cfg.HTTPAddr)

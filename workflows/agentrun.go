@@ -34,7 +34,9 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	}
 	r := newRun(ctx, in)
 	if c := in.Carry; c == nil || c.Bundled {
-		r.bundled = workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, 1) == 1
+		v := workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, spendLimits)
+		// A later generation keeps the run's first answer on limits.
+		r.bundled, r.limits = v >= 1, v >= spendLimits && (c == nil || c.Limits)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.snapshot().withSummaries(), nil }); err != nil {
 		return Status{}, fmt.Errorf("register status query: %w", err)
@@ -109,6 +111,10 @@ type run struct {
 	// bundled is set in a run that began with every change below recorded
 	// at once (see version); its database steps run as local activities.
 	bundled bool
+	// limits is set in a run that began under version spendLimits of
+	// bundledChanges: its steps wait for approval at a money limit (see
+	// awaitLimit). Others have their amounts counted, never parked.
+	limits bool
 	// task counts the local activities of the current workflow task.
 	task taskLoad
 	// turns counts the planning turns, carried across Continue-As-New.
@@ -127,6 +133,11 @@ type run struct {
 // stay activities.
 const bundledChanges = "bundled-changes-1"
 
+// spendLimits is the version of bundledChanges under which a run's steps
+// carry its budget to their charge and wait for approval at a money limit
+// (see awaitLimit); version 1 is every change before.
+const spendLimits workflow.Version = 2
+
 // version returns the version of changeID for this run: 1 in a run that
 // began under bundledChanges, else what workflow.GetVersion records or
 // replays for it. Every change before bundledChanges has versions 0 and 1
@@ -142,7 +153,7 @@ func newRun(ctx workflow.Context, in RunInput) *run {
 	now := workflow.Now(ctx)
 	r := &run{in: in, status: Status{
 		Tenant: in.Tenant, RunID: in.RunID, Goal: in.Goal, Planner: in.Planner,
-		State: RunRunning, StartedAt: now, UpdatedAt: now,
+		State: RunRunning, StartedAt: now, UpdatedAt: now, Budget: in.Limits.Spend,
 	}}
 	if c := in.Carry; c != nil {
 		r.status.Steps = c.Steps
@@ -187,13 +198,20 @@ func (r *run) appliedIntent(tool, argsHash string) *Step {
 // a new activity).
 func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (activities.ToolOutput, error) {
 	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash}
+	if r.limits {
+		in.Spend = &activities.SpendInput{Budget: r.in.Limits.Spend, Exception: s.Limit != nil && s.Limit.Exception}
+	}
 	if r.localStep(call) {
 		return r.executeLocal(ctx, call, in)
 	}
 	opts := toolOptions
 	opts.ActivityID = s.Key
-	if round > 0 {
+	switch {
+	case round > 0:
 		opts.ActivityID = fmt.Sprintf("%s#%d", s.Key, round+1)
+	case s.Limit != nil && s.Approval != nil:
+		// A step that waited at a limit runs again in a new activity.
+		opts.ActivityID = fmt.Sprintf("%s#limit%d", s.Key, s.Approval.Round)
 	}
 	opts.StartToCloseTimeout = call.Timeout
 	var out activities.ToolOutput
@@ -292,6 +310,7 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 		Generation: r.status.Generation + 1,
 		StartedAt:  r.status.StartedAt,
 		Bundled:    r.bundled,
+		Limits:     r.limits,
 		Turns:      r.turns,
 		Paused:     r.status.Paused,
 		Messages:   r.status.Messages,

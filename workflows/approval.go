@@ -10,17 +10,50 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/planner"
 )
 
 // awaitApproval records s as pending and waits for its decision or its
 // deadline, whichever comes first; s.State ends approved, rejected or
 // expired.
 func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error {
+	return r.awaitWait(ctx, s, reason, "", 0)
+}
+
+// awaitLimit makes step s, which would cross the limit its charge
+// answered, wait for approval: a round of its own, after the rule's when
+// it had one. It reports whether the step may run again: approved, as an
+// exception to the limit, or edited, to be checked again.
+func (r *run) awaitLimit(ctx workflow.Context, s *Step, p *activities.Parked) (planner.Observation, bool, error) {
+	round := 1
+	var prior *StepApproval
+	if s.Approval != nil {
+		round = max(s.Approval.Round, 1) + 1
+		prior = s.Approval
+	}
+	if s.Limit != nil && s.Limit.Prior != nil {
+		prior = s.Limit.Prior
+	}
+	s.Limit = &StepLimit{Reason: p.Reason, Level: p.Level, At: workflow.Now(ctx), Prior: prior}
+	workflow.GetLogger(ctx).Info("step waits at a money limit", "step", s.Step, "tool", s.Tool, "reason", p.Reason)
+	if err := r.awaitWait(ctx, s, p.Reason, ApprovalKindLimit, round); err != nil {
+		return planner.Observation{}, false, err
+	}
+	if s.State != StepApproved {
+		return r.observation(s, notApproved(s.State)), false, nil
+	}
+	s.Limit.Exception = s.Approval.Decision == DecisionApprove
+	return planner.Observation{}, true, nil
+}
+
+// awaitWait is awaitApproval for a wait of kind ("" for the tool's rule,
+// ApprovalKindLimit) in round (0 for the first).
+func (r *run) awaitWait(ctx workflow.Context, s *Step, reason, kind string, round int) error {
 	now := workflow.Now(ctx)
 	deadline := now.Add(r.in.Limits.ApprovalDeadline)
 	onExpiry := cmp.Or(r.in.OnApprovalExpiry, ExpiryExpire)
 	s.State = StepPendingApproval
-	s.Approval = &StepApproval{Reason: reason, RequestedAt: now, Deadline: deadline}
+	s.Approval = &StepApproval{Reason: reason, RequestedAt: now, Deadline: deadline, Kind: kind, Round: round}
 	if r.in.OnApprovalExpiry != "" {
 		s.Approval.OnExpiry = onExpiry
 	}
@@ -30,7 +63,7 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	requested := workflow.ExecuteActivity(bctx, a.RequestApproval, activities.ApprovalRequest{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
 		Goal: r.in.Goal, Reason: reason, RequestedBy: r.in.StartedBy, RequestedAt: now, Deadline: deadline,
-		OnExpiry: onExpiry,
+		OnExpiry: onExpiry, Kind: kind, Round: round,
 	})
 	var err error
 	if warnings == 1 {
@@ -107,7 +140,7 @@ func (r *run) awaitApproval(ctx workflow.Context, s *Step, reason string) error 
 	err = workflow.ExecuteActivity(bctx, a.ResolveApproval, activities.ApprovalResolution{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, State: state,
 		DecidedBy: s.Approval.Approver, DecidedAt: s.Approval.DecidedAt, Comment: s.Approval.Comment,
-		EditedArgs: editedArgs(s), EditedArgsHash: editedHash(s),
+		EditedArgs: editedArgs(s), EditedArgsHash: editedHash(s), Round: round,
 	}).Get(ctx, nil)
 	if err != nil {
 		s.State = StepFailed
@@ -241,8 +274,13 @@ func (r *run) applyEdit(ctx workflow.Context, s *Step, sig Approval) {
 		return
 	}
 	now := workflow.Now(ctx)
+	original, originalHash := s.Args, s.ArgsHash
+	if s.Edit != nil {
+		// A later round's edit: the lineage starts at what was proposed.
+		original, originalHash = s.Edit.OriginalArgs, s.Edit.OriginalArgsHash
+	}
 	s.Edit = &StepEdit{
-		OriginalArgs: s.Args, OriginalArgsHash: s.ArgsHash, Args: checked.Args, ArgsHash: checked.ArgsHash,
+		OriginalArgs: original, OriginalArgsHash: originalHash, Args: checked.Args, ArgsHash: checked.ArgsHash,
 		EditedBy: sig.Approver, EditedAt: now, Comment: sig.Comment,
 	}
 	s.Args, s.ArgsHash = checked.Args, checked.ArgsHash
@@ -293,6 +331,12 @@ func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 		}
 		return
 	}
+	if s.Approval.Round > 1 && sig.Round != s.Approval.Round {
+		// A decision of an earlier wait of the step, delivered again.
+		log.Warn("approval signal ignored: it was given for another round of the step", "step", sig.Step,
+			"signal_round", sig.Round, "round", s.Approval.Round, "approver", sig.Approver)
+		return
+	}
 	if sig.ArgsHash != s.ArgsHash {
 		log.Warn("approval signal ignored: it was given for other arguments", "step", sig.Step,
 			"signal_args_hash", sig.ArgsHash, "step_args_hash", s.ArgsHash, "approver", sig.Approver)
@@ -312,4 +356,16 @@ func (r *run) onApproval(ctx workflow.Context, sig Approval) {
 		s.State = StepRejected
 	}
 	log.Info("approval decided", "step", sig.Step, "decision", sig.Decision, "approver", sig.Approver)
+}
+
+// notApproved is what the planner learns of a step whose wait ended in
+// state, other than approved: rejected, expired or cancelled.
+func notApproved(state StepState) planner.Outcome {
+	switch state {
+	case StepExpired:
+		return planner.OutcomeExpired
+	case StepCancelled:
+		return planner.OutcomeCancelled
+	}
+	return planner.OutcomeRejected
 }

@@ -27,6 +27,7 @@ func TestApprovalAfterThreeDaysRunsToolOnce(t *testing.T) {
 	require.Len(t, tc, 1)
 	assert.Equal(t, activities.ToolInput{
 		Tenant: testTenant, RunID: testRunID, Step: 1, Tool: "issue_credit", Args: c.Args, ArgsHash: c.ArgsHash,
+		Spend: &activities.SpendInput{},
 	}, tc[0].In)
 	assert.Equal(t, 3*day, tc[0].At.Sub(t0), "the tool runs when the approval arrives")
 	assert.Equal(t, []string{key(t, 1, "issue_credit")}, h.stepKeys(t))

@@ -30,7 +30,7 @@ func scriptedTurns(t *testing.T, calls []activities.PlannedCall, before bool) (S
 	suite.SetLogger(testLogger(t))
 	env := suite.NewTestWorkflowEnvironment()
 	if before {
-		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, spendLimits).Return(workflow.DefaultVersion)
 	}
 	var inputs []activities.PlanInput
 	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(ctx context.Context, pi activities.PlanInput) (activities.PlanOutput, error) {

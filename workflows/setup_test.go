@@ -60,6 +60,9 @@ type harness struct {
 	// onTool, when set before the run, is called at each RunTool attempt;
 	// a non-nil error is the attempt's result.
 	onTool func(env *testsuite.TestWorkflowEnvironment, in activities.ToolInput) error
+	// park, when set before the run, is called at each RunTool attempt: a
+	// non-nil answer is the attempt's (the step would cross a limit).
+	park func(in activities.ToolInput) *activities.Parked
 	// approvalErr, when set before the run, is what every RequestApproval
 	// attempt returns; requestErr, when set, what the attempts of one step
 	// return; requestTime is how long each attempt takes.
@@ -172,6 +175,11 @@ func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activitie
 	if h.onTool != nil {
 		if err := h.onTool(h.env, in); err != nil {
 			return activities.ToolOutput{}, err
+		}
+	}
+	if h.park != nil {
+		if p := h.park(in); p != nil {
+			return activities.ToolOutput{Parked: p}, nil
 		}
 	}
 	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)

@@ -313,14 +313,7 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 			return planner.Observation{}, false, err
 		}
 		if s.State != StepApproved {
-			outcome := planner.OutcomeRejected
-			switch s.State {
-			case StepExpired:
-				outcome = planner.OutcomeExpired
-			case StepCancelled:
-				outcome = planner.OutcomeCancelled
-			}
-			return r.observation(s, outcome), false, nil
+			return r.observation(s, notApproved(s.State)), false, nil
 		}
 		// An approver may have edited the call into one an earlier step
 		// applied.
@@ -348,6 +341,9 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 	s.StartedAt = workflow.Now(ctx)
 	r.touch(ctx)
 	out, err := r.execute(ctx, s, call, 0)
+	if o, ended, runErr := r.parkedAtLimit(ctx, s, sl, call, parallel, &out, &err); ended || runErr != nil {
+		return o, o.Outcome == planner.OutcomeDuplicate, runErr
+	}
 	for err != nil {
 		nr, ok := r.unknownOutcome(ctx, s, call, err)
 		if !ok {
@@ -377,6 +373,10 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		s.State = StepRunning
 		r.touch(ctx)
 		out, err = r.execute(ctx, s, call, s.Resolution.Round)
+		// The limits may have been reached while a person looked.
+		if o, ended, runErr := r.parkedAtLimit(ctx, s, sl, call, parallel, &out, &err); ended || runErr != nil {
+			return o, o.Outcome == planner.OutcomeDuplicate, runErr
+		}
 	}
 	s.FinishedAt = workflow.Now(ctx)
 	if err != nil {
@@ -395,6 +395,38 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 	s.delivering = false
 	r.touch(ctx)
 	return r.observation(s, planner.OutcomeDone), true, nil
+}
+
+// parkedAtLimit handles a step whose attempt answered parked: it would
+// cross a money limit, nothing ran, and it waits for an approver, holding
+// no slot. Approved (an exception) or edited, it runs again, as often as
+// it parks. It updates *out and *err with the last attempt's answer;
+// ended reports that the step ended without running (rejected, expired,
+// cancelled, or edited into an intent an earlier step applied), with o
+// its observation.
+func (r *run) parkedAtLimit(ctx workflow.Context, s *Step, sl *slot, call activities.PlannedCall, parallel bool,
+	out *activities.ToolOutput, err *error) (o planner.Observation, ended bool, runErr error) {
+	for *err == nil && out.Parked != nil {
+		sl.release()
+		o, ok, werr := r.awaitLimit(ctx, s, out.Parked)
+		if werr != nil || !ok {
+			return o, true, werr
+		}
+		// An approver may have edited the call into one an earlier step
+		// applied.
+		if s.Edit != nil && !parallel {
+			if o, dup := r.duplicate(ctx, s, call); dup {
+				return o, true, nil
+			}
+		}
+		if o, ok, serr := r.start(ctx, s, sl, "not started"); serr != nil || !ok {
+			return o, true, serr
+		}
+		s.State = StepRunning
+		r.touch(ctx)
+		*out, *err = r.execute(ctx, s, call, 0)
+	}
+	return planner.Observation{}, false, nil
 }
 
 // awaitSameIntent waits, in a parallel turn, until no earlier step of the

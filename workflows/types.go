@@ -5,12 +5,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/money"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -38,6 +42,8 @@ const (
 	// and MaxParallel the most a run may set.
 	DefaultParallel = 4
 	MaxParallel     = 64
+	// MaxBudgetCurrencies is how many currencies limits.spend may name.
+	MaxBudgetCurrencies = 16
 )
 
 // Bounds of a run's input, checked by [RunInput.Validate] where runs start.
@@ -87,6 +93,12 @@ type Limits struct {
 	// the planner proposes several calls in a turn. Default
 	// DefaultParallel, at most MaxParallel.
 	Parallel int `json:"parallel,omitempty"`
+	// Spend is the run's budget per currency, in minor units by ISO 4217
+	// code ({"EUR": 50000}): the amounts its steps' tools declare count
+	// against it where their effects commit, and a step that would take
+	// the run past it waits for approval. A currency it does not name has
+	// no budget. See docs/limits.md.
+	Spend map[string]int64 `json:"spend,omitempty"`
 }
 
 // WithDefaults returns l with zero fields set to their defaults.
@@ -167,10 +179,20 @@ func (in RunInput) Validate() error {
 		return fmt.Errorf("%w: limits.history_limit %d is not between %d and %d", ErrInvalidInput, l.HistoryLimit, MinHistoryLimit, MaxHistoryLimit)
 	case l.Parallel < 0 || l.Parallel > MaxParallel:
 		return fmt.Errorf("%w: limits.parallel %d is not between 1 and %d", ErrInvalidInput, l.Parallel, MaxParallel)
+	case len(l.Spend) > MaxBudgetCurrencies:
+		return fmt.Errorf("%w: limits.spend names %d currencies; at most %d", ErrInvalidInput, len(l.Spend), MaxBudgetCurrencies)
 	case len(in.Plan) > MaxPlanCalls:
 		return fmt.Errorf("%w: the plan has %d calls; at most %d", ErrInvalidInput, len(in.Plan), MaxPlanCalls)
 	case in.Carry != nil:
 		return fmt.Errorf("%w: carry is set only by Continue-As-New", ErrInvalidInput)
+	}
+	for _, code := range slices.Sorted(maps.Keys(in.Limits.Spend)) {
+		if _, unit, ok := money.Scale(code); !ok || unit != code {
+			return fmt.Errorf("%w: limits.spend: %q is not an ISO 4217 currency code in upper case, such as EUR", ErrInvalidInput, edge.Cut(code, 16))
+		}
+		if n := in.Limits.Spend[code]; n < 0 || n > spend.MaxAmount {
+			return fmt.Errorf("%w: limits.spend.%s is %d: a budget is a whole number of minor units, from 0 to %d", ErrInvalidInput, code, n, int64(spend.MaxAmount))
+		}
 	}
 	for i, c := range in.Plan {
 		if c.Malformed != "" {
@@ -232,6 +254,10 @@ type Carry struct {
 	// Bundled says the run began under bundledChanges; a run that began
 	// before keeps its ways in every generation.
 	Bundled bool `json:"bundled,omitempty"`
+	// Limits says the run began under spendLimits: its steps may park at
+	// a money limit. A run that began before never does, in any
+	// generation.
+	Limits bool `json:"limits,omitempty"`
 	// Turns counts the planning turns so far; Paused is the pause in
 	// force, if any; Messages are the messages accepted so far.
 	Turns    int               `json:"turns,omitempty"`
@@ -308,6 +334,9 @@ type Approval struct {
 	// Args and EditedArgsHash are the edited arguments of an edit.
 	Args           json.RawMessage `json:"args,omitempty"`
 	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
+	// Round is the wait of the step the decision was for (see
+	// StepApproval.Round); empty for the first.
+	Round int `json:"round,omitempty"`
 }
 
 // Validate reports what keeps a decision from being applied: a decision
@@ -351,9 +380,42 @@ type StepApproval struct {
 	// EditRefused says why the run refused the latest edit of the step,
 	// which then stayed pending.
 	EditRefused string `json:"edit_refused,omitempty"`
+	// Kind is "limit" for a wait at a spend limit (see StepLimit); empty
+	// for a wait by the tool's approval rule.
+	Kind string `json:"kind,omitempty"`
+	// Round numbers the waits of one step: 2 when a step approved by its
+	// rule met a limit when it ran and waited again. Empty means 1.
+	Round int `json:"round,omitempty"`
 	// recorded is set once the approvals row of the request exists.
 	recorded bool
 }
+
+// Approval kinds.
+const (
+	// ApprovalKindLimit: the step waits because it would take a spend
+	// limit past its amount; approving it is an exception.
+	ApprovalKindLimit = "limit"
+)
+
+// StepLimit is set on a step that met a spend limit when it ran: the
+// limit, its reason in words, the approval its rule gave before (when it
+// had one), and whether an approver let it past as an exception.
+type StepLimit struct {
+	Reason string     `json:"reason"`
+	Level  SpendLevel `json:"level"`
+	At     time.Time  `json:"at"`
+	// Prior is the decision the step's approval rule had, before the
+	// limit made it wait again.
+	Prior *StepApproval `json:"prior,omitempty"`
+	// Exception is set once an approver approved the step past the limit.
+	Exception bool `json:"exception,omitempty"`
+}
+
+// SpendLevel is where one limit stood when a step met it.
+type SpendLevel = spend.Level
+
+// SpendTotal is what a run counted in one currency, beside its budget.
+type SpendTotal = spend.RunTotal
 
 // StepEdit is a step's lineage when an approver edited its arguments: what
 // the planner proposed, what ran, who changed it, when and why.
@@ -391,6 +453,8 @@ type Step struct {
 	// Edit is set when an approver edited the arguments: Args and ArgsHash
 	// above are then the edited ones, which ran.
 	Edit *StepEdit `json:"edit,omitempty"`
+	// Limit is set once the step met a spend limit (see StepLimit).
+	Limit *StepLimit `json:"limit,omitempty"`
 	// DuplicateOf is the earlier step a StepDuplicate repeated.
 	DuplicateOf int64 `json:"duplicate_of,omitempty"`
 	// Resolution is set once the step's outcome was unknown and waited for
@@ -427,6 +491,11 @@ type Status struct {
 	UpdatedAt  time.Time `json:"updated_at"`
 	// Paused is the pause in force, if any.
 	Paused *ControlRecord `json:"paused,omitempty"`
+	// Budget is the run's budget (limits.spend); Spend is what its steps
+	// counted against it, per currency, filled in from the database by
+	// whoever reads the status (the approvals service, the CLI).
+	Budget map[string]int64 `json:"budget,omitempty"`
+	Spend  []SpendTotal     `json:"spend,omitempty"`
 	// Cancel is set once an operator cancelled the run, and Receipt then
 	// says how each step ended.
 	Cancel  *ControlRecord `json:"cancel,omitempty"`

@@ -47,6 +47,13 @@ type DecisionRequest struct {
 	RemoteAddr string
 	UserAgent  string
 	Via        string
+	// Round is the round of the step's approval the approver saw (see
+	// Approval.Round); 0 is the first. A request for another round than
+	// the one the step waits in is refused: [ErrRoundChanged]. So a
+	// decision that names no round (a client from before rounds, a retry
+	// of an approve under the tool's rule) never decides a later round,
+	// where an approve is an exception to a spend limit.
+	Round int
 	// Invalid, when set, is what the caller found wrong with the request's
 	// values (a body that does not decode, a malformed args hash, a comment
 	// with control characters). Such a request is recorded as invalid and
@@ -121,7 +128,7 @@ func notFound(runID string, step int64) error {
 // lockStepSQL reads a step's row for a decision; lockStepForUpdateSQL also
 // locks it until the decision's transaction ends.
 const (
-	lockStepSQL = `SELECT state, args_hash, deadline, tool, args, coalesce(decided_by, ''), decided_at, comment
+	lockStepSQL = `SELECT state, args_hash, deadline, tool, args, coalesce(decided_by, ''), decided_at, comment, kind, round
 FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
 	lockStepForUpdateSQL = lockStepSQL + ` FOR UPDATE`
 )
@@ -129,13 +136,13 @@ FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
 // decisionOfRecordSQL reads a step's decision of record by its unique
 // index.
 const decisionOfRecordSQL = `SELECT ` + decisionColumns + ` FROM approval_decisions
-WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted'`
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND round = $4 AND outcome = 'accepted'`
 
 // insertDecisionSQL records a decision request.
 const insertDecisionSQL = `
 INSERT INTO approval_decisions (tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr, user_agent, via, detail,
-    edited_args, edited_args_hash)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+    edited_args, edited_args_hash, round, exception)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`
 
 func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 	tx, err := db.Begin(ctx)
@@ -157,16 +164,18 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		// Who decided or withdrew the step, when and why, as the row has it.
 		decidedBy, comment string
 		decidedAt          *time.Time
+		kind               string
+		round              int
 	)
 	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline, &tool, &proposed,
-		&decidedBy, &decidedAt, &comment)
+		&decidedBy, &decidedAt, &comment, &kind, &round)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decided{}, notFound(r.RunID, r.Step)
 	}
 	if err != nil {
 		return Decided{}, fmt.Errorf("decide: read step %d of run %s: %w", r.Step, r.RunID, err)
 	}
-	a := audit{tx: tx, r: r}
+	a := audit{tx: tx, r: r, round: round, exception: kind == KindLimit && r.Decision == DecisionApprove}
 	if !r.MayDecide {
 		return Decided{}, a.refuse(ctx, OutcomeForbidden, "the role "+r.Role+" may not decide",
 			refused(ErrForbidden, fmt.Sprintf("%s is a %s, which may not decide", r.Approver, r.Role)))
@@ -199,7 +208,15 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		return Decided{}, a.refuse(ctx, OutcomeNotPending, "the approval was withdrawn: the run was cancelled",
 			refused(ErrWithdrawn, withdrawnMessage(r.RunID, r.Step, decidedBy, decidedAt, comment)))
 	}
-	orig, err := decisionOfRecord(ctx, tx, r.Tenant, r.RunID, r.Step)
+	if max(r.Round, 1) != max(round, 1) {
+		why := fmt.Sprintf("the decision is for round %d but the step is in round %d", max(r.Round, 1), max(round, 1))
+		msg := fmt.Sprintf("step %d of run %s is in round %d of its approval, not round %d", r.Step, r.RunID, max(round, 1), max(r.Round, 1))
+		if kind == KindLimit {
+			msg += ": it now waits at a spend limit; look at it again and send the round the approvals list shows"
+		}
+		return Decided{}, a.refuse(ctx, OutcomeNotPending, why, refused(ErrRoundChanged, msg))
+	}
+	orig, err := decisionOfRecord(ctx, tx, r.Tenant, r.RunID, r.Step, round)
 	if err != nil {
 		return Decided{}, err
 	}
@@ -304,8 +321,8 @@ func (r DecisionRequest) invalid() error {
 }
 
 // decisionOfRecord returns the step's accepted decision, or nil.
-func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int64) (*Decision, error) {
-	rows, err := db.Query(ctx, decisionOfRecordSQL, tenant, runID, step)
+func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*Decision, error) {
+	rows, err := db.Query(ctx, decisionOfRecordSQL, tenant, runID, step, round)
 	if err != nil {
 		return nil, fmt.Errorf("decide: read the decision on step %d of run %s: %w", step, runID, err)
 	}
@@ -323,6 +340,10 @@ func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int
 type audit struct {
 	tx pgx.Tx
 	r  DecisionRequest
+	// round is the step's wait the request is for; exception is set on an
+	// approve of a wait at a spend limit.
+	round     int
+	exception bool
 }
 
 // args are the values of the request's row. What the client sent is
@@ -352,7 +373,8 @@ func (a audit) args(outcome, detail string) []any {
 	return []any{r.Tenant, r.RunID, r.Step, decision, outcome, edge.Clean(r.ArgsHash, maxAuditArgsHash),
 		edge.Clean(r.Approver, MaxNameBytes), edge.Clean(r.Role, MaxNameBytes), auditText("comment", r.Comment, MaxCommentBytes),
 		edge.Clean(r.RemoteAddr, maxAuditRemoteAddr), edge.Clean(r.UserAgent, maxAuditUserAgent), r.Via,
-		edge.Clean(detail, maxAuditDetail), edited, edge.Clean(r.EditedArgsHash, maxAuditArgsHash)}
+		edge.Clean(detail, maxAuditDetail), edited, edge.Clean(r.EditedArgsHash, maxAuditArgsHash), max(a.round, 1),
+		a.exception && outcome == OutcomeAccepted}
 }
 
 // commit records the request with outcome and commits.

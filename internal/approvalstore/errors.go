@@ -46,6 +46,12 @@ var (
 	// ErrOtherArguments means a step's row was recorded with other
 	// arguments: it belongs to an earlier run under the same run id.
 	ErrOtherArguments = errors.New("the step was recorded with other arguments")
+	// ErrRoundChanged means the request names a round of the step's
+	// approval that is not the one it waits in: the step was approved
+	// under its tool's rule and now waits again at a spend limit (or the
+	// other way round), so what the approver saw is not what is asked.
+	// Recorded as OutcomeNotPending.
+	ErrRoundChanged = errors.New("the step waits in another round")
 )
 
 // RefusedError is a decision, an answer or a pending row the store

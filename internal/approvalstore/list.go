@@ -40,14 +40,14 @@ type Page struct {
 // approvalColumns are the columns of an Approval, from approvals a.
 const approvalColumns = `a.tenant, a.run_id, a.step, a.tool, a.args, a.args_hash, a.goal, a.reason, a.requested_by,
     a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by, a.decided_at, a.comment, a.decision_mismatch,
-    a.edited_args, coalesce(a.edited_args_hash, '') AS edited_args_hash, a.on_expiry`
+    a.edited_args, coalesce(a.edited_args_hash, '') AS edited_args_hash, a.on_expiry, a.kind, a.round`
 
 // recordColumns are the columns of the decision of record d, which may be
 // absent.
 const recordColumns = `d.id AS d_id, d.decision AS d_decision, d.outcome AS d_outcome, d.args_hash AS d_args_hash,
     d.approver AS d_approver, d.role AS d_role, d.comment AS d_comment, d.remote_addr AS d_remote_addr,
     d.user_agent AS d_user_agent, d.via AS d_via, d.detail AS d_detail, d.decided_at AS d_decided_at,
-    d.edited_args AS d_edited_args, d.edited_args_hash AS d_edited_args_hash`
+    d.edited_args AS d_edited_args, d.edited_args_hash AS d_edited_args_hash, d.round AS d_round, d.exception AS d_exception`
 
 // listedColumns are the columns of a Listed.
 const listedColumns = approvalColumns + ",\n    " + recordColumns
@@ -57,7 +57,7 @@ const listedColumns = approvalColumns + ",\n    " + recordColumns
 // decision of the tenant.
 const decisionJoin = `LEFT JOIN LATERAL (
     SELECT * FROM approval_decisions d
-    WHERE d.tenant = a.tenant AND d.run_id = a.run_id AND d.step = a.step AND d.outcome = 'accepted'
+    WHERE d.tenant = a.tenant AND d.run_id = a.run_id AND d.step = a.step AND d.round = a.round AND d.outcome = 'accepted'
     LIMIT 1) d ON true`
 
 // Each list is its own query on its own partial index: a single query that
@@ -70,7 +70,8 @@ const (
 	listPendingSQL = `SELECT ` + listedColumns + ` FROM approvals a ` + decisionJoin + `
 WHERE a.tenant = $1 AND a.state = 'pending' AND a.deadline > $2
   AND NOT EXISTS (SELECT 1 FROM approval_decisions n
-                  WHERE n.tenant = a.tenant AND n.run_id = a.run_id AND n.step = a.step AND n.outcome = 'accepted')
+                  WHERE n.tenant = a.tenant AND n.run_id = a.run_id AND n.step = a.step AND n.round = a.round
+                    AND n.outcome = 'accepted')
 ORDER BY a.deadline, a.run_id, a.step LIMIT $3`
 
 	// listNeedsResolutionSQL: a decision of record the run recorded
@@ -92,16 +93,17 @@ ORDER BY a.deadline, a.run_id, a.step LIMIT $3`
 	// applying within the grace period, deadlines passed within it ($2:
 	// now, $3: the cutoff); newest first.
 	listDecidedSQL = `SELECT tenant, run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline,
-       state, decided_by, decided_at, comment, decision_mismatch, edited_args, edited_args_hash, on_expiry,
+       state, decided_by, decided_at, comment, decision_mismatch, edited_args, edited_args_hash, on_expiry, kind, round,
        d_id, d_decision, d_outcome, d_args_hash, d_approver,
-       d_role, d_comment, d_remote_addr, d_user_agent, d_via, d_detail, d_decided_at, d_edited_args, d_edited_args_hash
+       d_role, d_comment, d_remote_addr, d_user_agent, d_via, d_detail, d_decided_at, d_edited_args, d_edited_args_hash,
+       d_round, d_exception
 FROM (
     (SELECT ` + listedColumns + `, a.decided_at AS sort_at FROM approvals a ` + decisionJoin + `
      WHERE a.tenant = $1 AND a.state <> 'pending' AND NOT a.decision_mismatch
      ORDER BY a.decided_at DESC LIMIT $4)
     UNION ALL
     (SELECT ` + listedColumns + `, d.decided_at FROM approval_decisions r
-     JOIN approvals a ON a.tenant = r.tenant AND a.run_id = r.run_id AND a.step = r.step ` + decisionJoin + `
+     JOIN approvals a ON a.tenant = r.tenant AND a.run_id = r.run_id AND a.step = r.step AND a.round = r.round ` + decisionJoin + `
      WHERE r.tenant = $1 AND r.outcome = 'accepted' AND r.decided_at >= $3 AND a.state = 'pending')
     UNION ALL
     (SELECT ` + listedColumns + `, a.deadline FROM approvals a ` + decisionJoin + `
@@ -155,18 +157,21 @@ func scanListed(row pgx.CollectableRow) (Listed, error) {
 		decidedAt                                 *time.Time
 		editedArgs                                json.RawMessage
 		editedHash                                *string
+		round                                     *int
+		exception                                 *bool
 	)
 	err := row.Scan(&a.Tenant, &a.RunID, &a.Step, &a.Tool, &a.Args, &a.ArgsHash, &a.Goal, &a.Reason, &a.RequestedBy,
 		&a.RequestedAt, &a.Deadline, &a.State, &a.DecidedBy, &a.DecidedAt, &a.Comment, &a.DecisionMismatch,
-		&a.EditedArgs, &a.EditedArgsHash, &a.OnExpiry,
+		&a.EditedArgs, &a.EditedArgsHash, &a.OnExpiry, &a.Kind, &a.Round,
 		&id, &decision, &outcome, &argsHash, &approver, &role, &comment, &remote, &agent, &via, &detail, &decidedAt,
-		&editedArgs, &editedHash)
+		&editedArgs, &editedHash, &round, &exception)
 	if err != nil || id == nil {
 		return l, err
 	}
 	l.Record = &Decision{ID: *id, Tenant: a.Tenant, RunID: a.RunID, Step: a.Step, Decision: *decision, Outcome: *outcome,
 		ArgsHash: *argsHash, Approver: *approver, Role: *role, Comment: *comment, RemoteAddr: *remote, UserAgent: *agent,
-		Via: *via, Detail: *detail, DecidedAt: *decidedAt, EditedArgs: editedArgs, EditedArgsHash: *editedHash}
+		Via: *via, Detail: *detail, DecidedAt: *decidedAt, EditedArgs: editedArgs, EditedArgsHash: *editedHash,
+		Round: *round, Exception: *exception}
 	return l, nil
 }
 
@@ -193,7 +198,7 @@ func Lookup(ctx context.Context, db DB, tenant, runID string, step int64) (Liste
 
 // decisionColumns are the columns of a Decision.
 const decisionColumns = `id, tenant, run_id, step, decision, outcome, args_hash, approver, role, comment, remote_addr,
-    user_agent, via, detail, decided_at, edited_args, edited_args_hash`
+    user_agent, via, detail, decided_at, edited_args, edited_args_hash, round, exception`
 
 // decisionsOfRecordSQL reads a tenant's decisions of record, by the
 // partial index of recent ones.

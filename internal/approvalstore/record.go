@@ -8,16 +8,25 @@ import (
 )
 
 // recordPendingSQL writes a step's pending row, or finds the one written:
-// it returns the row's args hash either way.
+// it returns the row's args hash and round either way. A later round of a
+// step ($14 above the row's round) reopens the row its earlier round
+// approved: pending again, with the new reason, kind, arguments and
+// deadline; the earlier round's decisions stay in approval_decisions.
 const recordPendingSQL = `
 WITH ins AS (
-    INSERT INTO approvals (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by, on_expiry)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce(nullif($12, ''), 'expire'))
-    ON CONFLICT (tenant, run_id, step) DO NOTHING
-    RETURNING args_hash)
-SELECT args_hash FROM ins
+    INSERT INTO approvals AS a (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by,
+        on_expiry, kind, round)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce(nullif($12, ''), 'expire'), coalesce(nullif($13, ''), 'rule'), $14)
+    ON CONFLICT (tenant, run_id, step) DO UPDATE SET
+        args = EXCLUDED.args, args_hash = EXCLUDED.args_hash, reason = EXCLUDED.reason, kind = EXCLUDED.kind,
+        round = EXCLUDED.round, state = 'pending', requested_at = EXCLUDED.requested_at, deadline = EXCLUDED.deadline,
+        decided_by = NULL, decided_at = NULL, comment = '', edited_args = NULL, edited_args_hash = NULL,
+        decision_mismatch = false
+    WHERE a.round < EXCLUDED.round AND a.state = 'approved'
+    RETURNING args_hash, round)
+SELECT args_hash, round FROM ins
 UNION ALL
-SELECT args_hash FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
+SELECT args_hash, round FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3
 LIMIT 1`
 
 // RecordPending writes the pending row of a step that waits for approval
@@ -25,12 +34,25 @@ LIMIT 1`
 // deadline; its state is pending). A repeat finds the row written and
 // changes nothing. A row of the same step with other arguments belongs to
 // an earlier run under the same run id: [ErrOtherArguments].
+//
+// a.Round above 1 (with a.Kind) is a later wait of a step whose row an
+// earlier round approved: the row is reopened. A row that is not at that
+// round afterwards (its earlier round was not approved) is
+// [ErrOtherArguments] too: the step cannot wait again there.
 func RecordPending(ctx context.Context, db DB, a Approval) error {
-	var stored string
+	var (
+		stored string
+		round  int
+	)
+	a.Round = max(a.Round, 1)
 	err := db.QueryRow(ctx, recordPendingSQL, a.Tenant, a.RunID, a.Step, a.Tool, a.Args, a.ArgsHash, storable(a.Goal),
-		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy), a.OnExpiry).Scan(&stored)
+		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy), a.OnExpiry, a.Kind, a.Round).Scan(&stored, &round)
 	if err != nil {
 		return fmt.Errorf("record pending approval of run %s step %d: %w", a.RunID, a.Step, err)
+	}
+	if round != a.Round {
+		return refused(ErrOtherArguments, fmt.Sprintf("run %s step %d has its approval at round %d, not %d: it cannot wait again",
+			a.RunID, a.Step, round, a.Round))
 	}
 	if stored != a.ArgsHash {
 		return refused(ErrOtherArguments, fmt.Sprintf("run %s step %d already has an approval for args hash %s, not %s: the run id was used before",
@@ -46,11 +68,11 @@ UPDATE approvals SET state = $4, decided_by = nullif($5, ''), decided_at = $6, c
     edited_args = $8, edited_args_hash = nullif($9, ''),
     decision_mismatch = $4 <> 'cancelled' AND EXISTS (
         SELECT 1 FROM approval_decisions d
-        WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.outcome = 'accepted'
+        WHERE d.tenant = $1 AND d.run_id = $2 AND d.step = $3 AND d.round = approvals.round AND d.outcome = 'accepted'
           AND (d.decision <> CASE WHEN $4 = 'approved' AND $9 <> '' THEN 'edit'
                                   WHEN $4 = 'approved' THEN 'approve' WHEN $4 = 'rejected' THEN 'reject' ELSE '' END
                OR (d.decision = 'edit' AND d.edited_args_hash <> $9)))
-WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending' AND round = $10`
 
 // RecordOutcome records what the run made of a pending step: a's State
 // (approved, rejected, expired, or cancelled when a cancel of the run
@@ -63,7 +85,7 @@ WHERE tenant = $1 AND run_id = $2 AND step = $3 AND state = 'pending'`
 // look at a step of a cancelled run that never ran.
 func RecordOutcome(ctx context.Context, db DB, a Approval) (bool, error) {
 	tag, err := db.Exec(ctx, recordOutcomeSQL, a.Tenant, a.RunID, a.Step, a.State, storable(a.DecidedBy), a.DecidedAt,
-		storable(a.Comment), a.EditedArgs, a.EditedArgsHash)
+		storable(a.Comment), a.EditedArgs, a.EditedArgsHash, max(a.Round, 1))
 	if err != nil {
 		return false, fmt.Errorf("record decision on run %s step %d: %w", a.RunID, a.Step, err)
 	}
@@ -108,7 +130,8 @@ func RecordResolved(ctx context.Context, db DB, r Resolution) error {
 // decision of record.
 const recordEditRefusedSQL = `
 UPDATE approval_decisions SET outcome = 'refused_by_run', detail = $5
-WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted' AND decision = 'edit' AND edited_args_hash = $4`
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted' AND decision = 'edit' AND edited_args_hash = $4
+  AND round = (SELECT a.round FROM approvals a WHERE a.tenant = $1 AND a.run_id = $2 AND a.step = $3)`
 
 // RecordEditRefused records that the run refused the edit of record of a
 // step (to arguments with hash editedHash), and why: the edit's row says

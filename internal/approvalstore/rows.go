@@ -132,7 +132,21 @@ type Approval struct {
 	// OnExpiry is what the deadline does to the step undecided: "expire"
 	// or "reject", as the run's starter chose.
 	OnExpiry string `db:"on_expiry"`
+	// Kind is KindRule when the tool's approval rule asked, KindLimit when
+	// the step would cross a spend limit (Reason says which): approving
+	// it is then an exception.
+	Kind string `db:"kind"`
+	// Round numbers the step's waits: a step approved under its rule that
+	// met a limit when it ran waits again, in round 2 of the same row.
+	// Each round has its own decision of record.
+	Round int `db:"round"`
 }
+
+// Approval kinds, as the table spells them.
+const (
+	KindRule  = "rule"
+	KindLimit = "limit"
+)
 
 // Decision is a row of approval_decisions: one decision request on a step,
 // accepted or refused. The accepted one is the step's decision of record.
@@ -159,6 +173,11 @@ type Decision struct {
 	// of the arguments reviewed (ArgsHash).
 	EditedArgs     json.RawMessage `db:"edited_args"`
 	EditedArgsHash string          `db:"edited_args_hash"`
+	// Round is the step's wait the decision was for (see Approval.Round).
+	Round int `db:"round"`
+	// Exception is set on an approve of a wait at a spend limit: the step
+	// runs past the limit.
+	Exception bool `db:"exception"`
 }
 
 // Resolution is a row of the resolutions table: one round of a step whose

@@ -44,9 +44,19 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		t.sum += r.Amount
 		refunds[r.PaymentID] = t
 	}
-	decided, err := h.decisionsOfRecord(ctx)
+	decided, excepted, err := h.decisionsOfRecord(ctx)
 	if err != nil {
 		return nil, err
+	}
+	waits, err := h.waits(ctx, waitsAll)
+	if err != nil {
+		return nil, err
+	}
+	var caps *Caps
+	if h.cfg.DailyCap > 0 {
+		if caps, err = h.capReport(ctx, ledger.Data, waits, decided, excepted); err != nil {
+			return nil, err
+		}
 	}
 	delivery, err := h.deliveries(ctx)
 	if err != nil {
@@ -79,17 +89,7 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 			}
 			c.Steps += len(end.status.Steps)
 		}
-		// What each step calls for, from the decision of record in the
-		// approvals audit: a rejected or undecided step makes nothing.
-		want := func(step int64) int {
-			if !p.needsApproval(step) {
-				return 1
-			}
-			if decided[stepRef{p.runID, step}] == workflows.DecisionApprove {
-				return 1
-			}
-			return 0
-		}
+		want := func(step int64) int { return wantOf(p, step, waits, decided) }
 		if ok {
 			c.checkSteps(p, end.status, want)
 		}
@@ -147,7 +147,12 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		}
 	}
 	c.violations = append(c.violations, h.deadNodes()...)
-	rep := &Report{Counts: *c, Seed: h.cfg.Seed, Temporal: h.cfg.Temporal, Runs: len(h.runs), Ended: len(closed),
+	if caps != nil {
+		over := checkCaps(caps.Cap, caps.Currency, caps.Days)
+		caps.Over = len(over)
+		c.violations = append(c.violations, over...)
+	}
+	rep := &Report{Caps: caps, Counts: *c, Seed: h.cfg.Seed, Temporal: h.cfg.Temporal, Runs: len(h.runs), Ended: len(closed),
 		Wall: time.Since(h.start).Round(time.Millisecond).String(), Violations: append([]string(nil), c.violations...)}
 	if !lastEnd.IsZero() && !h.lastFault.IsZero() {
 		rep.RecoverSeconds = max(0, lastEnd.Sub(h.lastFault).Seconds())
@@ -267,18 +272,42 @@ func (c *Counts) checkSteps(p runPlan, st workflows.Status, want func(step int64
 	}
 }
 
-// decisionsOfRecord reads the accepted decision of every step from the
-// approvals audit.
-func (h *harness) decisionsOfRecord(ctx context.Context) (map[stepRef]workflows.Decision, error) {
+// wantOf is how many times a step of p must have applied (0 or 1), from
+// the decision of record of the step's last wait in the approvals audit:
+// a step whose last wait was rejected or never decided makes nothing, and
+// one parked at a spend limit waits last there, whatever its tool's rule
+// decided before. A step that never waited applies unless its tool's rule
+// asks for an approval.
+func wantOf(p runPlan, step int64, waits map[stepRef]wait, decided map[waitRef]workflows.Decision) int {
+	ref := stepRef{p.runID, step}
+	w, ok := waits[ref]
+	switch {
+	case !ok && !p.needsApproval(step):
+		return 1
+	case ok && decided[waitRef{ref, w.round}] == workflows.DecisionApprove:
+		return 1
+	}
+	return 0
+}
+
+// decisionsOfRecord reads the accepted decision of every wait of every
+// step from the approvals audit, and the steps an approver let past a
+// spend limit (an exception).
+func (h *harness) decisionsOfRecord(ctx context.Context) (map[waitRef]workflows.Decision, map[stepRef]bool, error) {
 	records, err := approvalstore.DecisionsOfRecord(ctx, h.pool, tenant)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := make(map[stepRef]workflows.Decision, len(records))
+	out := make(map[waitRef]workflows.Decision, len(records))
+	excepted := map[stepRef]bool{}
 	for _, d := range records {
-		out[stepRef{runID: d.RunID, step: d.Step}] = workflows.Decision(d.Decision)
+		ref := stepRef{runID: d.RunID, step: d.Step}
+		out[waitRef{ref, max(d.Round, 1)}] = workflows.Decision(d.Decision)
+		if d.Exception {
+			excepted[ref] = true
+		}
 	}
-	return out, nil
+	return out, excepted, nil
 }
 
 // deliveries reads the state of each run's credit e-mail in the outbox.

@@ -82,6 +82,14 @@ type Config struct {
 	RejectRate float64
 	// DecideWithin bounds how long a step waits for its (random) decision.
 	DecideWithin time.Duration
+	// DailyCap, above 0, is set at the start as a cap of the runs' tenant
+	// per UTC day on each tool the runs spend with, issue_credit and
+	// refund_payment, each a cap of its own, in minor units of the plans'
+	// currency (EUR). A step that would cross it waits for approval, and
+	// the harness rejects it; the check then finds each tool's applied
+	// amounts of each UTC day, at the destination, within the cap.
+	// Default 0: no cap.
+	DailyCap Cents
 	// Seed makes the plan and the moments reproducible (the processes'
 	// timing is not).
 	Seed int64
@@ -162,6 +170,7 @@ func (c Config) validate() error {
 	check(c.PGRestart != PGRestartCluster || c.PGRestarts == 0 || len(c.RestartCommand) > 0, "chaos: --pg-restart cluster needs a restart command")
 	check(c.FaultRate >= 0 && c.FaultRate <= 1, "chaos: --fault-rate %g: want 0 to 1", c.FaultRate)
 	check(c.RejectRate >= 0 && c.RejectRate <= 1, "chaos: --reject-rate %g: want 0 to 1", c.RejectRate)
+	check(c.DailyCap >= 0, "chaos: --daily-cap %s: want 0 or more", c.DailyCap)
 	check(c.DecideWithin > 0, "chaos: --decide-within %s: want more than 0", c.DecideWithin)
 	check(c.ProviderKeyRetention > 90*time.Second, "chaos: --provider-key-retention %s: want more than 1m30s, the refund tool's timeout", c.ProviderKeyRetention)
 	return errors.Join(errs...)

@@ -14,4 +14,11 @@
 // the full configuration. With TemporalCluster (`make chaos-cluster`),
 // Temporal is two server nodes whose state is in PostgreSQL, behind a TCP
 // load balancer of the harness's own, and the nodes are killed in turn.
+//
+// With a daily cap (Config.DailyCap, `--daily-cap`), the runs' tenant has a
+// cap per UTC day on issue_credit and on refund_payment, below what the
+// runs propose: the steps that would cross it wait for approval at the
+// limit, the harness rejects each of them, and the check sums each tool's
+// amounts per UTC day where they landed, the credits table and the
+// provider's ledger, against the cap.
 package chaos

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -114,22 +116,32 @@ func (h *harness) startRuns(ctx context.Context) {
 // decide polls the approvals list and decides each step at a random moment
 // within DecideWithin of first seeing it; it answers unknown outcomes from
 // the provider's own ledger, and sends again decisions that did not reach
-// their run.
+// their run. Each wait of a step is decided on its own: a step that waits
+// at a spend limit (approvals kind limit) is always rejected, so that no
+// step runs past a cap.
 func (h *harness) decide(ctx context.Context) {
-	due := map[stepRef]time.Time{}
+	due := map[waitRef]time.Time{}
 	for ctx.Err() == nil {
 		var pending, needs approvals.ApprovalList
 		errP := h.api.get(ctx, "/v1/approvals?state=pending&limit=500", &pending)
 		errN := h.api.get(ctx, "/v1/approvals?state=needs_resolution&limit=500", &needs)
+		// Why each step waits, read after the lists: a step listed is
+		// decided only once its row is seen.
+		waits, errW := h.waits(ctx, waitsOpen)
 		now := time.Now()
-		if errP == nil {
+		if errP == nil && errW == nil {
 			for _, it := range pending.Approvals {
 				ref := stepRef{it.RunID, it.Step}
-				if _, ok := due[ref]; !ok {
-					due[ref] = now.Add(time.Duration(h.float() * float64(h.cfg.DecideWithin)))
+				w, ok := waits[ref]
+				if !ok {
+					continue
 				}
-				if now.After(due[ref]) {
-					h.decideStep(ctx, it)
+				key := waitRef{ref, w.round}
+				if _, ok := due[key]; !ok {
+					due[key] = now.Add(time.Duration(h.float() * float64(h.cfg.DecideWithin)))
+				}
+				if now.After(due[key]) {
+					h.decideStep(ctx, it, w)
 				}
 			}
 		}
@@ -138,10 +150,12 @@ func (h *harness) decide(ctx context.Context) {
 				switch {
 				case it.Kind == approvals.KindOutcomeUnknown:
 					h.resolveStep(ctx, it, now)
-				case it.Decision != nil:
+				case it.Decision != nil && errW == nil:
 					// Recorded, not delivered: the same decision again
 					// sends it again.
-					h.decideStep(ctx, it)
+					if w, ok := waits[stepRef{it.RunID, it.Step}]; ok {
+						h.decideStep(ctx, it, w)
+					}
 				}
 			}
 		}
@@ -152,33 +166,58 @@ func (h *harness) decide(ctx context.Context) {
 	}
 }
 
-func (h *harness) decideStep(ctx context.Context, it approvals.Item) {
+// decideStep decides the wait w of the step it lists, or sends its
+// decision of record again. A wait at a spend limit is rejected. Every
+// decision names w's round: one the step has left by then (approved under
+// its rule, it now waits at a limit) is refused with round_changed, and
+// the next poll decides the wait of the moment, so that an approve meant
+// for the rule never becomes an exception.
+func (h *harness) decideStep(ctx context.Context, it approvals.Item, w wait) {
 	ref := stepRef{it.RunID, it.Step}
+	key := waitRef{ref, w.round}
+	atLimit := w.kind == approvalstore.KindLimit
 	h.mu.Lock()
-	d, ok := h.decided[ref]
+	d, ok := h.decided[key]
 	h.mu.Unlock()
 	if it.Decision != nil {
 		d, ok = it.Decision.Decision, true // the decision of record, sent again
 	}
-	if !ok {
+	switch {
+	case atLimit && ok && d != workflows.DecisionReject:
+		// The list's decision is of an earlier wait, read before the
+		// step waited at the limit: the next poll lists the limit's.
+		return
+	case atLimit:
+		d = workflows.DecisionReject
+	case !ok:
 		d = workflows.DecisionApprove
 		if h.float() < h.cfg.RejectRate {
 			d = workflows.DecisionReject
 		}
 	}
+	comment := "chaos harness"
+	if atLimit {
+		comment = capComment
+	}
 	verb := map[workflows.Decision]string{workflows.DecisionApprove: "approve", workflows.DecisionReject: "reject"}[d]
 	a := h.api.do(ctx, http.MethodPost, fmt.Sprintf("/v1/runs/%s/steps/%d/%s", url.PathEscape(it.RunID), it.Step, verb),
-		approvals.DecideRequest{ArgsHash: it.ArgsHash, Comment: "chaos harness"})
+		approvals.DecideRequest{ArgsHash: it.ArgsHash, Comment: comment, Round: w.round})
+	if a.status == http.StatusConflict && bytes.Contains(a.body, []byte(`"round_changed"`)) {
+		return // the next poll decides what waits then
+	}
 	switch a.status {
 	case http.StatusAccepted, http.StatusOK:
 		h.mu.Lock()
-		if _, known := h.decided[ref]; !known {
-			h.decided[ref] = d
+		if _, known := h.decided[key]; !known {
+			h.decided[key] = d
 			h.counts.Decisions++
+			if atLimit {
+				h.counts.CapRejections++
+			}
 		}
 		h.mu.Unlock()
 	case http.StatusConflict, http.StatusBadRequest, http.StatusForbidden, http.StatusNotFound:
-		h.violate("decide %s step %d: %s", it.RunID, it.Step, a)
+		h.violate("decide %s step %d (round %d, %s): %s", it.RunID, it.Step, w.round, w.kind, a)
 	}
 	// 503 and no answer: the next poll tries again.
 }

@@ -72,8 +72,8 @@ type harness struct {
 	lastFault time.Time
 	// windowStart and faultsOver are when the fault window began and ended.
 	windowStart, faultsOver time.Time
-	// decided is the decision of record of each step that asked.
-	decided map[stepRef]workflows.Decision
+	// decided is the decision of record of each wait of a step.
+	decided map[waitRef]workflows.Decision
 	// ended is when each run was first seen ended, and its status then.
 	ended map[string]runEnd
 }
@@ -81,6 +81,14 @@ type harness struct {
 type stepRef struct {
 	runID string
 	step  int64
+}
+
+// waitRef is one wait of a step for a decision: its round (see
+// approvalstore.Approval.Round). A step approved under its tool's rule
+// that then meets a spend limit waits again, in round 2.
+type waitRef struct {
+	stepRef
+	round int
 }
 
 type runEnd struct {
@@ -124,7 +132,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 	}
 	h := &harness{cfg: cfg, out: out, start: time.Now(),
 		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6f6e636572756e)),
-		decided: map[stepRef]workflows.Decision{}, ended: map[string]runEnd{}}
+		decided: map[waitRef]workflows.Decision{}, ended: map[string]runEnd{}}
 	prefix := "ch" + strconv.FormatInt(cfg.Seed%1_000_000, 36)
 	h.runs = plans(prefix, cfg.Runs, h.rng)
 	err := h.setUp(ctx, fmt.Sprintf("%s_%d", prefix, os.Getpid()))
@@ -145,6 +153,9 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 	}
 	h.say("seed %d; data and logs in %s", h.cfg.Seed, h.cfg.Dir)
 	if err := h.makeDatabase(ctx, "oncerun_chaos_"+dbSuffix); err != nil {
+		return err
+	}
+	if err := h.setCaps(ctx); err != nil {
 		return err
 	}
 	if err := h.startSandbox(ctx); err != nil {
@@ -208,8 +219,8 @@ func (h *harness) makeDatabase(ctx context.Context, name string) error {
 	for _, p := range h.runs {
 		if _, err := mc.Exec(ctx, `
 INSERT INTO orders (tenant, order_id, customer, customer_email, payment_id, status, total_cents, currency, placed_at)
-VALUES ($1, $2, 'Chaos Customer', $3, $4, 'delivered_damaged', $5, 'EUR', now())`,
-			tenant, p.orderID, p.email, p.paymentID, paymentCents); err != nil {
+VALUES ($1, $2, 'Chaos Customer', $3, $4, 'delivered_damaged', $5, $6, now())`,
+			tenant, p.orderID, p.email, p.paymentID, paymentCents, planCurrency); err != nil {
 			return fmt.Errorf("add order %s: %w", p.orderID, err)
 		}
 	}
@@ -243,7 +254,7 @@ func (h *harness) startSandbox(ctx context.Context) error {
 	}
 	ps := make([]sandbox.Payment, len(h.runs))
 	for i, p := range h.runs {
-		ps[i] = sandbox.Payment{ID: p.paymentID, Amount: paymentCents, Currency: "eur"}
+		ps[i] = sandbox.Payment{ID: p.paymentID, Amount: paymentCents, Currency: strings.ToLower(planCurrency)}
 	}
 	b, _ := json.Marshal(ps)
 	file := filepath.Join(h.cfg.Dir, "payments.json")

@@ -18,9 +18,12 @@ const (
 	stepRefund = 3
 )
 
-// The amounts. Credits and refunds above shop.DefaultCreditApprovalThreshold
-// wait for an approval.
+// The amounts, in minor units of planCurrency: the orders', the payments'
+// at the provider, and the credits' and refunds' the runs propose. Credits
+// and refunds above shop.DefaultCreditApprovalThreshold wait for an
+// approval.
 const (
+	planCurrency     = "EUR"
 	paymentCents     = 20000
 	smallCreditCents = 3000
 	largeCreditCents = 12000
@@ -78,8 +81,19 @@ func (p runPlan) calls() []planner.Call {
 	return []planner.Call{
 		{Tool: shop.ToolAddOrderNote, Args: args(map[string]any{"order_id": p.orderID, "text": "chaos run " + p.runID})},
 		{Tool: shop.ToolIssueCredit, Args: args(map[string]any{"order_id": p.orderID, "reason": creditReason,
-			"amount_cents": p.creditCents, "currency": "EUR"})},
+			"amount_cents": p.creditCents, "currency": planCurrency})},
 		{Tool: payments.RefundPayment, Args: args(map[string]any{"order_id": p.orderID, "payment_id": p.paymentID,
-			"amount_cents": p.refundCents, "currency": "EUR", "reason": creditReason})},
+			"amount_cents": p.refundCents, "currency": planCurrency, "reason": creditReason})},
 	}
+}
+
+// planned is what the runs propose to spend with each capped tool, in
+// minor units of planCurrency: what they would spend if every step ran.
+func planned(ps []runPlan) map[string]int64 {
+	out := map[string]int64{}
+	for _, p := range ps {
+		out[shop.ToolIssueCredit] += p.creditCents
+		out[payments.RefundPayment] += p.refundCents
+	}
+	return out
 }

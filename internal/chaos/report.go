@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"text/tabwriter"
+
+	"github.com/oncerun/oncerun/internal/money"
 )
 
 // Counts are what the harness did and found.
@@ -36,6 +38,9 @@ type Counts struct {
 	MailSettled      int            `json:"emails_settled_from_mailbox"`
 	InFlightKeys     int            `json:"in_flight_keys_of_closed_runs"`
 	Drift            int            `json:"reconciliation_drift"`
+	// CapRejections counts the harness's rejections of steps parked at a
+	// daily cap (Config.DailyCap), among Decisions.
+	CapRejections int `json:"cap_rejections,omitempty"`
 
 	violations []string
 }
@@ -50,6 +55,9 @@ type Report struct {
 	Resume         Resume   `json:"resume"`
 	Wall           string   `json:"wall"`
 	Violations     []string `json:"violations"`
+
+	// Caps accounts for Config.DailyCap, when it was set.
+	Caps *Caps `json:"caps,omitempty"`
 
 	// Temporal is how Temporal ran: TemporalEmbedded or TemporalCluster.
 	Temporal string `json:"temporal"`
@@ -103,6 +111,18 @@ func (r *Report) Print(w io.Writer) {
 	row("e-mails of unknown delivery found in the mailbox", r.MailSettled)
 	row("dedup keys in flight, closed runs", r.InFlightKeys)
 	row("reconciliation drift", r.Drift)
+	if c := r.Caps; c != nil {
+		row("daily cap per tool", money.Format(c.Cap, c.Currency))
+		for _, tool := range slices.Sorted(maps.Keys(c.Planned)) {
+			row("  proposed by the runs, "+tool, money.Format(c.Planned[tool], c.Currency))
+		}
+		for _, d := range c.Days {
+			row(fmt.Sprintf("  %s on %s, applied in %d effects (of it exceptions)", d.Tool, d.Day, d.Effects),
+				fmt.Sprintf("%s (%s)", money.Format(d.Applied, c.Currency), money.Format(d.Exceptions, c.Currency)))
+		}
+		row("  steps parked at the cap (rejected / approved past it)", fmt.Sprintf("%d (%d / %d)", c.Parked, c.Rejected, c.Excepted))
+		row("  days over the cap", c.Over)
+	}
 	row("recovery after the last fault", fmt.Sprintf("%.1fs", r.RecoverSeconds))
 	row("activity attempts running at a worker's death", r.Resume.InFlight)
 	row("  started again on another worker", r.Resume.All.Count)

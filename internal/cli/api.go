@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 )
@@ -16,8 +17,8 @@ import (
 // Environment variables of the CLI's API mode.
 const (
 	// EnvAPI is the approvals service's URL; when set, start, status,
-	// approvals, approve, reject, resolve, cancel, pause, resume and
-	// message go through it.
+	// approvals, approve, reject, resolve, cancel, pause, resume, message
+	// and limits go through it.
 	EnvAPI = "ONCERUN_API"
 	// EnvToken is the bearer token for EnvAPI.
 	EnvToken = "ONCERUN_TOKEN"
@@ -84,9 +85,12 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 			state += ": " + inline(it.Withdrawn)
 		}
 		kind := it.Kind
-		if kind == "" {
+		switch {
+		case kind == "":
 			// A service of an earlier release lists approvals only.
 			kind = approvals.KindApproval
+		case it.ApprovalKind == approvalstore.KindLimit:
+			kind = "limit"
 		}
 		remaining := ""
 		if it.State == "pending" {

@@ -32,9 +32,12 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 		Long: `List the steps waiting for a decision, nearest deadline first, then the steps
 whose external effect's outcome is unknown, waiting for oncerun resolve.
 
+KIND is rule when the tool's approval rule asked, limit when the step would
+take a spend limit past its cap (approving it is an exception).
+
 --json prints an array of objects with tenant, run_id, step, tool, args,
-args_hash, goal, reason, requested_by, requested_at and deadline (the steps
-waiting for a decision only).
+args_hash, goal, reason, kind, requested_by, requested_at and deadline (the
+steps waiting for a decision only).
 
 With ONCERUN_API set, the list comes from the approvals service for your
 token's tenant, and --state picks pending, decided or needs_resolution
@@ -85,10 +88,10 @@ item with its kind); --json then prints the API's items.`,
 				fmt.Fprintln(out, "no step is waiting for approval")
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tARGS\tREQUESTED\tDEADLINE\tLEFT")
+				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tKIND\tARGS\tREQUESTED\tDEADLINE\tLEFT")
 				now := time.Now()
 				for _, p := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool,
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool, p.Kind,
 						oneLine(string(p.Args)), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
 				}
 				if err := tw.Flush(); err != nil {
@@ -171,6 +174,7 @@ role, comment, args_hash, decided_at and via, with repeated.%s`, verb, editHelp(
 	fl.StringVar(&f.as, "as", "", "your name, recorded with the decision (default $USER)")
 	fl.StringVar(&f.comment, "comment", "", "a comment recorded with the decision")
 	fl.StringVar(&f.argsHash, "args-hash", "", "the arguments hash you reviewed (default: the step's)")
+	fl.IntVar(&f.round, "round", 0, "the round of the step's approval you reviewed, as approvals lists it: a step that waits in another round by then (approved under its rule, then parked at a spend limit) is refused (default: the round read with the step's hash; 1 with --args-hash)")
 	fl.BoolVar(&f.asJSON, "json", false, "print the decision of record as JSON")
 	if verb == "approve" {
 		fl.StringVar(&f.argsFile, "args", "", "approve with these arguments instead (a JSON object in FILE, - for standard input): an edit")
@@ -187,8 +191,11 @@ type decisionFlags struct {
 	step              int64
 	decision          workflows.Decision
 	argsHash          string
-	comment           string
-	asJSON            bool
+	// round is the round of the step's approval reviewed (0: the one it
+	// waits in when the command reads it).
+	round   int
+	comment string
+	asJSON  bool
 	// argsFile names an edit's arguments, args holds them.
 	argsFile string
 	args     json.RawMessage
@@ -238,15 +245,18 @@ var pastTense = map[workflows.Decision]string{workflows.DecisionApprove: "approv
 
 // decideViaAPI sends a decision through the API and says what became of it.
 func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f decisionFlags) error {
-	hash := f.argsHash
+	// Without --args-hash, the step's hash and round are read now: the
+	// decision is bound to what waits at this moment.
+	hash, round := f.argsHash, f.round
 	if hash == "" {
-		var err error
-		if hash, err = api.StepHash(ctx, f.runID, f.step); err != nil {
+		it, err := api.Step(ctx, f.runID, f.step)
+		if err != nil {
 			if errors.Is(err, approvals.ErrNoSuchStep) {
 				return fmt.Errorf("run %s has no step %d waiting for approval", f.runID, f.step)
 			}
 			return err
 		}
+		hash, round = it.ArgsHash, cmp.Or(round, it.Round)
 	}
 	var (
 		res    approvals.DecideResponse
@@ -254,9 +264,9 @@ func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f d
 		err    error
 	)
 	if f.decision == workflows.DecisionEdit {
-		res, status, err = api.Edit(ctx, f.runID, f.step, approvals.EditRequest{ArgsHash: hash, Args: f.args, Comment: f.comment})
+		res, status, err = api.Edit(ctx, f.runID, f.step, approvals.EditRequest{ArgsHash: hash, Args: f.args, Comment: f.comment, Round: round})
 	} else {
-		res, status, err = api.Decide(ctx, f.runID, f.step, f.decision, approvals.DecideRequest{ArgsHash: hash, Comment: f.comment})
+		res, status, err = api.Decide(ctx, f.runID, f.step, f.decision, approvals.DecideRequest{ArgsHash: hash, Comment: f.comment, Round: round})
 	}
 	if err != nil {
 		return err
@@ -325,6 +335,7 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 		Tenant: f.tenant, RunID: f.runID, Step: f.step, Decision: string(f.decision), ArgsHash: cmp.Or(f.argsHash, step.ArgsHash),
 		EditedArgs: f.args, Comment: f.comment, Approver: approver, Role: approvalstore.RoleLocal, MayDecide: true,
 		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
+		Round: cmp.Or(f.round, waitRound(step.Approval)),
 	})
 	if err != nil {
 		return err
@@ -365,4 +376,13 @@ func decisionJSON(rec approvalstore.Decision) approvals.Decision {
 // left is the time from now to deadline as the inbox says it, or "passed".
 func left(now, deadline time.Time) string {
 	return cmp.Or(approvals.TimeLeft(int64(deadline.Sub(now)/time.Second)), "passed")
+}
+
+// waitRound is the round a step's approval waits in, as the run reports
+// it (1 for a run from before rounds).
+func waitRound(ap *workflows.StepApproval) int {
+	if ap == nil {
+		return 0
+	}
+	return max(ap.Round, 1)
 }

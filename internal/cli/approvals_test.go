@@ -77,3 +77,35 @@ func TestLeftSaysTheTimeToTheDeadlineAsTheInboxDoes(t *testing.T) {
 	assert.Equal(t, "passed", left(now, now))
 	assert.Equal(t, "passed", left(now, now.Add(-time.Hour)))
 }
+
+// TestDecideThroughTheAPIBindsTheRoundItRead: without --args-hash, the
+// decision carries the hash and the round the approvals list shows, so a
+// step that moved to another round is refused by the service.
+func TestDecideThroughTheAPIBindsTheRoundItRead(t *testing.T) {
+	t.Parallel()
+	hash := "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	var body approvals.DecideRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == http.MethodGet {
+			_ = json.NewEncoder(w).Encode(approvals.ApprovalList{State: r.URL.Query().Get("state"), Approvals: []approvals.Item{{
+				Kind: approvals.KindApproval, RunID: "r1", Step: 3, ArgsHash: hash, ApprovalKind: "limit", Round: 2}}})
+			return
+		}
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &body)
+		w.WriteHeader(http.StatusAccepted)
+		_ = json.NewEncoder(w).Encode(approvals.DecideResponse{Decision: approvals.Decision{
+			RunID: "r1", Step: 3, Decision: "approve", Approver: "dana", Role: approvals.RoleApprover, ArgsHash: body.ArgsHash, Via: "api"}})
+	}))
+	t.Cleanup(srv.Close)
+
+	out, err := run(t, Env{APIURL: srv.URL, Token: "oncerun_x"}, "approve", "--run-id", "r1", "--step", "3", "--json")
+	require.NoError(t, err, out)
+	assert.Equal(t, hash, body.ArgsHash)
+	assert.Equal(t, 2, body.Round)
+
+	_, err = run(t, Env{APIURL: srv.URL, Token: "oncerun_x"}, "approve", "--run-id", "r1", "--step", "3", "--round", "1", "--json")
+	require.NoError(t, err)
+	assert.Equal(t, 1, body.Round, "--round is sent as given")
+}

@@ -39,8 +39,8 @@ type Env struct {
 	// Temporal, when set, is used instead of dialing TemporalAddress.
 	Temporal client.Client
 	// APIURL is ONCERUN_API: when set, start, status, approvals, approve,
-	// reject, resolve, cancel, pause, resume and message go through the
-	// approvals service instead.
+	// reject, resolve, cancel, pause, resume, message and limits go
+	// through the approvals service instead.
 	APIURL string
 	// Token is ONCERUN_TOKEN, the bearer token for APIURL.
 	Token string
@@ -125,6 +125,7 @@ func NewRoot(env Env) *cobra.Command {
 		newControlCmd(conn, approvalstore.ActionResume),
 		newControlCmd(conn, approvalstore.ActionMessage),
 		newKeysCmd(conn),
+		newLimitsCmd(conn),
 		newReconcileCmd(conn),
 		newServeCmd(env),
 		newWorkerCmd(env),

@@ -18,7 +18,9 @@ func newServeCmd(env Env) *cobra.Command {
 on APPROVALS_ADDR (default ` + approvals.DefaultAddr + `), for the tokens in
 APPROVALS_TOKENS_FILE (required). It applies the migrations on DATABASE_URL
 and reaches runs through TEMPORAL_ADDRESS; a worker serves the same service
-when APPROVALS_TOKENS_FILE is set in its environment.`,
+when APPROVALS_TOKENS_FILE is set in its environment. With
+ONCERUN_LIMITS_FILE set, it sets that file's spend limits first; a file
+that is not valid stops it, naming the limit and the field.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, logLevel, err := env.WorkerConfig()
@@ -27,6 +29,15 @@ when APPROVALS_TOKENS_FILE is set in its environment.`,
 			}
 			if cfg.Logger, err = worker.NewLogger(logLevel, false); err != nil {
 				return err
+			}
+			limits, err := env.LimitsFile()
+			if err != nil {
+				return err
+			}
+			if limits != nil {
+				if err := limits.applyMigrated(cmd.Context(), cfg.WithDefaults().DatabaseURL, cfg.Logger); err != nil {
+					return err
+				}
 			}
 			return worker.Serve(cmd.Context(), cfg)
 		},

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -74,6 +76,7 @@ func newStartCmd(conn *connections) *cobra.Command {
 	var (
 		in       workflows.RunInput
 		planPath string
+		budget   string
 		asJSON   bool
 	)
 	cmd := &cobra.Command{
@@ -84,7 +87,11 @@ the run started first, and starting it with other input is an error.
 
 A plan file lists the calls of a scripted run:
   {"steps": [{"tool": "lookup_order", "args": {"order_id": "1001"}}, ...]}
-Without a plan, the openai planner works towards --goal.`,
+Without a plan, the openai planner works towards --goal.
+
+--spend is the run's budget per currency, in minor units ('{"EUR":50000}'
+or EUR=50000,USD=100): a step that would take the run past it waits for
+approval.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if planPath == "" && in.Goal == "" {
@@ -92,6 +99,13 @@ Without a plan, the openai planner works towards --goal.`,
 			}
 			if e := in.OnApprovalExpiry; e != "" && e != workflows.ExpiryExpire && e != workflows.ExpiryReject {
 				return fmt.Errorf("--on-approval-expiry %q: want %s or %s", e, workflows.ExpiryExpire, workflows.ExpiryReject)
+			}
+			if budget != "" {
+				amounts, err := parseSpend(budget)
+				if err != nil {
+					return err
+				}
+				in.Limits.Spend = amounts
 			}
 			if planPath != "" {
 				reg, err := conn.env.Registry()
@@ -150,6 +164,7 @@ Without a plan, the openai planner works towards --goal.`,
 		workflows.DefaultParallel, workflows.MaxParallel))
 	f.DurationVar(&in.Limits.ApprovalDeadline, "approval-deadline", 0,
 		fmt.Sprintf("how long a step waits for a decision (default %s, at most %s)", workflows.DefaultApprovalDeadline, workflows.MaxApprovalDeadline))
+	f.StringVar(&budget, "spend", "", `the run's budget per currency, in minor units: '{"EUR":50000}' or EUR=50000,USD=100`)
 	f.StringVar(&in.OnApprovalExpiry, "on-approval-expiry", "",
 		"what a step's deadline does when nobody decided: expire (default) or reject")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -164,8 +179,8 @@ func startViaAPI(cmd *cobra.Command, api *approvals.Client, in workflows.RunInpu
 		return err
 	}
 	req := approvals.StartRequest{RunID: in.RunID, Goal: in.Goal, Planner: in.Planner, Plan: in.Plan, OnApprovalExpiry: in.OnApprovalExpiry}
-	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 || in.Limits.Parallel != 0 {
-		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps, Parallel: in.Limits.Parallel}
+	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 || in.Limits.Parallel != 0 || in.Limits.Spend != nil {
+		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps, Parallel: in.Limits.Parallel, Spend: in.Limits.Spend}
 		if in.Limits.ApprovalDeadline != 0 {
 			req.Limits.ApprovalDeadline = in.Limits.ApprovalDeadline.String()
 		}
@@ -184,6 +199,37 @@ func startViaAPI(cmd *cobra.Command, api *approvals.Client, in workflows.RunInpu
 	}
 	fmt.Fprintf(out, "started run %s of tenant %s (workflow %s)\n", res.RunID, res.Tenant, res.WorkflowID)
 	return nil
+}
+
+// parseSpend reads --spend: a JSON object of minor units by currency
+// ({"EUR":50000}), or CODE=MINOR pairs separated by commas
+// (EUR=50000,USD=100). The codes and amounts are checked where the run
+// input is (workflows.RunInput.Validate, as limits.spend).
+func parseSpend(v string) (map[string]int64, error) {
+	v = strings.TrimSpace(v)
+	out := map[string]int64{}
+	if strings.HasPrefix(v, "{") {
+		if err := edge.Decode([]byte(v), &out); err != nil {
+			return nil, fmt.Errorf("--spend: %w", err)
+		}
+		return out, nil
+	}
+	for pair := range strings.SplitSeq(v, ",") {
+		code, amount, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok {
+			return nil, fmt.Errorf(`--spend %q: want CODE=MINOR pairs such as EUR=50000,USD=100, or a JSON object such as {"EUR":50000}`, v)
+		}
+		code = strings.TrimSpace(code)
+		n, err := strconv.ParseInt(strings.TrimSpace(amount), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--spend: %s=%s is not a whole number of minor units", code, amount)
+		}
+		if _, twice := out[code]; twice {
+			return nil, fmt.Errorf("--spend: %s is given twice", code)
+		}
+		out[code] = n
+	}
+	return out, nil
 }
 
 // writeJSON prints v as indented JSON.

@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/oncerun/oncerun/internal/money"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -31,7 +33,8 @@ receipt: who cancelled it, every step and how it ended, the steps still
 running and those waiting for a person's answer.
 
 --json prints the run's status object: tenant, run_id, goal, planner, state,
-message, started_at, updated_at, paused, cancel, receipt, messages and steps,
+message, started_at, updated_at, paused, cancel, receipt, messages, budget,
+spend (per currency: spent, held and budget) and steps,
 each step with step, turn, call_id, tool, class, key, args, args_hash, state,
 result, summary, error, replayed, approval and its timestamps.`,
 		Args: cobra.NoArgs,
@@ -56,6 +59,9 @@ result, summary, error, replayed, approval and its timestamps.`,
 			}
 			if st.Paused != nil {
 				fmt.Fprintln(out, pausedLine(st.Paused))
+			}
+			for _, t := range st.Spend {
+				fmt.Fprintln(out, spendLine(t))
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "STEP\tTOOL\tSTATE\tARGS HASH\tRESULT")
@@ -138,11 +144,32 @@ func runStatus(cmd *cobra.Command, conn *connections, tenant, runID string) (wor
 	if tenant == "" {
 		return workflows.Status{}, errors.New("give --tenant T (or set ONCERUN_API to ask the approvals service)")
 	}
-	rc, err := conn.client(cmd.Context(), false)
+	// With the database: what the run's steps spent is there.
+	rc, err := conn.client(cmd.Context(), true)
 	if err != nil {
 		return workflows.Status{}, err
 	}
 	return rc.Status(cmd.Context(), tenant, runID)
+}
+
+// spendLine says what a run spent in one currency, against its budget:
+// "spend: 259.00 EUR spent, 0.00 EUR held, of a budget of 500.00 EUR
+// (51.8% used)".
+func spendLine(t workflows.SpendTotal) string {
+	line := fmt.Sprintf("spend: %s spent, %s held", money.Format(t.Spent, t.Currency), money.Format(t.Held, t.Currency))
+	if t.Budget == nil {
+		return line + ", no budget in " + t.Currency
+	}
+	used := 0.0
+	switch {
+	case *t.Budget > 0:
+		used = float64(t.Spent+t.Held) / float64(*t.Budget) * 100
+	case t.Spent+t.Held > 0:
+		// A budget of 0 is used up by anything.
+		used = 100
+	}
+	return fmt.Sprintf("%s, of a budget of %s (%s%% used)", line, money.Format(*t.Budget, t.Currency),
+		strconv.FormatFloat(used, 'f', 1, 64))
 }
 
 // inline keeps s on one line: a newline or a tab in it is shown as \n or

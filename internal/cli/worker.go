@@ -33,7 +33,9 @@ Environment (defaults in brackets; the README lists every variable):
   OPENAI_PARALLEL_TOOL_CALLS       false: a turn's calls run in order [true]
   LOG_LEVEL                        debug, info, warn or error [info]
   APPROVALS_TOKENS_FILE            serve the approvals API and inbox for these tokens [off]
-  APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]`,
+  APPROVALS_ADDR                   where the approvals service listens [127.0.0.1:8088]
+  ONCERUN_LIMITS_FILE              spend caps to set at start (YAML; docs/limits.md) [none]
+  ALERT_WEBHOOK_URL                expiry, deadline and spend cap alerts [none]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wcfg, logLevel, err := env.WorkerConfig()
@@ -42,6 +44,15 @@ Environment (defaults in brackets; the README lists every variable):
 			}
 			if wcfg.Logger, err = worker.NewLogger(logLevel, false); err != nil {
 				return err
+			}
+			// Checked before anything starts; set once the worker has
+			// migrated the schema.
+			limits, err := env.LimitsFile()
+			if err != nil {
+				return err
+			}
+			if limits != nil {
+				wcfg.Setup = limits.Setup(wcfg.Setup, wcfg.Logger)
 			}
 			return worker.Run(cmd.Context(), wcfg)
 		},

@@ -25,7 +25,7 @@ func newChaosCmd(env cli.Env) *cobra.Command {
 		cfg           = chaos.Full()
 	)
 	cmd := &cobra.Command{
-		Use:   "chaos [--short] [--temporal embedded|cluster] [--runs N] [--kills N] [--duration D] [--json]",
+		Use:   "chaos [--short] [--temporal embedded|cluster] [--runs N] [--kills N] [--duration D] [--daily-cap EUR] [--json]",
 		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed; count every effect where it landed",
 		Long: `Start agent runs (a keyed note, a natural-key credit whose e-mail goes through
 the outbox, an external refund at a sandbox payment provider) through the
@@ -48,7 +48,17 @@ Every process runs from this binary, on its own database on DATABASE_URL.
 --pg-restart cluster restarts the whole PostgreSQL server (with
 --pg-restart-command; the default is Debian's pg_ctlcluster in immediate
 mode); backends only cuts the connections to the harness's databases
-(Temporal's too, with --temporal cluster).`,
+(Temporal's too, with --temporal cluster).
+
+--daily-cap 600.00 sets, before the runs start, a cap of 600.00 EUR per UTC
+day on each of issue_credit and refund_payment of the runs' tenant (each
+run proposes a credit of 30.00 or 120.00 EUR and a refund of 25.00 or 150.00
+EUR; the harness says what the runs propose in all). A step that would cross
+a cap waits for approval (approvals of kind limit) and the harness rejects it
+("chaos: over the cap"), so it must not apply; the check then sums each
+tool's amounts per UTC day where they landed, the credits table and the
+provider's ledger, and any day over the cap, exceptions excluded, is a
+violation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The preset, with the flags given explicitly on top.
@@ -132,6 +142,7 @@ mode); backends only cuts the connections to the harness's databases
 	f.DurationVar(&cfg.ProviderKeyRetention, "provider-key-retention", cfg.ProviderKeyRetention, "how long the sandbox provider keeps an idempotency key (and the refund tool's declared key lifetime)")
 	f.Float64Var(&cfg.RejectRate, "reject-rate", cfg.RejectRate, "share of approvals rejected")
 	f.DurationVar(&cfg.DecideWithin, "decide-within", cfg.DecideWithin, "a step's decision comes at a random moment within this")
+	f.Var(&cfg.DailyCap, "daily-cap", "cap per UTC day on each of issue_credit and refund_payment, in EUR with at most two decimals (2000.00); steps that would cross it wait for approval and are rejected, and the check finds each day's credits and provider refunds within it (default: no cap)")
 	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the plan and the moments (default: the clock)")
 	return cmd
 }
@@ -156,6 +167,7 @@ var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 		d.ProviderKeyRetention = s.ProviderKeyRetention
 	},
 	"decide-within": func(d *chaos.Config, s chaos.Config) { d.DecideWithin = s.DecideWithin },
+	"daily-cap":     func(d *chaos.Config, s chaos.Config) { d.DailyCap = s.DailyCap },
 	"seed":          func(d *chaos.Config, s chaos.Config) { d.Seed = s.Seed },
 }
 

@@ -142,7 +142,9 @@ own server code, state in a SQLite file under --data-dir, so runs survive a
 restart), the migrations on DATABASE_URL, a worker and the approvals service
 (inbox and API on APPROVALS_ADDR). With TEMPORAL_ADDRESS set, that server is
 used and none is embedded. Without APPROVALS_TOKENS_FILE, the first start
-makes a development token for tenant acme and prints it.`,
+makes a development token for tenant acme and prints it. With
+ONCERUN_LIMITS_FILE set, the file's spend limits are set at start; a file
+that is not valid stops it, naming the limit and the field.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			wcfg, logLevel, err := env.WorkerConfig()
@@ -151,6 +153,15 @@ makes a development token for tenant acme and prints it.`,
 			}
 			if wcfg.Logger, err = worker.NewLogger(logLevel, true); err != nil {
 				return err
+			}
+			// Checked before anything starts; set once the worker has
+			// migrated the schema.
+			limits, err := env.LimitsFile()
+			if err != nil {
+				return err
+			}
+			if limits != nil {
+				wcfg.Setup = limits.Setup(wcfg.Setup, wcfg.Logger)
 			}
 			cfg.Worker = wcfg
 			cfg.Out = cmd.OutOrStdout()

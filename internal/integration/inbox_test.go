@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -516,4 +517,73 @@ func TestInboxEditInBrowser(t *testing.T) {
 	checkLayout(t, ctx, dir, "phone-run.png")
 	require.NoError(t, chromedp.Do(ctx, desktop, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`ol.timeline`))))
 	checkLayout(t, ctx, dir, "desktop-run.png")
+}
+
+// TestLimitPagesLayout: the limits page (with caps set, one of a group of
+// tools with a large amount), the inbox card of a step waiting at its
+// run's budget and that run's page, with its spend against the budget, lay
+// out at a phone's and a laptop's width.
+func TestLimitPagesLayout(t *testing.T) {
+	t.Parallel()
+	ctx := headless(t, 3*time.Minute)
+	e := setup(t)
+	e.tools = shop.Tools(shop.Config{CreditApprovalThresholdCents: 100000})
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	a.setLimit(shop.ToolIssueCredit, 200000, shop.ToolIssueCredit)
+	a.setLimit("all-money-moving-tools-of-the-support-desk", 9999999999999, shop.ToolIssueCredit, "refund_payment")
+	run := e.id("layout")
+	a.startRun(run, map[string]any{"spend": map[string]int64{"EUR": 50000}},
+		creditOf("layout-1", 20000), creditOf("layout-2", 20000), creditOf("layout-3", 20000))
+	reason := "over the run's budget: 400.00 of 500.00 EUR spent, this call 200.00"
+	it := a.pendingItem(run, 3, 1)
+	require.Equal(t, []any{"limit", reason}, []any{it.ApprovalKind, it.Reason})
+	dir := screenshotDir(t)
+
+	card := chromedp.CSS(`article.limit[data-run="` + run + `"][data-step="3"]`)
+	require.NoError(t, chromedp.Do(ctx,
+		phone,
+		chromedp.Navigate(a.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), a.tokens["dana"]),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(card),
+	))
+	text, err := chromedp.Run(ctx, chromedp.Text(card))
+	require.NoError(t, err)
+	assert.Contains(t, text, "Over a spend limit. "+reason)
+	assert.Contains(t, text, "Approve as an exception")
+	checkLayout(t, ctx, dir, "phone-inbox-limit.png")
+	require.NoError(t, chromedp.Do(ctx, desktop, chromedp.Reload(), chromedp.WaitVisible(card)))
+	checkLayout(t, ctx, dir, "desktop-inbox-limit.png")
+
+	capCard := chromedp.CSS(`article.cap[data-limit="issue_credit"]`)
+	require.NoError(t, chromedp.Do(ctx, phone, chromedp.Navigate(a.srv.URL+"/limits"), chromedp.WaitVisible(capCard)))
+	text, err = chromedp.Run(ctx, chromedp.Text(capCard))
+	require.NoError(t, err)
+	assert.Contains(t, text, "2,000.00 EUR per UTC day")
+	assert.Contains(t, text, "400.00 EUR", "the two credits the run made")
+	assert.Contains(t, text, "20.0%")
+	group, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`article.cap[data-limit="all-money-moving-tools-of-the-support-desk"]`)))
+	require.NoError(t, err)
+	assert.Contains(t, group, "issue_credit, refund_payment")
+	assert.Contains(t, group, "99,999,999,999.99 EUR")
+	checkLayout(t, ctx, dir, "phone-limits.png")
+	require.NoError(t, chromedp.Do(ctx, desktop, chromedp.Reload(), chromedp.WaitVisible(capCard)))
+	checkLayout(t, ctx, dir, "desktop-limits.png")
+
+	step3 := chromedp.CSS(`#step-3`)
+	require.NoError(t, chromedp.Do(ctx, phone, chromedp.Navigate(a.srv.URL+"/runs/"+run), chromedp.WaitVisible(step3)))
+	text, err = chromedp.Run(ctx, chromedp.Text(step3))
+	require.NoError(t, err)
+	assert.Contains(t, text, "pending_approval")
+	assert.Contains(t, text, reason)
+	spent, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.spend[data-currency="EUR"]`)))
+	require.NoError(t, err)
+	assert.Contains(t, spent, "400.00 EUR spent")
+	assert.Contains(t, spent, "budget 500.00 EUR")
+	assert.Contains(t, spent, "80.0% used")
+	checkLayout(t, ctx, dir, "phone-run-limit.png")
+	require.NoError(t, chromedp.Do(ctx, desktop, chromedp.Reload(), chromedp.WaitVisible(step3)))
+	checkLayout(t, ctx, dir, "desktop-run-limit.png")
 }

@@ -52,6 +52,16 @@ type Metrics struct {
 	// before the deadline, as Go writes a duration ("24h0m0s", "1h0m0s"),
 	// the spelling APPROVAL_DEADLINE_WARNINGS accepts.
 	ApprovalDeadlineWarnings *prometheus.CounterVec
+	// SpendTotal counts the minor units steps counted against the money
+	// limits where their effects committed (a reservation once applied), by
+	// tenant, tool and currency.
+	SpendTotal *prometheus.CounterVec
+	// SpendCapRatio is each cap's share spent (held included) at its last
+	// charge on this worker, by tenant and cap.
+	SpendCapRatio *prometheus.GaugeVec
+	// StepsParked counts steps that waited for approval at a spend limit,
+	// by tenant and reason: run_budget, daily_cap or rolling_cap.
+	StepsParked *prometheus.CounterVec
 }
 
 // New creates the collectors and registers them on reg.
@@ -78,7 +88,20 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Warnings that a step still waits for a decision near its approval deadline, by tenant, tool and before (how long before the deadline, e.g. 24h0m0s).",
 		}, []string{"tenant", "tool", "before"}),
 	}
-	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive, m.ResolutionsOverdue, m.ApprovalDeadlineWarnings)
+	m.SpendTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncerun_spend_total",
+		Help: "Minor units counted against money limits where their effects committed, by tenant, tool and currency.",
+	}, []string{"tenant", "tool", "currency"})
+	m.SpendCapRatio = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "oncerun_spend_cap_ratio",
+		Help: "Share of each spend cap spent, held amounts included, at its last charge.",
+	}, []string{"tenant", "cap"})
+	m.StepsParked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncerun_steps_parked_total",
+		Help: "Steps that waited for approval at a spend limit, by tenant and reason.",
+	}, []string{"tenant", "reason"})
+	reg.MustRegister(m.ToolCalls, m.KeysPruned, m.KeysExpiredAlive, m.ResolutionsOverdue, m.ApprovalDeadlineWarnings,
+		m.SpendTotal, m.SpendCapRatio, m.StepsParked)
 	return m
 }
 
@@ -108,4 +131,31 @@ func (m *Metrics) ToolCall(tool, outcome string) {
 		return
 	}
 	m.ToolCalls.WithLabelValues(tool, outcome).Inc()
+}
+
+// Spent counts minor units of currency that tenant's tool counted. A nil
+// Metrics counts nothing.
+func (m *Metrics) Spent(tenant, tool, currency string, minor int64) {
+	if m == nil || minor <= 0 {
+		return
+	}
+	m.SpendTotal.WithLabelValues(tenant, tool, currency).Add(float64(minor))
+}
+
+// CapRatio records the share of tenant's cap spent. A nil Metrics records
+// nothing.
+func (m *Metrics) CapRatio(tenant, cap string, ratio float64) {
+	if m == nil {
+		return
+	}
+	m.SpendCapRatio.WithLabelValues(tenant, cap).Set(ratio)
+}
+
+// StepParked counts a step of tenant that waited at a limit, for reason.
+// A nil Metrics counts nothing.
+func (m *Metrics) StepParked(tenant, reason string) {
+	if m == nil {
+		return
+	}
+	m.StepsParked.WithLabelValues(tenant, reason).Inc()
 }

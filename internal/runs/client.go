@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/converter"
 
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -45,7 +46,8 @@ type Client struct {
 	// TaskQueue is where runs start. Default workflows.DefaultTaskQueue.
 	TaskQueue string
 	// Pool holds the approvals tables; only Pending and Unresolved need
-	// it (Decide and Resolve are given theirs).
+	// it (Decide and Resolve are given theirs). When set, Status also
+	// reads what the run's steps spent (Status.Spend).
 	Pool *pgxpool.Pool
 	// SignalTimeout bounds the signal Decide and Resolve send once a
 	// decision is recorded, however little time the caller's context has
@@ -157,8 +159,23 @@ func (c *Client) existing(ctx context.Context, in workflows.RunInput, id, runID,
 	return Started{WorkflowID: id, RunID: desc.GetWorkflowExecutionInfo().GetExecution().GetRunId(), Existing: true}, nil
 }
 
-// Status returns the run's status.
+// Status returns the run's status and, when c.Pool is set, what its steps
+// spent against its budget, per currency (Status.Spend).
 func (c *Client) Status(ctx context.Context, tenant, runID string) (workflows.Status, error) {
+	st, err := c.query(ctx, tenant, runID)
+	if err != nil || c.Pool == nil {
+		return st, err
+	}
+	// What the run's steps counted lives in PostgreSQL, not in the run: a
+	// database tool's amount commits with its effect.
+	if st.Spend, err = spend.RunTotals(ctx, c.Pool, tenant, runID, st.Budget); err != nil {
+		return workflows.Status{}, fmt.Errorf("status of run %s: %w", runID, err)
+	}
+	return st, nil
+}
+
+// query asks the run for its status.
+func (c *Client) query(ctx context.Context, tenant, runID string) (workflows.Status, error) {
 	v, err := c.Temporal.QueryWorkflow(ctx, workflows.WorkflowID(tenant, runID), "", workflows.QueryStatus)
 	if err != nil {
 		var nf *serviceerror.NotFound

@@ -120,7 +120,7 @@ func (c *Client) update(ctx context.Context, tenant, runID, name string, arg, ou
 	if open {
 		return fmt.Errorf("%s run %s: %w", name, runID, err)
 	}
-	st, serr := c.Status(ctx, tenant, runID)
+	st, serr := c.query(ctx, tenant, runID)
 	if errors.Is(serr, ErrNotFound) {
 		return fmt.Errorf("run %s of tenant %s: %w", runID, tenant, ErrNotFound)
 	}

@@ -73,7 +73,7 @@ func (c *Client) Decide(ctx context.Context, db approvalstore.DB, r approvalstor
 	rec := d.Decision
 	err = c.signal(ctx, rec.Tenant, rec.RunID, workflows.SignalApproval, workflows.Approval{
 		Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver, Comment: rec.Comment, ArgsHash: rec.ArgsHash,
-		Args: rec.EditedArgs, EditedArgsHash: rec.EditedArgsHash,
+		Args: rec.EditedArgs, EditedArgsHash: rec.EditedArgsHash, Round: roundOf(rec.Round),
 	})
 	if err != nil {
 		return d, &UndeliveredError{What: "decision", RunID: rec.RunID, Err: err}
@@ -175,7 +175,7 @@ func (c *Client) signal(ctx context.Context, tenant, runID, name string, arg any
 func (c *Client) AwaitDecision(ctx context.Context, d approvalstore.Decision, wait time.Duration) (workflows.Step, error) {
 	deadline := time.Now().Add(wait)
 	for {
-		st, err := c.Status(ctx, d.Tenant, d.RunID)
+		st, err := c.query(ctx, d.Tenant, d.RunID)
 		if err != nil {
 			return workflows.Step{}, err
 		}
@@ -203,4 +203,13 @@ func (c *Client) AwaitDecision(ctx context.Context, d approvalstore.Decision, wa
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// roundOf is the round a decision's signal names: none for the first, as
+// runs begun before rounds expect.
+func roundOf(round int) int {
+	if round <= 1 {
+		return 0
+	}
+	return round
 }

@@ -124,7 +124,7 @@ func (c *Client) operate(ctx context.Context, r ControlRequest) (Controlled, err
 	// The run's answer does not say whether it changed: its status before
 	// does. Two requests at once may both read as accepted.
 	qctx, cancel := c.temporalContext(ctx)
-	before, err := c.Status(qctx, r.Tenant, r.RunID)
+	before, err := c.query(qctx, r.Tenant, r.RunID)
 	cancel()
 	if err != nil {
 		return Controlled{}, err
