@@ -11,6 +11,7 @@
 //	GET  /v1/approvals?state=pending|decided|needs_resolution
 //	POST /v1/runs/{run_id}/steps/{step}/approve     decide (approver, operator)
 //	POST /v1/runs/{run_id}/steps/{step}/reject
+//	POST /v1/runs/{run_id}/steps/{step}/edit        approve with other arguments (approver, operator)
 //	POST /v1/runs/{run_id}/steps/{step}/resolve     answer an unknown outcome (approver, operator)
 //	POST /v1/runs/{run_id}/cancel                   cancel a run, with its receipt (operator)
 //	POST /v1/runs/{run_id}/pause                    pause a run (operator)
@@ -25,7 +26,9 @@
 //
 // # Decisions
 //
-// A decision is bound to the arguments hash the approver saw. It is written
+// A decision is bound to the arguments hash the approver saw, and to the
+// round of the step's approval (a step approved under its tool's rule that
+// then meets a spend limit waits again, in round 2). It is written
 // to the audit table (who, when, what, from which address) before it is
 // signalled to the run; the first accepted decision of a step is its
 // decision of record, a repeat of it is answered with the original, and a

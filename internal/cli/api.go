@@ -66,7 +66,7 @@ func refuseInAPIMode(flags map[string]bool) error {
 		strings.Join(set, ", "), EnvAPI, EnvToken)
 }
 
-func printItems(out io.Writer, items []approvals.Item, view approvals.View) error {
+func printItems(out io.Writer, items []approvals.Item, view approvals.View, wide bool) error {
 	if len(items) == 0 {
 		fmt.Fprintf(out, "no step is %s\n", map[approvals.View]string{
 			approvals.ViewPending: "waiting for approval", approvals.ViewDecided: "decided",
@@ -74,16 +74,12 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tARGS\tSTATE\tREQUESTED\tDEADLINE\tLEFT")
+	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tARGS\tSTATE\tREQUESTED\tDEADLINE\tLEFT\tPROBLEM")
 	now := time.Now()
 	for _, it := range items {
-		state := it.State
-		if it.Problem != "" {
-			state += ": " + inline(it.Problem)
-		}
-		if it.Withdrawn != "" {
-			state += ": " + inline(it.Withdrawn)
-		}
+		// What went wrong is a paragraph: it goes last, cut to a line
+		// unless --wide, so that it never breaks the columns before it.
+		problem := strings.TrimSpace(it.Problem + " " + it.Withdrawn)
 		kind := it.Kind
 		switch {
 		case kind == "":
@@ -96,8 +92,8 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View) erro
 		if it.State == "pending" {
 			remaining = left(now, it.Deadline)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, oneLine(string(it.Args)),
-			state, when(it.RequestedAt), when(it.Deadline), remaining)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, cell(string(it.Args), wide),
+			it.State, when(it.RequestedAt), when(it.Deadline), remaining, cell(problem, wide))
 	}
 	return tw.Flush()
 }

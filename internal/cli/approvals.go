@@ -25,6 +25,7 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 		tenant string
 		state  string
 		asJSON bool
+		wide   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "approvals [--tenant T]",
@@ -33,7 +34,9 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 whose external effect's outcome is unknown, waiting for oncerun resolve.
 
 KIND is rule when the tool's approval rule asked, limit when the step would
-take a spend limit past its cap (approving it is an exception).
+take a spend limit past its cap (approving it is an exception). ARGS, and
+PROBLEM (what the service found wrong with a decided step), are cut to 80
+bytes; --wide prints them whole.
 
 --json prints an array of objects with tenant, run_id, step, tool, args,
 args_hash, goal, reason, kind, requested_by, requested_at and deadline (the
@@ -60,7 +63,7 @@ item with its kind); --json then prints the API's items.`,
 				if asJSON {
 					return writeJSON(cmd.OutOrStdout(), items)
 				}
-				return printItems(cmd.OutOrStdout(), items, approvals.View(state))
+				return printItems(cmd.OutOrStdout(), items, approvals.View(state), wide)
 			}
 			if cmd.Flags().Changed("state") {
 				return fmt.Errorf("--state needs %s: without it the list shows pending steps", EnvAPI)
@@ -92,7 +95,7 @@ item with its kind); --json then prints the API's items.`,
 				now := time.Now()
 				for _, p := range list {
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool, p.Kind,
-						oneLine(string(p.Args)), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
+						cell(string(p.Args), wide), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -106,7 +109,7 @@ item with its kind); --json then prints the API's items.`,
 			fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tFIRST SENT\tDEADLINE\tKNOWN")
 			for _, u := range unresolved {
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", u.Tenant, u.RunID, u.Step, u.Tool,
-					when(u.FirstSentAt), when(u.Deadline), oneLine(u.Known))
+					when(u.FirstSentAt), when(u.Deadline), cell(u.Known, wide))
 			}
 			return tw.Flush()
 		},
@@ -114,6 +117,7 @@ item with its kind); --json then prints the API's items.`,
 	cmd.Flags().StringVar(&tenant, "tenant", "", "list only this tenant's steps")
 	cmd.Flags().StringVar(&state, "state", string(approvals.ViewPending), "with ONCERUN_API: pending, decided or needs_resolution")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")
+	cmd.Flags().BoolVar(&wide, "wide", false, "print whole arguments and problems; without it each is cut to 80 bytes")
 	return cmd
 }
 

@@ -308,5 +308,36 @@ func TestApprovalsListSaysAWithdrawnStepWasCancelled(t *testing.T) {
 	}), Token: "oncerun_x"}
 	out, err := run(t, env, "approvals", "--state", "decided")
 	require.NoError(t, err, out)
-	assert.Contains(t, out, "cancelled: withdrawn: the run was cancelled by ops")
+	assert.Regexp(t, `cancelled +- +- +withdrawn: the run was cancelled by ops at 2026-12-01T09:00:00Z \(wrong customer\)…\n$`, out,
+		"the problem goes last, cut to a line")
+	out, err = run(t, env, "approvals", "--state", "decided", "--wide")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "(wrong customer) before anyone decided; the step never ran\n", "--wide prints it whole")
+}
+
+// TestApprovalsListKeepsEachStepOnOneLine: the arguments are cut to 80
+// bytes unless --wide, and a long problem paragraph stays on the line's
+// end, after the columns.
+func TestApprovalsListKeepsEachStepOnOneLine(t *testing.T) {
+	t.Parallel()
+	args := `{"order_id":"1001","reason":"the parcel arrived damaged and the customer sent photos","amount_cents":25900,"currency":"EUR"}`
+	problem := strings.Repeat("the provider answered something oncerun could not read; ", 16)
+	var cs controlServer
+	env := Env{APIURL: cs.start(t, func(string) any {
+		return approvals.ApprovalList{State: "needs_resolution", Approvals: []approvals.Item{{Kind: approvals.KindApproval, RunID: "r1",
+			Step: 3, Tool: "issue_credit", Args: json.RawMessage(args), State: "approved", Problem: problem}}}
+	}), Token: "oncerun_x"}
+	out, err := run(t, env, "approvals", "--state", "needs_resolution")
+	require.NoError(t, err, out)
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Less(t, len(lines[1]), 300, "one readable line")
+	assert.NotContains(t, lines[1], "25900")
+	header := strings.Fields(lines[0])
+	assert.Equal(t, "PROBLEM", header[len(header)-1])
+
+	out, err = run(t, env, "approvals", "--state", "needs_resolution", "--wide")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `"amount_cents":25900`)
+	assert.Contains(t, out, strings.TrimSpace(problem))
 }

@@ -179,6 +179,15 @@ func inline(s string) string {
 	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
 }
 
+// cell is s for a table's cell: on one line, and cut to 80 bytes unless
+// wide.
+func cell(s string, wide bool) string {
+	if wide {
+		return inline(strings.Join(strings.Fields(s), " "))
+	}
+	return oneLine(s)
+}
+
 // oneLine keeps the first 80 bytes of s on one line.
 func oneLine(s string) string {
 	s = strings.Join(strings.Fields(s), " ")

@@ -115,7 +115,7 @@ Ctrl-C stops everything; a second Ctrl-C forces.
 
 `, temporalLine, edge.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile,
 			strings.Join(prov.lines, "\n  "), tokenLine,
-			exports(w), approvalsURL)
+			exports(w)+providerExports(prov.env), approvalsURL)
 	}
 	w.Ready = func(addr string) {
 		mu.Lock()
@@ -233,4 +233,13 @@ func exports(w worker.Config) string {
 		line += "\n  (and this shell's TEMPORAL_API_KEY and TEMPORAL_TLS_* variables)"
 	}
 	return line
+}
+
+// providerExports is the banner's line that points another terminal at the
+// dev stack's sandbox payment provider, if it runs one.
+func providerExports(env []string) string {
+	if len(env) == 0 {
+		return ""
+	}
+	return "\n  export " + strings.Join(env, " ") + "   # the sandbox provider, for oncerun reconcile"
 }

@@ -25,8 +25,10 @@ var demoPayments = []payments.Payment{
 type providers struct {
 	payments *payments.Running
 	mail     *mailtest.Server
-	// lines describe them for the banner.
+	// lines describe them for the banner; env are the variables that
+	// point another terminal's oncerun at them (oncerun reconcile).
 	lines []string
+	env   []string
 }
 
 // startProviders starts a sandbox payment provider (its ledger in
@@ -45,6 +47,8 @@ func startProviders(ctx context.Context, dataDir string, ext *worker.ExternalCon
 		ext.Payments.BaseURL, ext.Payments.APIKey = run.URL(), payments.DefaultAPIKey
 		p.lines = append(p.lines, fmt.Sprintf("payments    %s (sandbox provider; ledger in %s; PAYMENTS_BASE_URL)",
 			run.URL(), filepath.Join(dataDir, "sandbox-payments")))
+		// The sandbox's key is its well-known default, no secret.
+		p.env = append(p.env, worker.EnvPaymentsBaseURL+"="+run.URL(), worker.EnvPaymentsAPIKey+"="+payments.DefaultAPIKey)
 	} else {
 		p.lines = append(p.lines, fmt.Sprintf("payments    %s (PAYMENTS_BASE_URL)", edge.Redact(ext.Payments.BaseURL)))
 	}

@@ -101,6 +101,8 @@ func TestDevCommandKeepsARunAcrossRestart(t *testing.T) {
 	assert.Contains(t, dev.out.String(), "approvals   http://"+apAddr+"/")
 	assert.Contains(t, dev.out.String(), "(sandbox provider; ledger in "+filepath.Join(dataDir, "sandbox-payments"),
 		"with no PAYMENTS_BASE_URL, dev runs a sandbox payment provider")
+	assert.Regexp(t, `\n  export PAYMENTS_BASE_URL=http://127\.0\.0\.1:\d+ PAYMENTS_API_KEY=\S+   # the sandbox provider, for oncerun reconcile\n`,
+		dev.out.String(), "another terminal is told how to reach the sandbox provider")
 	assert.Contains(t, dev.out.String(), "(in-process server, mailbox in memory; SMTP_ADDR)")
 	// The first start makes a development token and prints it, once.
 	m := regexp.MustCompile(`token +(oncerun_\S+)`).FindStringSubmatch(dev.out.String())
