@@ -360,10 +360,10 @@ func TestResolveCLI(t *testing.T) {
 	closed := e.id("cli-closed")
 	e.seedResolution("acme", closed, 2, 1)
 
-	out, err := a.oncerunVia("vic", "approvals", "--state", "needs_resolution")
+	out, err := a.oncerunVia("vic", "approvals", "--state", "needs_resolution", "--wide")
 	require.NoError(t, err, out)
-	assert.Regexp(t, `(?m)^RUN\s+STEP\s+TOOL\s+KIND`, out)
-	assert.Regexp(t, `(?m)^`+closed+`\s+2\s+refund_payment\s+outcome_unknown\s.*pending: refund_payment .*nobody could tell`, out)
+	assert.Regexp(t, `(?m)^RUN\s+STEP\s+TOOL\s+KIND\s.*\sPROBLEM$`, out)
+	assert.Regexp(t, `(?m)^`+closed+`\s+2\s+refund_payment\s+outcome_unknown\s.*\spending\s.*\srefund_payment .*nobody could tell`, out)
 
 	out, err = a.oncerunVia("dana", "resolve", "--run-id", closed, "--step", "2", "--outcome", "applied", "--result", `{"refund_id":"re_1"}`)
 	require.ErrorContains(t, err, "HTTP 409", out)
