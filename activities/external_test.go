@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -246,4 +247,49 @@ func TestRunToolExternalPairedReadUnavailableNeedsResolution(t *testing.T) {
 	assert.Contains(t, app.Error(), "provider answered 503")
 	gifts, sends, reads := p.counts()
 	assert.Equal(t, []int{1, 1, 3}, []int{gifts, sends, reads}, "gifts, sends, reads")
+}
+
+// TestAnAppliedAnswerStoresTheProvidersRecord: a person answers applied
+// with a result that lacks what reconciliation reads (an amount); the
+// tool's paired read, which answers now, finds the effect, and its record
+// is the step's result. When the read fails, the person's result stands.
+func TestAnAppliedAnswerStoresTheProvidersRecord(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name     string
+		readErrs int
+		want     string
+	}{
+		{"the read finds it", 3, `{"found":true,"order_id":"1001"}`},
+		{"the read fails", 4, `{"id":"gift_123"}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := newProvider(attempt{apply: true, err: errTimeout})
+			unavailable := errors.New("provider answered 503")
+			for range c.readErrs {
+				p.readErrs = append(p.readErrs, unavailable)
+			}
+			f := setupExternal(t, p, true)
+			in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
+			_, err := f.run(t, in)
+			requireRetryable(t, err)
+			_, err = f.run(t, in)
+			requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
+
+			v, err := f.env().ExecuteActivity(f.acts.ApplyResolution, activities.ResolutionAnswer{Tenant: "acme", RunID: "r1", Step: 1,
+				Round: 1, Tool: "send_gift", Args: in.Args, ArgsHash: in.ArgsHash, Applied: true,
+				Result: json.RawMessage(`{"id":"gift_123"}`), By: "alice", At: time.Now()})
+			require.NoError(t, err)
+			var out activities.ApplyResolutionOutput
+			require.NoError(t, v.Get(&out))
+			assert.JSONEq(t, c.want, string(out.Result))
+			var stored string
+			require.NoError(t, f.pool.QueryRow(context.Background(),
+				`SELECT result::text FROM idempotency_keys WHERE key = 'v1/acme/r1/1/send_gift'`).Scan(&stored))
+			assert.JSONEq(t, c.want, stored, "the key completes with it")
+			gifts, sends, _ := p.counts()
+			assert.Equal(t, []int{1, 1}, []int{gifts, sends}, "nothing is sent again")
+		})
+	}
 }

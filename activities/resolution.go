@@ -13,6 +13,7 @@ import (
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/spend"
+	"github.com/oncerun/oncerun/tools"
 )
 
 // Resolution row states, as the resolutions table spells them.
@@ -59,17 +60,21 @@ func (a *Activities) RequestResolution(ctx context.Context, in ResolutionRequest
 
 // ResolutionAnswer is a person's answer, for the run to apply.
 type ResolutionAnswer struct {
-	Tenant   string          `json:"tenant"`
-	RunID    string          `json:"run_id"`
-	Step     int64           `json:"step"`
-	Round    int             `json:"round"`
-	Tool     string          `json:"tool"`
-	ArgsHash string          `json:"args_hash"`
-	Applied  bool            `json:"applied"`
-	Result   json.RawMessage `json:"result,omitempty"`
-	By       string          `json:"by"`
-	Note     string          `json:"note,omitempty"`
-	At       time.Time       `json:"at"`
+	Tenant   string `json:"tenant"`
+	RunID    string `json:"run_id"`
+	Step     int64  `json:"step"`
+	Round    int    `json:"round"`
+	Tool     string `json:"tool"`
+	ArgsHash string `json:"args_hash"`
+	// Args are the step's arguments, for the tool's paired read (runs
+	// begun before they were sent leave them out: the answer's result is
+	// then stored as given).
+	Args    json.RawMessage `json:"args,omitempty"`
+	Applied bool            `json:"applied"`
+	Result  json.RawMessage `json:"result,omitempty"`
+	By      string          `json:"by"`
+	Note    string          `json:"note,omitempty"`
+	At      time.Time       `json:"at"`
 }
 
 // ApplyResolutionOutput is the step's result after an applied answer.
@@ -93,6 +98,9 @@ func (a *Activities) ApplyResolution(ctx context.Context, in ResolutionAnswer) (
 	claim := idempotency.Claim{Key: key, ArgsHash: in.ArgsHash}
 	if t, ok := a.Tools.Lookup(in.Tool); ok {
 		claim.Retention = t.Retention
+		if in.Applied {
+			in.Result = a.providersRecord(ctx, t, key, in)
+		}
 	}
 	out, err := a.Store.Resolve(ctx, claim, idempotency.Answer{Applied: in.Applied, Result: in.Result, By: in.By, Note: in.Note})
 	if errors.Is(err, idempotency.ErrResolvedOtherwise) {
@@ -123,6 +131,31 @@ func (a *Activities) ApplyResolution(ctx context.Context, in ResolutionAnswer) (
 	}
 	a.log().Info("resolution applied", callFields(key, zap.String("outcome", state), zap.String("by", in.By), zap.Int("round", in.Round))...)
 	return ApplyResolutionOutput{Result: out.Result, Replayed: out.Replayed}, nil
+}
+
+// providersRecord is the result an applied answer completes the key with:
+// the provider's own record of the effect when the tool's paired read finds
+// it now, so that reconciliation compares the provider's amount with the
+// provider's amount, not with what a person typed (a result without an
+// amount would read as drift of the whole amount); the answer's result
+// otherwise. A read that fails or finds nothing changes nothing: the
+// person's word stands, and reconciliation reports any difference.
+func (a *Activities) providersRecord(ctx context.Context, t tools.Tool, key keys.Key, in ResolutionAnswer) json.RawMessage {
+	if t.PairedRead == "" || len(in.Args) == 0 {
+		return in.Result
+	}
+	found, record, err := a.pairedRead(ctx, t, tools.Call{Key: key, Args: in.Args, ArgsHash: in.ArgsHash, DB: a.Pool})
+	switch {
+	case err != nil:
+		a.log().Warn("applied answer: the paired read failed; the answer's result is stored as given",
+			callFields(key, zap.String("paired_read", t.PairedRead), zap.Error(err))...)
+		return in.Result
+	case !found:
+		a.log().Warn("applied answer: the paired read does not find the effect; the answer's result is stored as given",
+			callFields(key, zap.String("paired_read", t.PairedRead), zap.String("by", in.By))...)
+		return in.Result
+	}
+	return record
 }
 
 // ResolutionOverdue is a step still unresolved at its deadline.

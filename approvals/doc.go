@@ -13,6 +13,7 @@
 //	POST /v1/runs/{run_id}/steps/{step}/reject
 //	POST /v1/runs/{run_id}/steps/{step}/edit        approve with other arguments (approver, operator)
 //	POST /v1/runs/{run_id}/steps/{step}/resolve     answer an unknown outcome (approver, operator)
+//	POST /v1/runs/{run_id}/steps/{step}/check       ask the provider again with the step's paired read (approver, operator)
 //	POST /v1/runs/{run_id}/cancel                   cancel a run, with its receipt (operator)
 //	POST /v1/runs/{run_id}/pause                    pause a run (operator)
 //	POST /v1/runs/{run_id}/resume                   resume a paused run (operator)
@@ -44,7 +45,9 @@
 // applied (with the provider's result, if known) or not_applied. Such steps
 // are listed under needs_resolution with kind outcome_unknown, and answers
 // are recorded in their own audit table, one answer of record per round,
-// with the guarantees of decisions.
+// with the guarantees of decisions. A check runs the tool's paired read
+// now; when the provider holds the effect, the step is answered applied
+// with the provider's record, through the same path.
 //
 // # Operators' controls
 //
@@ -63,7 +66,10 @@
 // a CSRF token, and cross-origin writes are refused. A run's page groups
 // its steps by planning turn, shows a pause and a cancelled run's receipt,
 // and offers an operator Cancel and Pause or Resume, and what the run spent
-// against its budget. The page at /limits lists the tenant's spend caps,
+// against its budget. /decided lists the decided steps and /runs the
+// tenant's runs, in pages, newest first. A step whose outcome is unknown
+// leads with one sentence, keeps the detail behind a disclosure and offers
+// to check with the provider again. The page at /limits lists the tenant's spend caps,
 // each with a bar of the share used. A step that waits at a limit says
 // which on its card, and approving it reads as the exception it is.
 package approvals

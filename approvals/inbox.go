@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -63,6 +64,9 @@ var pageFuncs = template.FuncMap{
 	},
 	"resolveURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/resolve"
+	},
+	"checkURL": func(runID string, step int64) string {
+		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/check"
 	},
 	"editURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/edit"
@@ -153,6 +157,11 @@ type page struct {
 	// Limits page.
 	Limits []limitView
 
+	// Runs and decided pages, and the link to the page after.
+	RunList []runs.Summary
+	Decided []Item
+	Pager   pager
+
 	// Withdrawn lists, in the inbox, the approvals withdrawn lately
 	// because their run was cancelled.
 	Withdrawn []Item
@@ -180,6 +189,10 @@ type problemItem struct {
 	Rows []argRow
 	// EditedRows are the arguments of a recorded edit not yet applied.
 	EditedRows []argRow
+	// Checkable is set on a step whose outcome is unknown when its tool
+	// has a paired read this service can run: the card offers to ask the
+	// provider again.
+	Checkable bool
 }
 
 // session is the identity and CSRF token of a logged-in browser.
@@ -314,13 +327,22 @@ func (s *Server) validCSRF(r *http.Request, sess session) bool {
 	return false
 }
 
-func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+// signedIn is the page titled title of a signed-in browser; a browser
+// that is not signed in is sent to the login page, and ok is false.
+func (s *Server) signedIn(w http.ResponseWriter, r *http.Request, title string) (p page, ok bool) {
 	sess, ok := s.session(r)
 	if !ok {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return page{}, false
+	}
+	return page{Title: title, ID: &sess.id, CSRF: sess.csrf}, true
+}
+
+func (s *Server) inbox(w http.ResponseWriter, r *http.Request) {
+	p, ok := s.signedIn(w, r, "Approvals")
+	if !ok {
 		return
 	}
-	p := page{Title: "Approvals", ID: &sess.id, CSRF: sess.csrf}
 	p.Flash = s.takeFlash(w, r)
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
@@ -381,6 +403,9 @@ func (s *Server) renderInbox(ctx context.Context, w http.ResponseWriter, r *http
 	wg.Wait()
 	for _, it := range problems {
 		pi := problemItem{Item: it, Rows: s.argRowsOf(it.Tool, it.Args)}
+		if t, ok := s.tool(it.Tool); ok && it.Kind == KindOutcomeUnknown && t.PairedRead != "" {
+			_, pi.Checkable = s.tool(t.PairedRead)
+		}
 		if d := it.Decision; d != nil && d.Decision == workflows.DecisionEdit {
 			pi.EditedRows = s.argRowsOf(it.Tool, d.EditedArgs)
 		}

@@ -60,15 +60,13 @@ func limitViewOf(u spend.Usage) limitView {
 // limitsPage lists the tenant's caps, where each stands in its window:
 // what was spent, what is held, a bar of the share used.
 func (s *Server) limitsPage(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.session(r)
+	p, ok := s.signedIn(w, r, "Limits")
 	if !ok {
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
 		return
 	}
-	p := page{Title: "Limits", ID: &sess.id, CSRF: sess.csrf}
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
-	us, err := spend.ListCaps(ctx, s.cfg.Pool, sess.id.Tenant)
+	us, err := spend.ListCaps(ctx, s.cfg.Pool, p.ID.Tenant)
 	if err != nil {
 		s.listFailed(w, p, "limits", err)
 		return

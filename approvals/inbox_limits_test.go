@@ -120,6 +120,8 @@ func TestInboxCardOfAStepAtALimit(t *testing.T) {
 	kinds := map[string]string{}
 	for _, it := range list.Approvals {
 		kinds[it.RunID] = it.ApprovalKind
+		assert.Equal(t, []Money{{Field: "amount_cents", Minor: 25900, Currency: "EUR", Text: "259.00 EUR"}}, it.Amounts,
+			"each item carries the amounts its tool declares, as money")
 	}
 	assert.Equal(t, map[string]string{"r1": approvalstore.KindRule, "r2": approvalstore.KindLimit}, kinds, "the API says which")
 }

@@ -46,6 +46,8 @@ type fakeTemporal struct {
 	updates []string
 	// down makes every call fail as with Temporal out of reach.
 	down bool
+	// queries are the visibility queries ListWorkflow was sent.
+	queries []string
 }
 
 func (f *fakeTemporal) QueryWorkflow(_ context.Context, workflowID, _, _ string, _ ...any) (converter.EncodedValue, error) {

@@ -52,7 +52,10 @@ type Item struct {
 	Tool     string          `json:"tool"`
 	Args     json.RawMessage `json:"args"`
 	ArgsHash string          `json:"args_hash"`
-	Goal     string          `json:"goal"`
+	// Amounts is the amounts the tool declares, read from Args and
+	// written as money, in the tool's order.
+	Amounts []Money `json:"amounts,omitempty"`
+	Goal    string  `json:"goal"`
 	// Reason is why the step needs approval: the tool's rule, or, for an
 	// ApprovalKind of "limit", the spend limit the step would cross.
 	Reason string `json:"reason"`
@@ -174,6 +177,11 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 			return nil, err
 		}
 		items = mergeItems(items, unknown, limit)
+	}
+	for i, it := range items {
+		if t, ok := s.tool(it.Tool); ok {
+			items[i].Amounts = DeclaredAmounts(t, it.Args)
+		}
 	}
 	return items, nil
 }

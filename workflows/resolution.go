@@ -105,7 +105,7 @@ func (r *run) awaitResolution(ctx workflow.Context, s *Step, nr activities.Needs
 	}
 	applied = res.Outcome == OutcomeApplied
 	err = workflow.ExecuteActivity(bctx, a.ApplyResolution, activities.ResolutionAnswer{
-		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Round: round, Tool: s.Tool, ArgsHash: s.ArgsHash,
+		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Round: round, Tool: s.Tool, ArgsHash: s.ArgsHash, Args: s.Args,
 		Applied: applied, Result: res.Result, By: res.Resolver, Note: res.Note, At: res.DecidedAt,
 	}).Get(ctx, &out)
 	r.touch(ctx)

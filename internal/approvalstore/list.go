@@ -35,6 +35,9 @@ type Page struct {
 	Cutoff time.Time
 	// Limit bounds the page.
 	Limit int
+	// Offset skips that many rows first (the decided list only, whose
+	// pages go back in time).
+	Offset int
 }
 
 // approvalColumns are the columns of an Approval, from approvals a.
@@ -100,7 +103,7 @@ ORDER BY a.deadline, a.run_id, a.step LIMIT $3`
 FROM (
     (SELECT ` + listedColumns + `, a.decided_at AS sort_at FROM approvals a ` + decisionJoin + `
      WHERE a.tenant = $1 AND a.state <> 'pending' AND NOT a.decision_mismatch
-     ORDER BY a.decided_at DESC LIMIT $4)
+     ORDER BY a.decided_at DESC LIMIT $4::bigint + $5::bigint)
     UNION ALL
     (SELECT ` + listedColumns + `, d.decided_at FROM approval_decisions r
      JOIN approvals a ON a.tenant = r.tenant AND a.run_id = r.run_id AND a.step = r.step AND a.round = r.round ` + decisionJoin + `
@@ -108,7 +111,7 @@ FROM (
     UNION ALL
     (SELECT ` + listedColumns + `, a.deadline FROM approvals a ` + decisionJoin + `
      WHERE a.tenant = $1 AND a.state = 'pending' AND a.deadline <= $2 AND a.deadline >= $3 AND d.id IS NULL)
-) x ORDER BY sort_at DESC, run_id, step LIMIT $4`
+) x ORDER BY sort_at DESC, run_id, step LIMIT $4 OFFSET $5`
 )
 
 // ListPending lists the tenant's steps that wait for a decision: pending,
@@ -127,9 +130,9 @@ func ListNeedsResolution(ctx context.Context, db DB, p Page) ([]Listed, error) {
 
 // ListDecided lists the tenant's decided and expired steps, and those whose
 // decision of record or passed deadline the run is applying within the
-// grace period; newest first.
+// grace period; newest first, from p.Offset on.
 func ListDecided(ctx context.Context, db DB, p Page) ([]Listed, error) {
-	return list(ctx, db, "decided", listDecidedSQL, p.Tenant, p.Now, p.Cutoff, p.Limit)
+	return list(ctx, db, "decided", listDecidedSQL, p.Tenant, p.Now, p.Cutoff, p.Limit, p.Offset)
 }
 
 // list runs one of the lists; args[0] is the tenant.
@@ -313,4 +316,27 @@ func ListUnresolved(ctx context.Context, db DB, tenant string, limit int) ([]Lis
 		return nil, fmt.Errorf("list pending resolutions of tenant %s: %w", tenant, err)
 	}
 	return items, nil
+}
+
+// pendingResolutionSQL reads a step's round waiting to be resolved, by the
+// partial index of pending rounds.
+const pendingResolutionSQL = `SELECT ` + resolutionColumns + ` FROM resolutions r
+WHERE r.tenant = $1 AND r.run_id = $2 AND r.step = $3 AND r.state = 'pending'
+ORDER BY r.round DESC LIMIT 1`
+
+// PendingResolution returns the round of the tenant's step that waits to be
+// resolved; found is false when none waits.
+func PendingResolution(ctx context.Context, db DB, tenant, runID string, step int64) (r Resolution, found bool, err error) {
+	rows, err := db.Query(ctx, pendingResolutionSQL, tenant, runID, step)
+	if err != nil {
+		return Resolution{}, false, fmt.Errorf("read the unresolved step %d of run %s: %w", step, runID, err)
+	}
+	r, err = pgx.CollectOneRow(rows, pgx.RowToStructByName[Resolution])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Resolution{}, false, nil
+	}
+	if err != nil {
+		return Resolution{}, false, fmt.Errorf("read the unresolved step %d of run %s: %w", step, runID, err)
+	}
+	return r, true, nil
 }

@@ -74,7 +74,7 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View, wide
 		return nil
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tARGS\tSTATE\tREQUESTED\tDEADLINE\tLEFT\tPROBLEM")
+	fmt.Fprintln(tw, "RUN\tSTEP\tTOOL\tKIND\tAMOUNT\tARGS\tSTATE\tREQUESTED\tDEADLINE\tLEFT\tPROBLEM")
 	now := time.Now()
 	for _, it := range items {
 		// What went wrong is a paragraph: it goes last, cut to a line
@@ -92,8 +92,20 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View, wide
 		if it.State == "pending" {
 			remaining = left(now, it.Deadline)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, cell(string(it.Args), wide),
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.RunID, it.Step, it.Tool, kind, amountCell(it.Amounts), cell(string(it.Args), wide),
 			it.State, when(it.RequestedAt), when(it.Deadline), remaining, cell(problem, wide))
 	}
 	return tw.Flush()
+}
+
+// amountCell is a step's declared amounts as money, "-" when it has none.
+func amountCell(amounts []approvals.Money) string {
+	if len(amounts) == 0 {
+		return "-"
+	}
+	parts := make([]string, len(amounts))
+	for i, m := range amounts {
+		parts[i] = m.Text
+	}
+	return strings.Join(parts, ", ")
 }

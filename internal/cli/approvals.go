@@ -34,7 +34,8 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 whose external effect's outcome is unknown, waiting for oncerun resolve.
 
 KIND is rule when the tool's approval rule asked, limit when the step would
-take a spend limit past its cap (approving it is an exception). ARGS, and
+take a spend limit past its cap (approving it is an exception). AMOUNT is
+the amounts the tool declares, as money (259.00 EUR). ARGS, and
 PROBLEM (what the service found wrong with a decided step), are cut to 80
 bytes; --wide prints them whole.
 
@@ -91,11 +92,20 @@ item with its kind); --json then prints the API's items.`,
 				fmt.Fprintln(out, "no step is waiting for approval")
 			} else {
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tKIND\tARGS\tREQUESTED\tDEADLINE\tLEFT")
+				// The amounts are read as the deployment's tools declare
+				// them; without its registry the column shows none.
+				reg, _ := conn.env.Registry()
+				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tKIND\tAMOUNT\tARGS\tREQUESTED\tDEADLINE\tLEFT")
 				now := time.Now()
 				for _, p := range list {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool, p.Kind,
-						cell(string(p.Args), wide), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
+					var amounts []approvals.Money
+					if reg != nil {
+						if t, ok := reg.Lookup(p.Tool); ok {
+							amounts = approvals.DeclaredAmounts(t, p.Args)
+						}
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool, p.Kind,
+						amountCell(amounts), cell(string(p.Args), wide), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
 				}
 				if err := tw.Flush(); err != nil {
 					return err
@@ -341,6 +351,9 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
 		Round: cmp.Or(f.round, waitRound(step.Approval)),
 	})
+	if errors.Is(err, approvalstore.ErrNotFound) {
+		return notInDatabase(conn.env, f.runID, f.step, "waits for approval")
+	}
 	if err != nil {
 		return err
 	}
@@ -389,4 +402,13 @@ func waitRound(ap *workflows.StepApproval) int {
 		return 0
 	}
 	return max(ap.Round, 1)
+}
+
+// notInDatabase is the error of a step the run, asked through Temporal,
+// says waits (doing, in words), while the database the CLI reached has no
+// row for it: most often DATABASE_URL names another database than the
+// run's workers use.
+func notInDatabase(env Env, runID string, step int64, doing string) error {
+	return fmt.Errorf("run %s exists in Temporal, and its step %d %s, but the database at %s does not hold the run: "+
+		"set DATABASE_URL to the database its workers use", runID, step, doing, edge.Redact(env.databaseURL()))
 }

@@ -325,7 +325,8 @@ func TestApprovalsListKeepsEachStepOnOneLine(t *testing.T) {
 	var cs controlServer
 	env := Env{APIURL: cs.start(t, func(string) any {
 		return approvals.ApprovalList{State: "needs_resolution", Approvals: []approvals.Item{{Kind: approvals.KindApproval, RunID: "r1",
-			Step: 3, Tool: "issue_credit", Args: json.RawMessage(args), State: "approved", Problem: problem}}}
+			Step: 3, Tool: "issue_credit", Args: json.RawMessage(args), State: "approved", Problem: problem,
+			Amounts: []approvals.Money{{Field: "amount_cents", Minor: 25900, Currency: "EUR", Text: "259.00 EUR"}}}}}
 	}), Token: "oncerun_x"}
 	out, err := run(t, env, "approvals", "--state", "needs_resolution")
 	require.NoError(t, err, out)
@@ -333,6 +334,7 @@ func TestApprovalsListKeepsEachStepOnOneLine(t *testing.T) {
 	require.Len(t, lines, 2, out)
 	assert.Less(t, len(lines[1]), 300, "one readable line")
 	assert.NotContains(t, lines[1], "25900")
+	assert.Regexp(t, `^r1 +3 +issue_credit +approval +259\.00 EUR +\{`, lines[1], "the amount is seen as money, in its own column")
 	header := strings.Fields(lines[0])
 	assert.Equal(t, "PROBLEM", header[len(header)-1])
 
@@ -340,4 +342,48 @@ func TestApprovalsListKeepsEachStepOnOneLine(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"amount_cents":25900`)
 	assert.Contains(t, out, strings.TrimSpace(problem))
+}
+
+// TestApprovalsDirectShowsDeclaredAmountsAsMoney: without the service the
+// CLI reads the amounts as the deployment's registry declares them.
+func TestApprovalsDirectShowsDeclaredAmountsAsMoney(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	now := time.Now()
+	require.NoError(t, approvalstore.RecordPending(context.Background(), pgtest.Connect(t, db), approvalstore.Approval{
+		Tenant: "acme", RunID: "r1", Step: 3, Tool: "issue_credit", Reason: "amount_cents above 10000",
+		Args:     json.RawMessage(`{"order_id":"1001","reason":"the parcel arrived damaged and the customer sent photos","amount_cents":25900,"currency":"EUR"}`),
+		ArgsHash: strings.Repeat("a", 64), RequestedAt: now, Deadline: now.Add(time.Hour)}))
+	out, err := run(t, Env{Temporal: &mocks.Client{}, DatabaseURL: db.URL}, "approvals", "--tenant", "acme")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `\nacme +r1 +3 +issue_credit +rule +259\.00 EUR +\{`, out)
+}
+
+// TestDecisionsOnARunTheDatabaseDoesNotHoldNameTheDatabase: the run
+// exists in Temporal and its step waits, but DATABASE_URL is another
+// database: approve and resolve say so, naming the database without its
+// password, instead of "no step waiting".
+func TestDecisionsOnARunTheDatabaseDoesNotHoldNameTheDatabase(t *testing.T) {
+	t.Parallel()
+	db := pgtest.NewDB(t)
+	now := time.Now()
+	tc := &mocks.Client{}
+	tc.On("QueryWorkflow", mock.Anything, workflows.WorkflowID("acme", "r6"), "", workflows.QueryStatus).Return(
+		sdkfake.Value{V: workflows.Status{Tenant: "acme", RunID: "r6", State: workflows.RunWaitingForApproval, Steps: []workflows.Step{
+			{Step: 1, Tool: "issue_credit", ArgsHash: strings.Repeat("a", 64), State: workflows.StepPendingApproval,
+				Approval: &workflows.StepApproval{Reason: "amount_cents above 10000", RequestedAt: now, Deadline: now.Add(time.Hour)}},
+			{Step: 2, Tool: "refund_payment", ArgsHash: strings.Repeat("b", 64), State: workflows.StepNeedsResolution,
+				Resolution: &workflows.StepResolution{Round: 1, Known: "timeout", FirstSentAt: now, RequestedAt: now}},
+		}}}, nil)
+	env := Env{Temporal: tc, DatabaseURL: strings.Replace(db.URL, "postgres://postgres@", "postgres://postgres:s3cret@", 1), User: "dana"}
+
+	out, err := run(t, env, "approve", "--tenant", "acme", "--run-id", "r6", "--step", "1")
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error(), "run r6 exists in Temporal, and its step 1 waits for approval, but the database at")
+	assert.Contains(t, err.Error(), "does not hold the run: set DATABASE_URL to the database its workers use")
+	assert.NotContains(t, err.Error(), "s3cret", "the password is never shown")
+
+	out, err = run(t, env, "resolve", "--tenant", "acme", "--run-id", "r6", "--step", "2", "--outcome", "not_applied")
+	require.Error(t, err, out)
+	assert.Contains(t, err.Error(), "its step 2 needs resolution, but the database at")
 }

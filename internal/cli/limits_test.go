@@ -261,8 +261,8 @@ func TestApprovalsSayWhichStepsWaitAtALimit(t *testing.T) {
 	}), Token: "oncerun_x"}
 	out, err := run(t, env, "approvals")
 	require.NoError(t, err, out)
-	assert.Regexp(t, `\nr1 +2 +issue_credit +limit +\{\} +pending`, out)
-	assert.Regexp(t, `\nr2 +2 +issue_credit +approval +\{\} +pending`, out)
+	assert.Regexp(t, `\nr1 +2 +issue_credit +limit +- +\{\} +pending`, out)
+	assert.Regexp(t, `\nr2 +2 +issue_credit +approval +- +\{\} +pending`, out)
 
 	db := pgtest.NewDB(t)
 	now := time.Now()
@@ -277,9 +277,9 @@ func TestApprovalsSayWhichStepsWaitAtALimit(t *testing.T) {
 	direct := Env{Temporal: &mocks.Client{}, DatabaseURL: db.URL}
 	out, err = run(t, direct, "approvals", "--tenant", "acme")
 	require.NoError(t, err, out)
-	assert.Regexp(t, `TENANT +RUN +STEP +TOOL +KIND +ARGS`, out)
-	assert.Regexp(t, `\nacme +r1 +2 +issue_credit +limit +\{\}`, out)
-	assert.Regexp(t, `\nacme +r2 +2 +issue_credit +rule +\{\}`, out)
+	assert.Regexp(t, `TENANT +RUN +STEP +TOOL +KIND +AMOUNT +ARGS`, out)
+	assert.Regexp(t, `\nacme +r1 +2 +issue_credit +limit +- +\{\}`, out)
+	assert.Regexp(t, `\nacme +r2 +2 +issue_credit +rule +- +\{\}`, out)
 	out, err = run(t, direct, "approvals", "--tenant", "acme", "--json")
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"kind": "limit"`)

@@ -167,6 +167,9 @@ func resolveDirect(cmd *cobra.Command, conn *connections, f resolveFlags, req ap
 		Note: req.Note, Resolver: resolver, Role: approvalstore.RoleLocal, MayResolve: true,
 		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
 	})
+	if errors.Is(err, approvalstore.ErrNotFound) {
+		return approvals.ResolveResponse{}, notInDatabase(conn.env, f.runID, f.step, "needs resolution")
+	}
 	if err != nil {
 		return approvals.ResolveResponse{}, err
 	}

@@ -88,6 +88,8 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 		mu                     sync.Mutex
 		httpAddr, approvalsURL string
 	)
+	self := thisBinary()
+	plan, step := bannerPlan()
 	banner := func() {
 		if httpAddr == "" || approvalsURL == "" {
 			return
@@ -101,21 +103,21 @@ oncerun dev is running
   %s
   %s
 
-Start a run in another terminal:%s
-  go run ./cmd/oncerun start --tenant acme --run-id r1 --plan examples/refund.json
-  go run ./cmd/oncerun approvals
-  go run ./cmd/oncerun approve --tenant acme --run-id r1 --step 3
-  go run ./cmd/oncerun status --tenant acme --run-id r1
+Start a run in another terminal:%[9]s
+  %[11]s start --tenant acme --run-id r1 --plan %[12]s
+  %[11]s approvals
+  %[11]s approve --tenant acme --run-id r1 --step %[13]s
+  %[11]s status --tenant acme --run-id r1
 or through the approvals service, as an approver on another machine would:
-  export ONCERUN_API=%s ONCERUN_TOKEN=<the token>
-  go run ./cmd/oncerun approvals
-  go run ./cmd/oncerun approve --run-id r1 --step 3
+  export ONCERUN_API=%[10]s ONCERUN_TOKEN=<the token>
+  %[11]s approvals
+  %[11]s approve --run-id r1 --step %[13]s
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
 `, temporalLine, edge.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile,
 			strings.Join(prov.lines, "\n  "), tokenLine,
-			exports(w)+providerExports(prov.env), approvalsURL)
+			exports(w)+providerExports(prov.env), approvalsURL, self, plan, step)
 	}
 	w.Ready = func(addr string) {
 		mu.Lock()

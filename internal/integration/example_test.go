@@ -53,6 +53,9 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 	dev := startDev(t, devBin, dataDir, port, env)
 	m := regexp.MustCompile(`token +(oncerun_\S+)`).FindStringSubmatch(dev.out.String())
 	require.NotNil(t, m, "the banner shows the development token:\n%s", dev.out.String())
+	assert.Contains(t, dev.out.String(), devBin+" start --tenant acme --run-id r1 --plan plan.json",
+		"the banner names the binary that is running, not oncerun's own")
+	assert.NotContains(t, dev.out.String(), "./cmd/oncerun")
 	api := &approvals.Client{BaseURL: "http://" + apAddr, Token: m[1]}
 	ctx := context.Background()
 

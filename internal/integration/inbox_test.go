@@ -344,6 +344,29 @@ func TestInboxInBrowser(t *testing.T) {
 	assert.Equal(t, "photos confirm the damage", st.Steps[1].Approval.Comment)
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001'"))
 	assert.Equal(t, 1, e.count("approval_decisions", "run_id = $1 AND outcome = 'accepted' AND via = 'inbox'", run))
+
+	// The decided list and the runs list, from Temporal's own visibility
+	// store, each at a phone's width and a laptop's.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/decided"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-run="`+run+`"][data-step="2"]`))))
+	decided, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-run="`+run+`"]`)))
+	require.NoError(t, err)
+	assert.Contains(t, decided, "259.00 EUR")
+	assert.Contains(t, decided, "dana")
+	assert.Contains(t, decided, "photos confirm the damage")
+	checkLayoutAtBothSizes(t, ctx, dir, `table.decided`, "decided")
+	var listed bool
+	for deadline := time.Now().Add(30 * time.Second); !listed && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/runs"), chromedp.WaitVisible(chromedp.CSS(`main`))))
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('tr[data-run="`+run+`"]').length`))
+		require.NoError(t, err)
+		listed = n == 1
+	}
+	require.True(t, listed, "/runs lists the run once")
+	row, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-run="`+run+`"]`)))
+	require.NoError(t, err)
+	assert.Contains(t, row, "completed")
+	checkLayoutAtBothSizes(t, ctx, dir, `table.runs`, "runs")
 }
 
 // Checks of a page's layout, run in the browser.
@@ -369,6 +392,20 @@ var (
 	phone   = chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile, chromedp.EmulatePortrait)
 	desktop = chromedp.EmulateViewport(1280, 800)
 )
+
+// checkLayoutAtBothSizes reloads the page at a phone's size and a
+// laptop's, waits for selector, and checks each layout (name-phone.png,
+// name-desktop.png).
+func checkLayoutAtBothSizes(t *testing.T, ctx context.Context, dir, selector, name string) {
+	t.Helper()
+	for _, size := range []struct {
+		name string
+		view chromedp.Action[chromedp.Void]
+	}{{"phone", phone}, {"desktop", desktop}} {
+		require.NoError(t, chromedp.Do(ctx, size.view, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(selector))))
+		checkLayout(t, ctx, dir, name+"-"+size.name+".png")
+	}
+}
 
 // checkLayout asserts that the page does not scroll sideways and that no
 // name is broken across lines, and saves a full-page screenshot as name.

@@ -271,7 +271,7 @@ func TestResolveInInbox(t *testing.T) {
 	page, csrf := b.signIn("dana")
 	assert.Contains(t, page, "Needs resolution (1)")
 	assert.Contains(t, page, "Outcome unknown: refund_payment — step 2 of run")
-	for _, part := range []string{"pay_1001", "25900", key.String(), "first sent", "alert after", "What we know", `action="` + path + `"`,
+	for _, part := range []string{"pay_1001", "25900", key.String(), "259.00 EUR was sent", "alert after", "What we know", `action="` + path + `"`,
 		`name="outcome" value="applied"`, `name="outcome" value="not_applied"`, `name="result"`, `name="round" value="1"`} {
 		assert.Contains(t, page, part)
 	}

@@ -3,6 +3,7 @@
 package money
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -76,4 +77,23 @@ func group(whole string) string {
 		b.WriteString(whole[i : i+3])
 	}
 	return b.String()
+}
+
+// Field reads the amount named field of obj, the top-level fields of a
+// call's arguments or of a result: its integer value in minor units and the
+// currency code held by currencyField ("" when the tool names none or obj
+// lacks it). ok is false when field is absent or not an integer.
+func Field(obj map[string]json.RawMessage, field, currencyField string) (minor int64, code string, ok bool) {
+	raw, found := obj[field]
+	if !found {
+		return 0, "", false
+	}
+	minor, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return 0, "", false
+	}
+	if currencyField != "" {
+		_ = json.Unmarshal(obj[currencyField], &code)
+	}
+	return minor, code, true
 }

@@ -1,0 +1,141 @@
+package approvals
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"html"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
+	workflowpb "go.temporal.io/api/workflow/v1"
+	"go.temporal.io/api/workflowservice/v1"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// ListWorkflow pages the fake's runs, two to a page, in the order of
+// their workflow ids; it records each query.
+func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.ListWorkflowExecutionsRequest) (*workflowservice.ListWorkflowExecutionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, req.Query)
+	prefix := regexp.MustCompile(`WorkflowId STARTS_WITH '([^']*)'`).FindStringSubmatch(req.Query)[1]
+	var ids []string
+	for id := range f.statuses {
+		if strings.HasPrefix(id, prefix) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	from := 0
+	if len(req.NextPageToken) > 0 {
+		from, _ = strconv.Atoi(string(req.NextPageToken))
+	}
+	resp := &workflowservice.ListWorkflowExecutionsResponse{}
+	for i := from; i < len(ids) && i < from+int(req.PageSize); i++ {
+		st := f.statuses[ids[i]]
+		status := enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING
+		info := &workflowpb.WorkflowExecutionInfo{Execution: &commonpb.WorkflowExecution{WorkflowId: ids[i]},
+			StartTime: timestamppb.New(st.StartedAt)}
+		if f.closed[ids[i]] {
+			status = enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED
+			info.CloseTime = timestamppb.New(st.UpdatedAt)
+		}
+		info.Status = status
+		resp.Executions = append(resp.Executions, info)
+	}
+	if next := from + int(req.PageSize); next < len(ids) {
+		resp.NextPageToken = []byte(strconv.Itoa(next))
+	}
+	return resp, nil
+}
+
+// TestRunsPageListsTheTenantsRunsInPages: /runs lists the signed-in
+// tenant's runs only, each linking to its page, with a link to the next
+// page while there is one; a forged page token is a 400 page.
+func TestRunsPageListsTheTenantsRunsInPages(t *testing.T) {
+	t.Parallel()
+	e := setupInbox(t)
+	for i := range listPageSize + 2 {
+		e.running(fmt.Sprintf("r%03d", i), true)
+	}
+	e.temporal.setStatus(workflows.Status{Tenant: "globex", RunID: "g1", State: workflows.RunRunning, StartedAt: e.now})
+	e.temporal.end("r000", workflows.RunCompleted)
+	vic := e.signIn("vic")
+
+	page := mustGet(t, vic, "/runs")
+	rows := regexp.MustCompile(`<tr data-run="([^"]+)">`).FindAllStringSubmatch(page, -1)
+	require.Len(t, rows, listPageSize, page)
+	assert.NotContains(t, page, `data-run="g1"`, "another tenant's run is not listed")
+	assert.Contains(t, page, `<a href="/runs/r001">r001</a>`)
+	assert.Contains(t, page, `<span class="badge state completed">completed</span>`, "r000 has ended")
+	next := regexp.MustCompile(`<a href="([^"]+)" rel="next">Older</a>`).FindStringSubmatch(page)
+	require.NotNil(t, next, page)
+
+	page = mustGet(t, vic, html.UnescapeString(next[1]))
+	rows = regexp.MustCompile(`<tr data-run="([^"]+)">`).FindAllStringSubmatch(page, -1)
+	assert.Equal(t, [][]string{{`<tr data-run="r050">`, "r050"}, {`<tr data-run="r051">`, "r051"}}, rows)
+	assert.Contains(t, page, "Page 2")
+	assert.NotContains(t, page, `rel="next"`, "the last page links to none")
+
+	status, page := vic.get("/runs?page=not*base64")
+	assert.Equal(t, http.StatusBadRequest, status, page)
+	e.temporal.mu.Lock()
+	assert.Contains(t, e.temporal.queries[0], "WorkflowId STARTS_WITH 'oncerun/acme/'")
+	assert.Contains(t, e.temporal.queries[0], "ExecutionStatus != 'ContinuedAsNew'")
+	e.temporal.mu.Unlock()
+}
+
+// TestDecidedPageListsDecisionsNewestFirstInPages: /decided lists the
+// decided steps, newest first, with who decided and the amount as money,
+// listPageSize to a page.
+func TestDecidedPageListsDecisionsNewestFirstInPages(t *testing.T) {
+	t.Parallel()
+	e := setupInbox(t)
+	ctx := context.Background()
+	p, err := e.reg.Prepare(tools.ProposedCall{Tool: "issue_credit", Args: json.RawMessage(creditArgs)})
+	require.NoError(t, err)
+	for i := range listPageSize + 1 {
+		run := fmt.Sprintf("d%03d", i)
+		require.NoError(t, approvalstore.RecordPending(ctx, e.pool, approvalstore.Approval{Tenant: "acme", RunID: run, Step: 2,
+			Tool: "issue_credit", Args: p.Args, ArgsHash: p.ArgsHash, Goal: "refund", Reason: "amount_cents above 10000",
+			RequestedBy: "ops", RequestedAt: e.now.Add(-2 * time.Hour), Deadline: e.now.Add(time.Hour)}))
+		decided := e.now.Add(-time.Hour + time.Duration(i)*time.Second)
+		_, err := approvalstore.RecordOutcome(ctx, e.pool, approvalstore.Approval{Tenant: "acme", RunID: run, Step: 2,
+			State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &decided, Comment: "photos " + run, Round: 1})
+		require.NoError(t, err)
+	}
+	e.pending("p1", 2, "issue_credit", creditArgs, time.Hour, "")
+	b := e.signIn("vic")
+
+	page := mustGet(t, b, "/decided")
+	rows := regexp.MustCompile(`<tr data-run="([^"]+)" data-step="2">`).FindAllStringSubmatch(page, -1)
+	require.Len(t, rows, listPageSize, page)
+	assert.Equal(t, "d050", rows[0][1], "newest first")
+	assert.NotContains(t, page, `data-run="p1"`, "a pending step is not decided")
+	assert.Contains(t, page, `<td class="money">259.00 EUR</td>`)
+	assert.Contains(t, page, "photos d050")
+	assert.Contains(t, page, `<a href="/decided?n=1" rel="next">Older</a>`)
+
+	page = mustGet(t, b, "/decided?n=1")
+	rows = regexp.MustCompile(`<tr data-run="([^"]+)" data-step="2">`).FindAllStringSubmatch(page, -1)
+	require.Len(t, rows, 1, page)
+	assert.Equal(t, "d000", rows[0][1], "the oldest is on the last page")
+	assert.NotContains(t, page, `rel="next"`)
+
+	status, _ := b.get("/decided?n=-1")
+	assert.Equal(t, http.StatusBadRequest, status)
+}
