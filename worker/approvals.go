@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -43,16 +44,16 @@ type ApprovalsConfig struct {
 // Enabled reports whether a worker serves the approvals service.
 func (c ApprovalsConfig) Enabled() bool { return c.TokensFile != "" }
 
-// ServeApprovals serves the approvals service until ctx ends.
-func ServeApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool, tc client.Client, taskQueue string,
+// serveApprovals serves the approvals service until ctx ends.
+func serveApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool, tc client.Client, taskQueue string,
 	reg *tools.Registry, log *zap.Logger) error {
 	if cfg.TokensFile == "" {
-		return fmt.Errorf("the approvals service needs a tokens file (%s); make one with `oncerun token new`", EnvApprovalsTokensFile)
+		return fmt.Errorf("the approvals service needs a tokens file (%s); make one with `oncerun token new`", settings.EnvApprovalsTokensFile)
 	}
 	log = log.Named("approvals")
 	tokens, err := approvals.OpenTokenFile(cfg.TokensFile, approvals.TokenFileConfig{Log: log, AllowWritable: cfg.AllowWritableTokensFile})
 	if err != nil {
-		return fmt.Errorf("%s: %w", EnvApprovalsTokensFile, err)
+		return fmt.Errorf("%s: %w", settings.EnvApprovalsTokensFile, err)
 	}
 	if tokens.Len() == 0 {
 		log.Warn("the tokens file lists no token: nobody can sign in", zap.String("path", cfg.TokensFile))
@@ -80,7 +81,7 @@ func ServeApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 func Serve(ctx context.Context, cfg Config) error {
 	cfg = cfg.WithDefaults()
 	if !cfg.Approvals.Enabled() {
-		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", EnvApprovalsTokensFile)
+		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", settings.EnvApprovalsTokensFile)
 	}
 	// The service checks plans and edits against the MCP servers' tools too;
 	// it calls none of them.
@@ -106,5 +107,5 @@ func Serve(ctx context.Context, cfg Config) error {
 	if err := migrate(ctx, pool, cfg.Logger); err != nil {
 		return err
 	}
-	return ServeApprovals(ctx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, cfg.Logger)
+	return serveApprovals(ctx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, cfg.Logger)
 }

@@ -10,16 +10,11 @@ import (
 	"github.com/oncerun/oncerun/internal/temporalconn"
 )
 
-// EnvTemporalConnectWait is how long a worker or `oncerun serve` keeps
-// trying to reach Temporal at start (a server that restarts, a deploy that
-// starts both at once) before it gives up.
-const EnvTemporalConnectWait = temporalconn.EnvConnectWait
-
-// DefaultTemporalConnectWait is the default of EnvTemporalConnectWait.
-const DefaultTemporalConnectWait = temporalconn.DefaultConnectWait
+// defaultTemporalConnectWait is the default of settings.EnvTemporalConnectWait.
+const defaultTemporalConnectWait = temporalconn.DefaultConnectWait
 
 // DialTemporal connects to Temporal, trying again with backoff (0.5 s,
-// doubling to 5 s) for up to wait (DefaultTemporalConnectWait when zero; a
+// doubling to 5 s) for up to wait (defaultTemporalConnectWait when zero; a
 // negative wait tries once) while the server is not reachable. Each failed
 // try is logged. A server that refuses us (a failed TLS handshake, a
 // missing or wrong API key or client certificate) fails the dial at once
@@ -34,6 +29,6 @@ func DialTemporal(ctx context.Context, opts client.Options, wait time.Duration, 
 func (c Config) TemporalClientOptions(log *zap.Logger) client.Options {
 	opts := c.TemporalOptions
 	opts.HostPort, opts.Namespace = c.TemporalAddress, c.Namespace
-	opts.Logger = TemporalLogger(log)
+	opts.Logger = temporalLogger(log)
 	return opts
 }

@@ -11,6 +11,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -30,7 +31,7 @@ func TestDialTemporalGivesUpAfterItsWaitNamingTheVariable(t *testing.T) {
 	_, err := worker.DialTemporal(context.Background(), client.Options{HostPort: addr}, 1200*time.Millisecond, zap.NewNop())
 	require.Error(t, err)
 	assert.ErrorContains(t, err, addr)
-	assert.ErrorContains(t, err, worker.EnvTemporalConnectWait)
+	assert.ErrorContains(t, err, settings.EnvTemporalConnectWait)
 	assert.Regexp(t, `\(([2-9]|\d\d+) tries`, err.Error(), "it tried again before giving up")
 }
 

@@ -10,9 +10,11 @@
 //
 // # Fault injection
 //
-// [EnvCrashAt] and [EnvStallAt] make a worker kill (or stop) itself at a
-// named point of a step ([Points]), for failure drills, the chaos harness
-// and the crash-point tests; [EnvCrashAfterCommit] and
-// [EnvCrashAroundEffect] are older spellings of two of them. Never set them
-// in production.
+// ONCERUN_CRASH_AT and ONCERUN_STALL_AT make a worker kill (or stop) itself
+// at a named point of a step, for failure drills, the chaos harness and the
+// crash-point tests (ONCERUN_CRASH_AFTER_COMMIT and
+// ONCERUN_CRASH_AROUND_EFFECT are older spellings of two of them). They
+// are read from the environment only, by [ConfigFromEnv]; the names and
+// points are in internal/settings, not in this package's API. Never set
+// them in production.
 package worker

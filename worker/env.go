@@ -12,93 +12,26 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/oncerun/oncerun/internal/edge"
-	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 )
-
-// Environment variables a worker reads.
-const (
-	EnvTemporalAddress   = "TEMPORAL_ADDRESS"
-	EnvTemporalNamespace = "TEMPORAL_NAMESPACE"
-	EnvTaskQueue         = "TEMPORAL_TASK_QUEUE"
-	EnvDatabaseURL       = "DATABASE_URL"
-	EnvMetricsAddr       = "METRICS_ADDR"
-	EnvCreditThreshold   = "CREDIT_APPROVAL_THRESHOLD_CENTS"
-	EnvOpenAIBaseURL     = "OPENAI_BASE_URL"
-	EnvOpenAIAPIKey      = "OPENAI_API_KEY"
-	EnvOpenAIModel       = "OPENAI_MODEL"
-	// EnvOpenAIParallelToolCalls, false, turns the model's parallel tool
-	// calls off: each turn's calls run in order (default true).
-	EnvOpenAIParallelToolCalls = "OPENAI_PARALLEL_TOOL_CALLS"
-	EnvLogLevel                = "LOG_LEVEL"
-	// EnvLogActivityAttempts (true or false) logs each activity attempt.
-	EnvLogActivityAttempts = "LOG_ACTIVITY_ATTEMPTS"
-	EnvWatchdogInterval    = "WATCHDOG_INTERVAL"
-	EnvWatchdogBatch       = "WATCHDOG_BATCH_SIZE"
-	EnvWatchdogDutyCycle   = "WATCHDOG_DUTY_CYCLE"
-	EnvExpiryPolicy        = "EXPIRY_POLICY"
-	EnvAlertWebhookURL     = "ALERT_WEBHOOK_URL"
-	// EnvApprovalDeadlineWarnings lists how long before an approval
-	// deadline a waiting step is warned about: comma-separated durations
-	// ("24h,1h"), or "none". Unset: activities.DefaultDeadlineWarnings.
-	EnvApprovalDeadlineWarnings = "APPROVAL_DEADLINE_WARNINGS"
-	EnvMCPConfig                = mcp.ConfigEnv
-	// EnvApprovalsAddr is where the approvals service listens.
-	EnvApprovalsAddr = "APPROVALS_ADDR"
-	// EnvApprovalsTokensFile is the approvals service's tokens file; a
-	// worker serves the service when it is set.
-	EnvApprovalsTokensFile = "APPROVALS_TOKENS_FILE"
-	// EnvApprovalsSecureCookies marks the inbox's cookies Secure.
-	EnvApprovalsSecureCookies = "APPROVALS_SECURE_COOKIES"
-	// EnvApprovalsDBTimeout bounds each approvals request's database work.
-	EnvApprovalsDBTimeout = "APPROVALS_DB_TIMEOUT"
-	// EnvApprovalsTokensInsecure loads a tokens file others may write.
-	EnvApprovalsTokensInsecure = "APPROVALS_TOKENS_FILE_INSECURE"
-	// EnvLimitsFile is a limits file (spend.LoadFile): the spend caps set
-	// when a process starts.
-	EnvLimitsFile = "ONCERUN_LIMITS_FILE"
-)
-
-// EnvNames lists every environment variable a worker reads, but the
-// TEMPORAL_GRPC_META_ ones (temporalconn.EnvGRPCMetaPrefix), which are
-// read by prefix.
-var EnvNames = []string{
-	EnvTemporalAddress, EnvTemporalNamespace, EnvTaskQueue, EnvDatabaseURL, EnvMetricsAddr,
-	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvOpenAIParallelToolCalls, EnvLogLevel,
-	EnvWatchdogInterval, EnvWatchdogBatch, EnvWatchdogDutyCycle, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
-	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
-	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
-	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
-	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
-	EnvLimitsFile,
-}
-
-func init() {
-	// The temporal CLI's variables, but TEMPORAL_ADDRESS and
-	// TEMPORAL_NAMESPACE, which are listed above.
-	for _, name := range temporalconn.Names {
-		if name != EnvTemporalAddress && name != EnvTemporalNamespace {
-			EnvNames = append(EnvNames, name)
-		}
-	}
-}
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
 // main). Logger is left for the caller; LOG_LEVEL is returned beside it.
 func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err error) {
 	var threshold int64
-	if s := getenv(EnvCreditThreshold); s != "" {
+	if s := getenv(settings.EnvCreditThreshold); s != "" {
 		if threshold, err = strconv.ParseInt(s, 10, 64); err != nil {
-			return Config{}, "", fmt.Errorf("%s %q is not an integer", EnvCreditThreshold, s)
+			return Config{}, "", fmt.Errorf("%s %q is not an integer", settings.EnvCreditThreshold, s)
 		}
 	}
-	wd, err := WatchdogConfigFromEnv(getenv)
+	wd, err := watchdogConfigFromEnv(getenv)
 	if err != nil {
 		return Config{}, "", err
 	}
-	ap, err := ApprovalsConfigFromEnv(getenv)
+	ap, err := approvalsConfigFromEnv(getenv)
 	if err != nil {
 		return Config{}, "", err
 	}
@@ -115,9 +48,9 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		return Config{}, "", err
 	}
 	var connectWait time.Duration
-	if s := getenv(EnvTemporalConnectWait); s != "" {
+	if s := getenv(settings.EnvTemporalConnectWait); s != "" {
 		if connectWait, err = time.ParseDuration(s); err != nil || connectWait <= 0 {
-			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 1m", EnvTemporalConnectWait, s)
+			return Config{}, "", fmt.Errorf("%s %q is not a positive duration such as 1m", settings.EnvTemporalConnectWait, s)
 		}
 	}
 	warnings, err := deadlineWarningsFromEnv(getenv)
@@ -125,15 +58,15 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		return Config{}, "", err
 	}
 	parallel := true
-	if s := getenv(EnvOpenAIParallelToolCalls); s != "" {
+	if s := getenv(settings.EnvOpenAIParallelToolCalls); s != "" {
 		if parallel, err = strconv.ParseBool(s); err != nil {
-			return Config{}, "", fmt.Errorf("%s %q is not true or false", EnvOpenAIParallelToolCalls, s)
+			return Config{}, "", fmt.Errorf("%s %q is not true or false", settings.EnvOpenAIParallelToolCalls, s)
 		}
 	}
 	var logAttempts bool
-	if s := getenv(EnvLogActivityAttempts); s != "" {
+	if s := getenv(settings.EnvLogActivityAttempts); s != "" {
 		if logAttempts, err = strconv.ParseBool(s); err != nil {
-			return Config{}, "", fmt.Errorf("%s %q is not true or false", EnvLogActivityAttempts, s)
+			return Config{}, "", fmt.Errorf("%s %q is not true or false", settings.EnvLogActivityAttempts, s)
 		}
 	}
 	return Config{
@@ -142,34 +75,32 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		External:            ext,
 		Reconcile:           rc,
 		Watchdog:            wd,
-		CrashAt:             getenv(EnvCrashAt),
-		StallAt:             getenv(EnvStallAt),
-		CrashAfterCommit:    getenv(EnvCrashAfterCommit),
-		CrashAroundEffect:   getenv(EnvCrashAroundEffect),
-		AlertWebhookURL:     getenv(EnvAlertWebhookURL),
+		faults: faultSpec{crashAt: getenv(settings.EnvCrashAt), stallAt: getenv(settings.EnvStallAt),
+			crashAfterCommit: getenv(settings.EnvCrashAfterCommit), crashAroundEffect: getenv(settings.EnvCrashAroundEffect)},
+		AlertWebhookURL:     getenv(settings.EnvAlertWebhookURL),
 		TemporalAddress:     temporal.HostPort,
 		Namespace:           temporal.Namespace,
 		TemporalOptions:     temporal,
 		TemporalConnectWait: connectWait,
-		TaskQueue:           getenv(EnvTaskQueue),
-		DatabaseURL:         getenv(EnvDatabaseURL),
-		HTTPAddr:            getenv(EnvMetricsAddr),
+		TaskQueue:           getenv(settings.EnvTaskQueue),
+		DatabaseURL:         getenv(settings.EnvDatabaseURL),
+		HTTPAddr:            getenv(settings.EnvMetricsAddr),
 		Shop:                shop.Config{CreditApprovalThresholdCents: threshold},
 		OpenAI: planner.OpenAIConfig{
-			BaseURL:    getenv(EnvOpenAIBaseURL),
-			APIKey:     getenv(EnvOpenAIAPIKey),
-			Model:      getenv(EnvOpenAIModel),
+			BaseURL:    getenv(settings.EnvOpenAIBaseURL),
+			APIKey:     getenv(settings.EnvOpenAIAPIKey),
+			Model:      getenv(settings.EnvOpenAIModel),
 			Sequential: !parallel,
 		},
 		ApprovalDeadlineWarnings: warnings,
-		MCPConfig:                getenv(EnvMCPConfig),
-	}, getenv(EnvLogLevel), nil
+		MCPConfig:                getenv(settings.EnvMCPConfig),
+	}, getenv(settings.EnvLogLevel), nil
 }
 
-// deadlineWarningsFromEnv reads EnvApprovalDeadlineWarnings: nil when it
+// deadlineWarningsFromEnv reads settings.EnvApprovalDeadlineWarnings: nil when it
 // is unset (the default points), an empty list for "none".
 func deadlineWarningsFromEnv(getenv func(string) string) ([]time.Duration, error) {
-	s := strings.TrimSpace(getenv(EnvApprovalDeadlineWarnings))
+	s := strings.TrimSpace(getenv(settings.EnvApprovalDeadlineWarnings))
 	switch {
 	case s == "":
 		return nil, nil
@@ -182,17 +113,17 @@ func deadlineWarningsFromEnv(getenv func(string) string) ([]time.Duration, error
 		d, err := time.ParseDuration(item)
 		if err != nil || d <= 0 {
 			return nil, fmt.Errorf("%s %q: %q is not a positive duration such as 24h; give a comma-separated list (24h,1h) or none",
-				EnvApprovalDeadlineWarnings, s, item)
+				settings.EnvApprovalDeadlineWarnings, s, item)
 		}
 		points = append(points, d)
 	}
 	return points, nil
 }
 
-// ApprovalsConfigFromEnv reads the approvals service's variables.
-func ApprovalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error) {
-	c := ApprovalsConfig{Addr: getenv(EnvApprovalsAddr), TokensFile: getenv(EnvApprovalsTokensFile)}
-	for name, dst := range map[string]*bool{EnvApprovalsSecureCookies: &c.SecureCookies, EnvApprovalsTokensInsecure: &c.AllowWritableTokensFile} {
+// approvalsConfigFromEnv reads the approvals service's variables.
+func approvalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error) {
+	c := ApprovalsConfig{Addr: getenv(settings.EnvApprovalsAddr), TokensFile: getenv(settings.EnvApprovalsTokensFile)}
+	for name, dst := range map[string]*bool{settings.EnvApprovalsSecureCookies: &c.SecureCookies, settings.EnvApprovalsTokensInsecure: &c.AllowWritableTokensFile} {
 		if s := getenv(name); s != "" {
 			v, err := strconv.ParseBool(s)
 			if err != nil {
@@ -201,10 +132,10 @@ func ApprovalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error)
 			*dst = v
 		}
 	}
-	if s := getenv(EnvApprovalsDBTimeout); s != "" {
+	if s := getenv(settings.EnvApprovalsDBTimeout); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return ApprovalsConfig{}, fmt.Errorf("%s %q is not a positive duration such as 5s", EnvApprovalsDBTimeout, s)
+			return ApprovalsConfig{}, fmt.Errorf("%s %q is not a positive duration such as 5s", settings.EnvApprovalsDBTimeout, s)
 		}
 		c.DBTimeout = d
 	}
@@ -226,7 +157,7 @@ func newLogger(level string, console bool, w io.Writer) (*zap.Logger, error) {
 	}
 	lvl, err := zap.ParseAtomicLevel(level)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvLogLevel, err)
+		return nil, fmt.Errorf("%s: %w", settings.EnvLogLevel, err)
 	}
 	out := zapcore.Lock(zapcore.AddSync(edge.NewTerminalWriter(w)))
 	if console {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/testcerts"
 	"github.com/oncerun/oncerun/worker"
 )
@@ -49,10 +50,10 @@ func TestEnvNamesListTheTemporalCLIsVariables(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"TEMPORAL_ADDRESS", "TEMPORAL_API_KEY", "TEMPORAL_TLS_CLIENT_CERT_PATH",
 		"TEMPORAL_TLS_SERVER_CA_CERT_PATH", "TEMPORAL_PROFILE", "TEMPORAL_CONFIG_FILE", "TEMPORAL_CONNECT_WAIT"} {
-		assert.Contains(t, worker.EnvNames, name)
+		assert.Contains(t, settings.EnvNames, name)
 	}
 	seen := map[string]bool{}
-	for _, name := range worker.EnvNames {
+	for _, name := range settings.EnvNames {
 		assert.False(t, seen[name], "%s listed once", name)
 		seen[name] = true
 	}

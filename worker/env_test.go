@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -14,7 +15,7 @@ import (
 // APPROVAL_DEADLINE_WARNINGS may be set.
 func deadlineWarningsEnv(value string) func(string) string {
 	return func(name string) string {
-		if name == worker.EnvApprovalDeadlineWarnings {
+		if name == settings.EnvApprovalDeadlineWarnings {
 			return value
 		}
 		return ""
@@ -58,7 +59,7 @@ func TestApprovalDeadlineWarningsFromEnvNamesTheBadValue(t *testing.T) {
 	} {
 		_, _, err := worker.ConfigFromEnv(deadlineWarningsEnv(value))
 		require.Error(t, err, value)
-		assert.ErrorContains(t, err, worker.EnvApprovalDeadlineWarnings, value)
+		assert.ErrorContains(t, err, settings.EnvApprovalDeadlineWarnings, value)
 		assert.ErrorContains(t, err, bad+" is not a positive duration", value)
 	}
 }

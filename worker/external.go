@@ -8,26 +8,9 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
-)
-
-// Environment variables of the external tools.
-const (
-	// EnvPaymentsBaseURL is the payment provider refund_payment calls.
-	EnvPaymentsBaseURL = "PAYMENTS_BASE_URL"
-	// EnvPaymentsAPIKey is the provider's API key.
-	EnvPaymentsAPIKey = "PAYMENTS_API_KEY"
-	// EnvPaymentsKeyLifetime is how long the provider keeps idempotency
-	// keys (default 24h).
-	EnvPaymentsKeyLifetime = "PAYMENTS_KEY_LIFETIME"
-	// EnvSMTPAddr is the SMTP server send_email uses, host:port.
-	EnvSMTPAddr = "SMTP_ADDR"
-	// EnvSMTPUsername and EnvSMTPPassword are sent with AUTH PLAIN when set.
-	EnvSMTPUsername = "SMTP_USERNAME"
-	EnvSMTPPassword = "SMTP_PASSWORD"
-	// EnvSMTPFrom is the sender (default oncerun@localhost).
-	EnvSMTPFrom = "SMTP_FROM"
 )
 
 // ExternalConfig configures the tools whose effects leave the database.
@@ -47,19 +30,19 @@ type ExternalConfig struct {
 // ExternalFromEnv reads ExternalConfig from getenv.
 func ExternalFromEnv(getenv func(string) string) (ExternalConfig, error) {
 	ext := ExternalConfig{
-		Payments: payments.Config{BaseURL: getenv(EnvPaymentsBaseURL), APIKey: getenv(EnvPaymentsAPIKey)},
-		SMTP: mail.Config{Addr: getenv(EnvSMTPAddr), Username: getenv(EnvSMTPUsername),
-			Password: getenv(EnvSMTPPassword), From: getenv(EnvSMTPFrom)},
+		Payments: payments.Config{BaseURL: getenv(settings.EnvPaymentsBaseURL), APIKey: getenv(settings.EnvPaymentsAPIKey)},
+		SMTP: mail.Config{Addr: getenv(settings.EnvSMTPAddr), Username: getenv(settings.EnvSMTPUsername),
+			Password: getenv(settings.EnvSMTPPassword), From: getenv(settings.EnvSMTPFrom)},
 	}
-	if s := getenv(EnvPaymentsKeyLifetime); s != "" {
+	if s := getenv(settings.EnvPaymentsKeyLifetime); s != "" {
 		d, err := time.ParseDuration(s)
 		if err != nil || d <= 0 {
-			return ExternalConfig{}, fmt.Errorf("%s %q is not a positive duration such as 24h", EnvPaymentsKeyLifetime, s)
+			return ExternalConfig{}, fmt.Errorf("%s %q is not a positive duration such as 24h", settings.EnvPaymentsKeyLifetime, s)
 		}
 		ext.PaymentsKeyLifetime = d
 	}
 	if ext.Payments.BaseURL != "" && ext.Payments.APIKey == "" {
-		return ExternalConfig{}, fmt.Errorf("%s is set but %s is empty", EnvPaymentsBaseURL, EnvPaymentsAPIKey)
+		return ExternalConfig{}, fmt.Errorf("%s is set but %s is empty", settings.EnvPaymentsBaseURL, settings.EnvPaymentsAPIKey)
 	}
 	return ext, nil
 }
@@ -71,7 +54,7 @@ func externalTools(shopCfg shop.Config, ext ExternalConfig) ([]tools.Tool, error
 	if ext.Payments.BaseURL != "" {
 		c, err := payments.New(ext.Payments)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvPaymentsBaseURL, err)
+			return nil, fmt.Errorf("%s: %w", settings.EnvPaymentsBaseURL, err)
 		}
 		pc = c
 	}
@@ -79,7 +62,7 @@ func externalTools(shopCfg shop.Config, ext ExternalConfig) ([]tools.Tool, error
 	if ext.SMTP.Addr != "" {
 		c, err := mail.New(ext.SMTP)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", EnvSMTPAddr, err)
+			return nil, fmt.Errorf("%s: %w", settings.EnvSMTPAddr, err)
 		}
 		mc = c
 	}
@@ -100,7 +83,7 @@ func ReconcileSources(ext ExternalConfig) ([]ReconcileSource, error) {
 	}
 	c, err := payments.New(ext.Payments)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", EnvPaymentsBaseURL, err)
+		return nil, fmt.Errorf("%s: %w", settings.EnvPaymentsBaseURL, err)
 	}
 	return []reconcile.Source{payments.ReconcileSource(c)}, nil
 }

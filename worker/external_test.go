@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/payments"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
 )
@@ -20,7 +21,7 @@ func TestPaymentsKeyLifetimeFromEnvRefusesAValueThatIsNotAPositiveDuration(t *te
 	for _, value := range []string{"soon", "24", "1 day", "0", "0s", "-1h"} {
 		t.Run(value, func(t *testing.T) {
 			t.Parallel()
-			getenv := getenvOf(map[string]string{worker.EnvPaymentsKeyLifetime: value})
+			getenv := getenvOf(map[string]string{settings.EnvPaymentsKeyLifetime: value})
 
 			_, err := worker.ExternalFromEnv(getenv)
 			require.Error(t, err)
@@ -35,7 +36,7 @@ func TestPaymentsKeyLifetimeFromEnvRefusesAValueThatIsNotAPositiveDuration(t *te
 
 func TestPaymentsKeyLifetimeFromEnvReachesRefundPayment(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := worker.ConfigFromEnv(getenvOf(map[string]string{worker.EnvPaymentsKeyLifetime: "36h"}))
+	cfg, _, err := worker.ConfigFromEnv(getenvOf(map[string]string{settings.EnvPaymentsKeyLifetime: "36h"}))
 	require.NoError(t, err)
 	assert.Equal(t, 36*time.Hour, cfg.External.PaymentsKeyLifetime)
 
@@ -59,7 +60,7 @@ func TestPaymentsKeyLifetimeFromEnvReachesRefundPayment(t *testing.T) {
 // refund attempt; the registry is what refuses it, naming the tool.
 func TestPaymentsKeyLifetimeShorterThanARefundAttemptIsRefusedByTheRegistry(t *testing.T) {
 	t.Parallel()
-	cfg, _, err := worker.ConfigFromEnv(getenvOf(map[string]string{worker.EnvPaymentsKeyLifetime: "1m"}))
+	cfg, _, err := worker.ConfigFromEnv(getenvOf(map[string]string{settings.EnvPaymentsKeyLifetime: "1m"}))
 	require.NoError(t, err)
 
 	_, err = worker.Registry(cfg)

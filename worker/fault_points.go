@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -48,7 +49,7 @@ import (
 func (fs faults) withFaults(all []tools.Tool) []tools.Tool {
 	out := slices.Clone(all)
 	for i, t := range out {
-		lease, during, apply := fs.at(PointAfterLease, t.Name), fs.at(PointDuringEffect, t.Name), fs.at(PointAfterApply, t.Name)
+		lease, during, apply := fs.at(settings.PointAfterLease, t.Name), fs.at(settings.PointDuringEffect, t.Name), fs.at(settings.PointAfterApply, t.Name)
 		if lease == nil && during == nil && apply == nil {
 			continue
 		}
@@ -161,13 +162,13 @@ func (c *faultActivity) ExecuteActivity(ctx context.Context, in *interceptor.Exe
 		tin, isStep = in.Args[0].(activities.ToolInput)
 	}
 	if isStep && firstAttempt(ctx) {
-		c.fs.at(PointBeforeClaim, tin.Tool).fire(inputFields(tin)...)
+		c.fs.at(settings.PointBeforeClaim, tin.Tool).fire(inputFields(tin)...)
 	}
 	res, err := c.Next.ExecuteActivity(ctx, in)
 	if err != nil || !isStep {
 		return res, err
 	}
-	if f := c.fs.at(PointAfterCommit, tin.Tool); f != nil {
+	if f := c.fs.at(settings.PointAfterCommit, tin.Tool); f != nil {
 		out, ok := res.(activities.ToolOutput)
 		if ok && !out.Replayed {
 			f.fire(append(inputFields(tin), zap.String("key", out.Key), zap.Bool("resolved", out.Resolved))...)
@@ -235,7 +236,7 @@ func (o *faultWorkflowOutbound) ExecuteActivity(ctx workflow.Context, activityTy
 		switch in := args[0].(type) {
 		case activities.ToolInput:
 			if activityType == runToolName {
-				o.w.fire(ctx, o.w.fs.at(PointWorkflowTask, in.Tool), inputFields(in)...)
+				o.w.fire(ctx, o.w.fs.at(settings.PointWorkflowTask, in.Tool), inputFields(in)...)
 			}
 		case activities.ApprovalRequest:
 			if activityType == requestApprovalName {
@@ -249,7 +250,7 @@ func (o *faultWorkflowOutbound) ExecuteActivity(ctx workflow.Context, activityTy
 
 func (o *faultWorkflowOutbound) ExecuteLocalActivity(ctx workflow.Context, activityType string, args ...any) workflow.Future {
 	if in, ok := firstArg[activities.ToolInput](args); ok && activityType == runToolName {
-		o.w.fire(ctx, o.w.fs.at(PointWorkflowTask, in.Tool), inputFields(in)...)
+		o.w.fire(ctx, o.w.fs.at(settings.PointWorkflowTask, in.Tool), inputFields(in)...)
 	}
 	return o.Next.ExecuteLocalActivity(ctx, activityType, args...)
 }
@@ -267,7 +268,7 @@ func firstArg[T any](args []any) (T, bool) {
 func (o *faultWorkflowOutbound) AwaitWithTimeout(ctx workflow.Context, timeout time.Duration, condition func() bool) (bool, error) {
 	if tool := o.w.approval; tool != "" {
 		o.w.approval = ""
-		o.w.fire(ctx, o.w.fs.at(PointApprovalWait, tool), zap.String("tool", tool))
+		o.w.fire(ctx, o.w.fs.at(settings.PointApprovalWait, tool), zap.String("tool", tool))
 	}
 	return o.Next.AwaitWithTimeout(ctx, timeout, condition)
 }

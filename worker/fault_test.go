@@ -73,11 +73,9 @@ func TestFaultVariablesAreParsedAndChecked(t *testing.T) {
 	t.Parallel()
 	all := faultTools(new([]string))
 	fs, err := parseFaults(Config{
-		CrashAt:           "before-claim:issue_credit, workflow-task:add_order_note,during-effect:refund_payment",
-		StallAt:           "after-lease:refund_payment",
-		CrashAfterCommit:  "issue_credit",
-		CrashAroundEffect: "after:refund_payment",
-		Logger:            zap.NewNop(),
+		faults: faultSpec{crashAt: "before-claim:issue_credit, workflow-task:add_order_note,during-effect:refund_payment",
+			stallAt: "after-lease:refund_payment", crashAfterCommit: "issue_credit", crashAroundEffect: "after:refund_payment"},
+		Logger: zap.NewNop(),
 	}, all)
 	require.NoError(t, err)
 	var got []string
@@ -97,14 +95,14 @@ func TestFaultVariablesAreParsedAndChecked(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{CrashAt: "after_commit:issue_credit"}, "ONCERUN_CRASH_AT entry \"after_commit:issue_credit\" is not <point>:<tool>"},
-		{Config{CrashAt: "after-commit"}, "ONCERUN_CRASH_AT entry \"after-commit\""},
-		{Config{StallAt: "after-commit:"}, "ONCERUN_STALL_AT entry"},
-		{Config{CrashAt: "after-commit:nope"}, "ONCERUN_CRASH_AT: no tool \"nope\""},
-		{Config{CrashAt: "after-lease:issue_credit"}, "after-lease needs an external tool; issue_credit is natural"},
-		{Config{CrashAroundEffect: "after:add_order_note"}, "ONCERUN_CRASH_AROUND_EFFECT: after-apply needs an external tool"},
-		{Config{CrashAroundEffect: "during:refund_payment"}, "is not before:<tool> or after:<tool>"},
-		{Config{CrashAt: "during-effect:lookup_order"}, "during-effect needs a tool with an effect; lookup_order is read"},
+		{Config{faults: faultSpec{crashAt: "after_commit:issue_credit"}}, "ONCERUN_CRASH_AT entry \"after_commit:issue_credit\" is not <point>:<tool>"},
+		{Config{faults: faultSpec{crashAt: "after-commit"}}, "ONCERUN_CRASH_AT entry \"after-commit\""},
+		{Config{faults: faultSpec{stallAt: "after-commit:"}}, "ONCERUN_STALL_AT entry"},
+		{Config{faults: faultSpec{crashAt: "after-commit:nope"}}, "ONCERUN_CRASH_AT: no tool \"nope\""},
+		{Config{faults: faultSpec{crashAt: "after-lease:issue_credit"}}, "after-lease needs an external tool; issue_credit is natural"},
+		{Config{faults: faultSpec{crashAroundEffect: "after:add_order_note"}}, "ONCERUN_CRASH_AROUND_EFFECT: after-apply needs an external tool"},
+		{Config{faults: faultSpec{crashAroundEffect: "during:refund_payment"}}, "is not before:<tool> or after:<tool>"},
+		{Config{faults: faultSpec{crashAt: "during-effect:lookup_order"}}, "during-effect needs a tool with an effect; lookup_order is read"},
 	} {
 		_, err := parseFaults(tt.cfg, all)
 		assert.ErrorContains(t, err, tt.want)
@@ -116,7 +114,7 @@ func TestFaultsInAToolsRun(t *testing.T) {
 	t.Parallel()
 	var calls []string
 	all := faultTools(&calls)
-	fs, err := parseFaults(Config{CrashAt: "after-apply:refund_payment", StallAt: "after-lease:refund_payment", Logger: zap.NewNop()}, all)
+	fs, err := parseFaults(Config{faults: faultSpec{crashAt: "after-apply:refund_payment", stallAt: "after-lease:refund_payment"}, Logger: zap.NewNop()}, all)
 	require.NoError(t, err)
 	var sent signals
 	sent.catch(fs)
@@ -161,7 +159,7 @@ func TestAfterCommitFiresOnlyWhenThisAttemptCommitted(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, first.Replayed)
 
-	fs, err := parseFaults(Config{CrashAfterCommit: shop.ToolIssueCredit, Logger: zap.NewNop()}, all)
+	fs, err := parseFaults(Config{faults: faultSpec{crashAfterCommit: shop.ToolIssueCredit}, Logger: zap.NewNop()}, all)
 	require.NoError(t, err)
 	var sent signals
 	sent.catch(fs)

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/mcp"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -33,7 +34,7 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 	}
 	mc, err := mcp.LoadConfig(cfg.MCPConfig)
 	if err != nil {
-		return Config{}, none, fmt.Errorf("%s: %w", EnvMCPConfig, err)
+		return Config{}, none, fmt.Errorf("%s: %w", settings.EnvMCPConfig, err)
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -41,7 +42,7 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 	}
 	found, err := mcp.Load(ctx, mc, mcp.Options{Log: log.Named("mcp")})
 	if err != nil {
-		return Config{}, none, fmt.Errorf("%s %s: %w", EnvMCPConfig, cfg.MCPConfig, err)
+		return Config{}, none, fmt.Errorf("%s %s: %w", settings.EnvMCPConfig, cfg.MCPConfig, err)
 	}
 	for _, s := range found.Skipped {
 		log.Error("MCP server down at start: its tools are left out of the registry until the worker restarts",
@@ -61,7 +62,7 @@ var errMCPNotAsked = errors.New("the MCP servers' tools were not loaded (worker.
 // were not loaded.
 func (c Config) mcpDiscovered() error {
 	if c.MCPConfig != "" {
-		return fmt.Errorf("%s %s: %w", EnvMCPConfig, c.MCPConfig, errMCPNotAsked)
+		return fmt.Errorf("%s %s: %w", settings.EnvMCPConfig, c.MCPConfig, errMCPNotAsked)
 	}
 	return nil
 }

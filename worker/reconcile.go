@@ -16,32 +16,17 @@ import (
 
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// Environment variables of reconciliation.
-const (
-	// EnvReconcileInterval is how often the reconciliation pass runs.
-	EnvReconcileInterval = "RECONCILE_INTERVAL"
-	// EnvReconcileSettlement: only effects older than this are compared.
-	EnvReconcileSettlement = "RECONCILE_SETTLEMENT"
-	// EnvReconcileLookback is how far back a pass looks.
-	EnvReconcileLookback = "RECONCILE_LOOKBACK"
-	// EnvReconcileAlertAge: an error is logged when an open finding is
-	// older.
-	EnvReconcileAlertAge = "RECONCILE_ALERT_AGE"
-)
-
-// ReconcileEnvNames lists the reconciliation variables a worker reads.
-var ReconcileEnvNames = []string{EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge}
-
-// DefaultReconcileInterval is the default of ReconcileConfig.Interval.
-const DefaultReconcileInterval = 10 * time.Minute
+// defaultReconcileInterval is the default of ReconcileConfig.Interval.
+const defaultReconcileInterval = 10 * time.Minute
 
 // ReconcileConfig configures reconciliation on a worker: its schedule, and
 // the pass the schedule runs.
 type ReconcileConfig struct {
-	// Interval between passes. Default DefaultReconcileInterval
+	// Interval between passes. Default defaultReconcileInterval
 	// (RECONCILE_INTERVAL).
 	Interval time.Duration
 	// ScheduleID names the schedule. Default workflows.ReconcileScheduleID;
@@ -59,8 +44,8 @@ type ReconcileConfig struct {
 func ReconcileConfigFromEnv(getenv func(string) string) (ReconcileConfig, error) {
 	var c ReconcileConfig
 	for name, dst := range map[string]*time.Duration{
-		EnvReconcileInterval: &c.Interval, EnvReconcileSettlement: &c.Settlement,
-		EnvReconcileLookback: &c.Lookback, EnvReconcileAlertAge: &c.AlertAge,
+		settings.EnvReconcileInterval: &c.Interval, settings.EnvReconcileSettlement: &c.Settlement,
+		settings.EnvReconcileLookback: &c.Lookback, settings.EnvReconcileAlertAge: &c.AlertAge,
 	} {
 		if s := getenv(name); s != "" {
 			d, err := time.ParseDuration(s)
@@ -72,7 +57,7 @@ func ReconcileConfigFromEnv(getenv func(string) string) (ReconcileConfig, error)
 	}
 	lookback, settlement := cmp.Or(c.Lookback, reconcile.DefaultLookback), cmp.Or(c.Settlement, reconcile.DefaultSettlement)
 	if lookback <= settlement {
-		return ReconcileConfig{}, fmt.Errorf("%s %s is not longer than %s %s", EnvReconcileLookback, lookback, EnvReconcileSettlement, settlement)
+		return ReconcileConfig{}, fmt.Errorf("%s %s is not longer than %s %s", settings.EnvReconcileLookback, lookback, settings.EnvReconcileSettlement, settlement)
 	}
 	return c, nil
 }
@@ -95,21 +80,21 @@ func newReconcile(cfg ReconcileConfig, pool *pgxpool.Pool, sources []reconcile.S
 	return rc, reconcile.NewMetrics(reg)
 }
 
-// RegisterReconcile registers the reconciliation workflow on w. The
+// registerReconcile registers the reconciliation workflow on w. The
 // activity is a method of activities.Activities, registered with it.
-func RegisterReconcile(w sdkworker.Worker) {
+func registerReconcile(w sdkworker.Worker) {
 	w.RegisterWorkflow(workflows.Reconcile)
 }
 
-// EnsureReconcileSchedule creates the reconciliation's Temporal Schedule,
+// ensureReconcileSchedule creates the reconciliation's Temporal Schedule,
 // or updates it to cfg if it exists: every worker calls it at start, and
 // the schedule, with overlap policy SKIP, runs one pass at a time however
 // many workers there are.
-func EnsureReconcileSchedule(ctx context.Context, c client.Client, taskQueue string, cfg ReconcileConfig) error {
+func ensureReconcileSchedule(ctx context.Context, c client.Client, taskQueue string, cfg ReconcileConfig) error {
 	id := cmp.Or(cfg.ScheduleID, workflows.ReconcileScheduleID)
 	interval := cfg.Interval
 	if interval <= 0 {
-		interval = DefaultReconcileInterval
+		interval = defaultReconcileInterval
 	}
 	action := &client.ScheduleWorkflowAction{
 		ID:       id,

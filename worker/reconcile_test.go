@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -14,17 +15,17 @@ func TestReconcileConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	env := func(vars map[string]string) func(string) string { return func(n string) string { return vars[n] } }
 	for name, value := range map[string]string{
-		worker.EnvReconcileInterval:   "soon",
-		worker.EnvReconcileSettlement: "-1m",
-		worker.EnvReconcileLookback:   "1m",
-		worker.EnvReconcileAlertAge:   "0s",
+		settings.EnvReconcileInterval:   "soon",
+		settings.EnvReconcileSettlement: "-1m",
+		settings.EnvReconcileLookback:   "1m",
+		settings.EnvReconcileAlertAge:   "0s",
 	} {
 		_, err := worker.ReconcileConfigFromEnv(env(map[string]string{name: value}))
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), name)
 	}
 	cfg, err := worker.ReconcileConfigFromEnv(env(map[string]string{
-		worker.EnvReconcileInterval: "2m", worker.EnvReconcileSettlement: "15m", worker.EnvReconcileLookback: "72h",
+		settings.EnvReconcileInterval: "2m", settings.EnvReconcileSettlement: "15m", settings.EnvReconcileLookback: "72h",
 	}))
 	require.NoError(t, err)
 	assert.Equal(t, worker.ReconcileConfig{Interval: 2 * time.Minute, Settlement: 15 * time.Minute, Lookback: 72 * time.Hour}, cfg)

@@ -39,10 +39,10 @@ const (
 	DefaultTemporalAddress = "127.0.0.1:7233"
 	DefaultNamespace       = "default"
 	DefaultDatabaseURL     = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
-	DefaultHTTPAddr        = "127.0.0.1:9464"
-	// DefaultConnectTimeout bounds the making of each PostgreSQL connection
+	defaultHTTPAddr        = "127.0.0.1:9464"
+	// defaultConnectTimeout bounds the making of each PostgreSQL connection
 	// when DATABASE_URL sets no connect_timeout.
-	DefaultConnectTimeout = 10 * time.Second
+	defaultConnectTimeout = 10 * time.Second
 	shutdownTimeout       = 30 * time.Second
 )
 
@@ -63,7 +63,7 @@ type Config struct {
 	// Logger are.
 	TemporalOptions client.Options
 	// TemporalConnectWait is how long the process keeps trying to reach
-	// Temporal at start. Default DefaultTemporalConnectWait; negative tries
+	// Temporal at start. Default defaultTemporalConnectWait; negative tries
 	// once (TEMPORAL_CONNECT_WAIT).
 	TemporalConnectWait time.Duration
 	// TaskQueue is the task queue to poll. Default
@@ -73,7 +73,7 @@ type Config struct {
 	// (DATABASE_URL).
 	DatabaseURL string
 	// HTTPAddr is where /healthz and /metrics are served. Default
-	// DefaultHTTPAddr (METRICS_ADDR).
+	// defaultHTTPAddr (METRICS_ADDR).
 	HTTPAddr string
 	// Tools are the deployment's own tools, registered beside the built-in
 	// ones (or instead of them, with OmitBuiltinTools) in the one registry
@@ -122,19 +122,14 @@ type Config struct {
 	// mcp is what WithMCP found: where each MCP tool comes from, and the
 	// optional servers left out.
 	mcp *mcpFound
-	// CrashAt and StallAt are fault injection for drills and tests: see
-	// EnvCrashAt and EnvStallAt. Empty in production.
-	CrashAt, StallAt string
+	// faults is fault injection for drills and tests, read from the
+	// environment only (ConfigFromEnv): see settings.EnvCrashAt. Empty in
+	// production.
+	faults faultSpec
 	// LogActivityAttempts logs, at info, each activity attempt as it starts
-	// and as it returns (EnvLogActivityAttempts). The chaos harness reads
+	// and as it returns (settings.EnvLogActivityAttempts). The chaos harness reads
 	// these lines to measure how soon a dead worker's step runs again.
 	LogActivityAttempts bool
-	// CrashAfterCommit is fault injection for demos and drills: see
-	// EnvCrashAfterCommit. Empty in production.
-	CrashAfterCommit string
-	// CrashAroundEffect is fault injection for drills: see
-	// EnvCrashAroundEffect. Empty in production.
-	CrashAroundEffect string
 	// Logger is the process's logger. Default: a production zap logger.
 	Logger *zap.Logger
 	// Ready, if set, is called with the HTTP server's address once the
@@ -148,7 +143,7 @@ func (c Config) WithDefaults() Config {
 	c.Namespace = cmp.Or(c.Namespace, DefaultNamespace)
 	c.TaskQueue = cmp.Or(c.TaskQueue, workflows.DefaultTaskQueue)
 	c.DatabaseURL = cmp.Or(c.DatabaseURL, DefaultDatabaseURL)
-	c.HTTPAddr = cmp.Or(c.HTTPAddr, DefaultHTTPAddr)
+	c.HTTPAddr = cmp.Or(c.HTTPAddr, defaultHTTPAddr)
 	if c.Logger == nil {
 		c.Logger = zap.Must(zap.NewProduction())
 	}
@@ -331,7 +326,7 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	if err := EnsureReconcileSchedule(ctx, tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
+	if err := ensureReconcileSchedule(ctx, tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
 		ln.Close()
 		return err
 	}
@@ -347,7 +342,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if cfg.Approvals.Enabled() {
 		go func() {
 			defer close(apDone)
-			if err := ServeApprovals(apCtx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, log); err != nil {
+			if err := serveApprovals(apCtx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, log); err != nil {
 				serveErr <- err
 			}
 		}()
@@ -382,7 +377,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // NewPool builds a process's PostgreSQL pool on url. Each new connection
 // gives up after the URL's connect_timeout (in seconds, as libpq reads it)
-// or DefaultConnectTimeout; waiting for a pooled connection and every query
+// or defaultConnectTimeout; waiting for a pooled connection and every query
 // are bounded by the caller's context: an activity's timeout, or an
 // approvals request's APPROVALS_DB_TIMEOUT.
 func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
@@ -391,7 +386,7 @@ func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
-		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
+		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
@@ -92,13 +93,13 @@ func TestRunRefusesABadToolBeforeConnecting(t *testing.T) {
 func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	t.Parallel()
 	for name, value := range map[string]string{
-		worker.EnvCreditThreshold:         "ten",
-		worker.EnvWatchdogInterval:        "soon",
-		worker.EnvWatchdogBatch:           "0",
-		worker.EnvExpiryPolicy:            "forget",
-		worker.EnvWatchdogDutyCycle:       "1.5",
-		worker.EnvLogActivityAttempts:     "sometimes",
-		worker.EnvOpenAIParallelToolCalls: "maybe",
+		settings.EnvCreditThreshold:         "ten",
+		settings.EnvWatchdogInterval:        "soon",
+		settings.EnvWatchdogBatch:           "0",
+		settings.EnvExpiryPolicy:            "forget",
+		settings.EnvWatchdogDutyCycle:       "1.5",
+		settings.EnvLogActivityAttempts:     "sometimes",
+		settings.EnvOpenAIParallelToolCalls: "maybe",
 	} {
 		_, _, err := worker.ConfigFromEnv(func(n string) string {
 			if n == name {
@@ -110,8 +111,8 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 		assert.Contains(t, err.Error(), name)
 	}
 	cfg, _, err := worker.ConfigFromEnv(func(n string) string {
-		return map[string]string{worker.EnvCreditThreshold: "500", worker.EnvWatchdogInterval: "1m", worker.EnvExpiryPolicy: "prune",
-			worker.EnvWatchdogDutyCycle: "0.2", worker.EnvLogActivityAttempts: "true", worker.EnvOpenAIParallelToolCalls: "false"}[n]
+		return map[string]string{settings.EnvCreditThreshold: "500", settings.EnvWatchdogInterval: "1m", settings.EnvExpiryPolicy: "prune",
+			settings.EnvWatchdogDutyCycle: "0.2", settings.EnvLogActivityAttempts: "true", settings.EnvOpenAIParallelToolCalls: "false"}[n]
 	})
 	require.NoError(t, err)
 	assert.True(t, cfg.OpenAI.Sequential)
@@ -128,7 +129,7 @@ func TestReadmeDocumentsEveryVariable(t *testing.T) {
 	t.Parallel()
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
-	for _, name := range worker.EnvNames {
+	for _, name := range settings.EnvNames {
 		assert.Contains(t, string(readme), "`"+name+"`", "README's environment table lacks %s", name)
 	}
 }

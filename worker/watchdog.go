@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/watchdog"
 )
 
@@ -18,32 +19,32 @@ type WatchdogConfig = watchdog.Config
 // [NewWorker] registers it.
 type WatchdogActivities = watchdog.Activities
 
-// WatchdogConfigFromEnv reads the expiry watchdog's variables. Each value
+// watchdogConfigFromEnv reads the expiry watchdog's variables. Each value
 // is checked by [WatchdogConfig.Validate], and the error names the
 // variable. A variable set to zero is refused rather than taken for the
 // default: whoever set it meant something else.
-func WatchdogConfigFromEnv(getenv func(string) string) (WatchdogConfig, error) {
+func watchdogConfigFromEnv(getenv func(string) string) (WatchdogConfig, error) {
 	var c WatchdogConfig
 	vars := []struct {
 		name, want string
 		parse      func(s string) (zero bool, err error)
 	}{
-		{EnvWatchdogInterval, "a duration such as " + watchdog.DefaultInterval.String(), func(s string) (bool, error) {
+		{settings.EnvWatchdogInterval, "a duration such as " + watchdog.DefaultInterval.String(), func(s string) (bool, error) {
 			d, err := time.ParseDuration(s)
 			c.Interval = d
 			return d == 0, err
 		}},
-		{EnvWatchdogBatch, "an integer such as " + strconv.Itoa(watchdog.DefaultBatchSize), func(s string) (bool, error) {
+		{settings.EnvWatchdogBatch, "an integer such as " + strconv.Itoa(watchdog.DefaultBatchSize), func(s string) (bool, error) {
 			n, err := strconv.Atoi(s)
 			c.BatchSize = n
 			return n == 0, err
 		}},
-		{EnvWatchdogDutyCycle, "a share such as " + strconv.FormatFloat(watchdog.DefaultDutyCycle, 'g', -1, 64), func(s string) (bool, error) {
+		{settings.EnvWatchdogDutyCycle, "a share such as " + strconv.FormatFloat(watchdog.DefaultDutyCycle, 'g', -1, 64), func(s string) (bool, error) {
 			d, err := strconv.ParseFloat(s, 64)
 			c.DutyCycle = d
 			return d == 0, err
 		}},
-		{EnvExpiryPolicy, "", func(s string) (bool, error) {
+		{settings.EnvExpiryPolicy, "", func(s string) (bool, error) {
 			c.Policy = s
 			return false, nil
 		}},

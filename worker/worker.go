@@ -22,7 +22,7 @@ func NewWorker(c client.Client, taskQueue string, acts *activities.Activities, w
 	if wd != nil {
 		watchdog.Register(w, wd)
 	}
-	RegisterReconcile(w)
+	registerReconcile(w)
 	w.RegisterActivity(acts)
 	return w
 }

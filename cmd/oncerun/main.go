@@ -10,8 +10,12 @@
 //	oncerun start --tenant T --run-id R (--plan FILE | --goal TEXT) [--json]
 //	oncerun status --tenant T --run-id R [--json]
 //	oncerun approvals [--tenant T] [--state S] [--json]
-//	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT]
+//	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT] [--args FILE]
 //	oncerun resolve [--tenant T] --run-id R --step N --outcome applied|not_applied [--result JSON] [--note TEXT]
+//	oncerun cancel [--tenant T] --run-id R --reason TEXT
+//	oncerun pause|resume [--tenant T] --run-id R [--reason TEXT]
+//	oncerun message [--tenant T] --run-id R --id MESSAGE-ID --text TEXT
+//	oncerun limits [set NAME --tools T --currency C --amount MINOR [--period utc_day|rolling_24h] | delete NAME]
 //	oncerun reconcile [--json] | --ack ID --note TEXT
 //	oncerun keys --expiring [--within 24h] [--json]
 //	oncerun tools [--json]

@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/oncerun/oncerun/internal/pgtest"
-	"github.com/oncerun/oncerun/worker"
+	"github.com/oncerun/oncerun/internal/settings"
 )
 
 // walk is one command line run in a world, and a part of what it must
@@ -292,7 +292,7 @@ var plain = []string{
 }
 
 // TestEveryVariableIsPlantedOrPlain holds TestNoCommandPrintsASecret to
-// every variable there is: each one a worker reads (worker.EnvNames) or the
+// every variable there is: each one a worker reads (settings.EnvNames) or the
 // README's environment table lists is planted with a secret, or said to
 // hold none.
 func TestEveryVariableIsPlantedOrPlain(t *testing.T) {
@@ -301,7 +301,7 @@ func TestEveryVariableIsPlantedOrPlain(t *testing.T) {
 	w.throughAPI()
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
-	names := slices.Concat(worker.EnvNames, readmeVariables(string(readme)))
+	names := slices.Concat(settings.EnvNames, readmeVariables(string(readme)))
 	require.Contains(t, names, "ONCERUN_TOKEN", "the README's table is read")
 	for _, name := range names {
 		_, set := w.env[name]

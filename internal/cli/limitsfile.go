@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/worker"
@@ -26,7 +27,7 @@ type LimitsFile struct {
 func (e Env) LimitsFile() (*LimitsFile, error) {
 	path := ""
 	if e.Getenv != nil {
-		path = e.Getenv(worker.EnvLimitsFile)
+		path = e.Getenv(settings.EnvLimitsFile)
 	}
 	if path == "" {
 		return nil, nil
@@ -37,7 +38,7 @@ func (e Env) LimitsFile() (*LimitsFile, error) {
 	}
 	caps, err := spend.LoadFile(path, reg)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", worker.EnvLimitsFile, err)
+		return nil, fmt.Errorf("%s: %w", settings.EnvLimitsFile, err)
 	}
 	return &LimitsFile{Path: path, Caps: caps}, nil
 }
@@ -46,7 +47,7 @@ func (e Env) LimitsFile() (*LimitsFile, error) {
 // replacing a cap of the same tenant and name.
 func (f *LimitsFile) Apply(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
 	if err := spend.Apply(ctx, pool, f.Caps, f.Path); err != nil {
-		return fmt.Errorf("%s: %w", worker.EnvLimitsFile, err)
+		return fmt.Errorf("%s: %w", settings.EnvLimitsFile, err)
 	}
 	log.Info("limits file applied", zap.String("path", f.Path), zap.Int("limits", len(f.Caps)))
 	return nil

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/spend"
-	"github.com/oncerun/oncerun/worker"
 )
 
 // limitsEnv is an environment whose ONCERUN_LIMITS_FILE is a file of
@@ -23,7 +23,7 @@ func limitsEnv(t *testing.T, content, url string) (Env, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "limits.yaml")
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
-	vars := map[string]string{worker.EnvLimitsFile: path, worker.EnvDatabaseURL: url, worker.EnvTemporalAddress: "127.0.0.1:1"}
+	vars := map[string]string{settings.EnvLimitsFile: path, settings.EnvDatabaseURL: url, settings.EnvTemporalAddress: "127.0.0.1:1"}
 	return Env{Getenv: func(name string) string { return vars[name] }}, path
 }
 

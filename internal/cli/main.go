@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -18,10 +19,10 @@ import (
 // configuration the commands build (nil: none).
 func EnvFrom(getenv func(string) string, configure func(*worker.Config)) Env {
 	return Env{
-		DatabaseURL:     getenv(worker.EnvDatabaseURL),
-		TemporalAddress: getenv(worker.EnvTemporalAddress),
-		Namespace:       getenv(worker.EnvTemporalNamespace),
-		TaskQueue:       getenv(worker.EnvTaskQueue),
+		DatabaseURL:     getenv(settings.EnvDatabaseURL),
+		TemporalAddress: getenv(settings.EnvTemporalAddress),
+		Namespace:       getenv(settings.EnvTemporalNamespace),
+		TaskQueue:       getenv(settings.EnvTaskQueue),
 		User:            getenv("USER"),
 		APIURL:          getenv(EnvAPI),
 		Token:           getenv(EnvToken),

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
 )
@@ -41,7 +42,7 @@ func TestStartChecksPlansAgainstTheDeploymentsRegistry(t *testing.T) {
 
 	// The environment the workers read is the one the check reads.
 	strict := Env{Getenv: func(k string) string {
-		if k == worker.EnvCreditThreshold {
+		if k == settings.EnvCreditThreshold {
 			return "100"
 		}
 		return ""

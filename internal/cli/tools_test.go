@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
-	"github.com/oncerun/oncerun/worker"
+	"github.com/oncerun/oncerun/internal/settings"
 )
 
 // mcpEnv is an environment whose ONCERUN_MCP_CONFIG lists one http server
@@ -31,7 +31,7 @@ func mcpEnv(t *testing.T, url string) Env {
 	p := filepath.Join(t.TempDir(), "mcp.json")
 	require.NoError(t, os.WriteFile(p, raw, 0o600))
 	return Env{Getenv: func(k string) string {
-		if k == worker.EnvMCPConfig {
+		if k == settings.EnvMCPConfig {
 			return p
 		}
 		return ""

@@ -40,6 +40,7 @@ import (
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/migrations"
@@ -198,7 +199,7 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	d.say("   It will kill itself right after the credit commits, before Temporal hears of it (%s=%s).",
-		worker.EnvCrashAfterCommit, shop.ToolIssueCredit)
+		settings.EnvCrashAfterCommit, shop.ToolIssueCredit)
 	// The first query after a worker change may wait out the dead worker's
 	// sticky queue; follow retries until the run answers.
 	if _, err := d.follow(ctx, rc, func(workflows.Status) bool { return true }, seen); err != nil {
@@ -591,22 +592,22 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 	defer logFile.Close()
 	cmd := exec.Command(d.exe, "worker")
 	cmd.Env = append(temporalconn.LocalEnv(os.Environ(), d.dir),
-		worker.EnvTemporalAddress+"="+d.temporal.Address(),
-		worker.EnvTemporalNamespace+"="+d.temporal.Namespace(),
-		worker.EnvTaskQueue+"="+workflows.DefaultTaskQueue,
-		worker.EnvDatabaseURL+"="+d.dbURL,
-		worker.EnvMetricsAddr+"="+httpAddr,
-		worker.EnvLogLevel+"=warn",
-		worker.EnvCreditThreshold+"="+strconv.Itoa(shop.DefaultCreditApprovalThreshold),
-		worker.EnvCrashAfterCommit+"="+crashAfter,
-		worker.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
-		worker.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
-		worker.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
-		worker.EnvSMTPAddr+"="+d.ext.SMTP.Addr,
-		worker.EnvSMTPUsername+"="+d.ext.SMTP.Username,
-		worker.EnvSMTPPassword+"="+d.ext.SMTP.Password,
-		worker.EnvSMTPFrom+"="+d.ext.SMTP.From,
-		worker.EnvMCPConfig+"="+d.mcpConfig,
+		settings.EnvTemporalAddress+"="+d.temporal.Address(),
+		settings.EnvTemporalNamespace+"="+d.temporal.Namespace(),
+		settings.EnvTaskQueue+"="+workflows.DefaultTaskQueue,
+		settings.EnvDatabaseURL+"="+d.dbURL,
+		settings.EnvMetricsAddr+"="+httpAddr,
+		settings.EnvLogLevel+"=warn",
+		settings.EnvCreditThreshold+"="+strconv.Itoa(shop.DefaultCreditApprovalThreshold),
+		settings.EnvCrashAfterCommit+"="+crashAfter,
+		settings.EnvApprovalsTokensFile+"=", // the demo serves the approvals service itself
+		settings.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
+		settings.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
+		settings.EnvSMTPAddr+"="+d.ext.SMTP.Addr,
+		settings.EnvSMTPUsername+"="+d.ext.SMTP.Username,
+		settings.EnvSMTPPassword+"="+d.ext.SMTP.Password,
+		settings.EnvSMTPFrom+"="+d.ext.SMTP.From,
+		settings.EnvMCPConfig+"="+d.mcpConfig,
 	)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {

@@ -13,8 +13,8 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/temporalconn"
-	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -85,11 +85,11 @@ func (d *demo) reconcile(ctx context.Context) (int, string, error) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, d.exe, "reconcile", "--json", "--settlement", "1ms")
 	cmd.Env = append(temporalconn.LocalEnv(cmd.Environ(), d.dir),
-		worker.EnvDatabaseURL+"="+d.dbURL,
-		worker.EnvTemporalAddress+"="+d.temporal.Address(),
-		worker.EnvTemporalNamespace+"="+d.temporal.Namespace(),
-		worker.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
-		worker.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
+		settings.EnvDatabaseURL+"="+d.dbURL,
+		settings.EnvTemporalAddress+"="+d.temporal.Address(),
+		settings.EnvTemporalNamespace+"="+d.temporal.Namespace(),
+		settings.EnvPaymentsBaseURL+"="+d.ext.Payments.BaseURL,
+		settings.EnvPaymentsAPIKey+"="+d.ext.Payments.APIKey,
 	)
 	out, err := cmd.Output()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
@@ -53,7 +54,7 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 	w := cfg.Worker
 	outside := w.TemporalOptions
 	outside.HostPort, outside.Namespace = w.TemporalAddress, cmp.Or(w.Namespace, worker.DefaultNamespace)
-	from := cmp.Or(cfg.TemporalFrom, worker.EnvTemporalAddress)
+	from := cmp.Or(cfg.TemporalFrom, settings.EnvTemporalAddress)
 	temporalLine := "Temporal    " + temporalconn.Describe(outside) + " (" + from + ")"
 	if w.TemporalAddress != "" {
 		// Said before anything else: the flags of the embedded server are
@@ -185,7 +186,7 @@ that is not valid stops it, naming the limit and the field.`,
 // dev-token beside it. It returns the banner's line about the token.
 func devToken(dataDir string, ap *worker.ApprovalsConfig) (string, error) {
 	if ap.TokensFile != "" {
-		return "token       from " + worker.EnvApprovalsTokensFile, nil
+		return "token       from " + settings.EnvApprovalsTokensFile, nil
 	}
 	dataDir = cmp.Or(dataDir, devserver.DefaultDataDir)
 	ap.TokensFile = filepath.Join(dataDir, "tokens.json")
@@ -214,13 +215,13 @@ func devToken(dataDir string, ap *worker.ApprovalsConfig) (string, error) {
 func exports(w worker.Config) string {
 	var vars []string
 	if w.TemporalAddress != worker.DefaultTemporalAddress {
-		vars = append(vars, worker.EnvTemporalAddress+"="+w.TemporalAddress)
+		vars = append(vars, settings.EnvTemporalAddress+"="+w.TemporalAddress)
 	}
 	if w.Namespace != worker.DefaultNamespace {
-		vars = append(vars, worker.EnvTemporalNamespace+"="+w.Namespace)
+		vars = append(vars, settings.EnvTemporalNamespace+"="+w.Namespace)
 	}
 	if w.TaskQueue != workflows.DefaultTaskQueue {
-		vars = append(vars, worker.EnvTaskQueue+"="+w.TaskQueue)
+		vars = append(vars, settings.EnvTaskQueue+"="+w.TaskQueue)
 	}
 	secured := w.TemporalOptions.ConnectionOptions.TLS != nil || w.TemporalOptions.Credentials != nil
 	if len(vars) == 0 && !secured {

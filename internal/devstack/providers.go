@@ -8,6 +8,7 @@ import (
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -48,7 +49,7 @@ func startProviders(ctx context.Context, dataDir string, ext *worker.ExternalCon
 		p.lines = append(p.lines, fmt.Sprintf("payments    %s (sandbox provider; ledger in %s; PAYMENTS_BASE_URL)",
 			run.URL(), filepath.Join(dataDir, "sandbox-payments")))
 		// The sandbox's key is its well-known default, no secret.
-		p.env = append(p.env, worker.EnvPaymentsBaseURL+"="+run.URL(), worker.EnvPaymentsAPIKey+"="+payments.DefaultAPIKey)
+		p.env = append(p.env, settings.EnvPaymentsBaseURL+"="+run.URL(), settings.EnvPaymentsAPIKey+"="+payments.DefaultAPIKey)
 	} else {
 		p.lines = append(p.lines, fmt.Sprintf("payments    %s (PAYMENTS_BASE_URL)", edge.Redact(ext.Payments.BaseURL)))
 	}

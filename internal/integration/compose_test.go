@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/worker"
 )
@@ -399,7 +400,7 @@ func TestComposeNamespaceExistsBeforeTheWorker(t *testing.T) {
 	f := readCompose(t, composeBase)
 	serverName, _ := theServiceOf(t, f, imageServer)
 	w := f.Services["worker"]
-	wantNS := cmp.Or(w.Environment[worker.EnvTemporalNamespace], worker.DefaultNamespace)
+	wantNS := cmp.Or(w.Environment[settings.EnvTemporalNamespace], worker.DefaultNamespace)
 
 	create := regexp.MustCompile(`temporal\s+operator\s+namespace\s+create\b.*?(?:--namespace|-n)[ =]("?)(\S+?)("?)(\s|$)`)
 	var jobName string
@@ -411,7 +412,7 @@ func TestComposeNamespaceExistsBeforeTheWorker(t *testing.T) {
 	require.NotEmpty(t, jobName, "the worker waits for a job that registers its namespace to complete successfully")
 	job := f.Services[jobName]
 	assert.Equal(t, "service_healthy", job.DependsOn[serverName].Condition, "the namespace job waits for the server")
-	assert.Equal(t, w.Environment[worker.EnvTemporalAddress], job.Environment["TEMPORAL_ADDRESS"], "the namespace job talks to the worker's Temporal")
+	assert.Equal(t, w.Environment[settings.EnvTemporalAddress], job.Environment["TEMPORAL_ADDRESS"], "the namespace job talks to the worker's Temporal")
 
 	ns := create.FindStringSubmatch(unescapeCompose(string(job.Command)))[2]
 	if v, ok := strings.CutPrefix(ns, "$"); ok {
@@ -461,16 +462,16 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 	assert.Contains(t, string(mainGo), "package main")
 
 	// TEMPORAL_ADDRESS names the temporal service on the port it publishes.
-	tHost, tPort, err := net.SplitHostPort(w.Environment[worker.EnvTemporalAddress])
+	tHost, tPort, err := net.SplitHostPort(w.Environment[settings.EnvTemporalAddress])
 	require.NoError(t, err)
 	require.Contains(t, f.Services, tHost)
 	tRepo, _ := splitImage(f.Services[tHost].Image)
 	assert.Equal(t, imageServer, tRepo, "TEMPORAL_ADDRESS names the Temporal server")
 	assert.True(t, publishes(f.Services[tHost], tPort), "temporal publishes %s", tPort)
-	assert.Equal(t, w.Environment[worker.EnvTemporalAddress], f.Services["temporal-ui"].Environment["TEMPORAL_ADDRESS"])
+	assert.Equal(t, w.Environment[settings.EnvTemporalAddress], f.Services["temporal-ui"].Environment["TEMPORAL_ADDRESS"])
 
 	// DATABASE_URL names the postgres service with its user and database.
-	u, err := url.Parse(w.Environment[worker.EnvDatabaseURL])
+	u, err := url.Parse(w.Environment[settings.EnvDatabaseURL])
 	require.NoError(t, err)
 	require.Contains(t, f.Services, u.Hostname())
 	pg := f.Services[u.Hostname()]
@@ -482,7 +483,7 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 
 	// /healthz and /metrics are served where the port is published and the
 	// healthcheck looks.
-	_, mPort, err := net.SplitHostPort(w.Environment[worker.EnvMetricsAddr])
+	_, mPort, err := net.SplitHostPort(w.Environment[settings.EnvMetricsAddr])
 	require.NoError(t, err)
 	assert.True(t, publishes(w, mPort))
 	assert.Contains(t, strings.Join(w.Healthcheck.Test, " "), ":"+mPort+"/healthz")
@@ -491,16 +492,16 @@ func TestComposeWorkerMatchesWhatTheWorkerReads(t *testing.T) {
 		assert.Equal(t, "service_healthy", w.DependsOn[dep].Condition, "the worker waits for %s", dep)
 		assert.NotEmpty(t, f.Services[dep].Healthcheck.Test, "%s has a healthcheck", dep)
 	}
-	if th, err := strconv.Atoi(w.Environment[worker.EnvCreditThreshold]); assert.NoError(t, err) {
+	if th, err := strconv.Atoi(w.Environment[settings.EnvCreditThreshold]); assert.NoError(t, err) {
 		assert.EqualValues(t, shop.DefaultCreditApprovalThreshold, th)
 	}
 
 	// The file says how to have the worker serve the approvals service.
 	raw, err := os.ReadFile("../../" + composeBase)
 	require.NoError(t, err)
-	for _, name := range []string{worker.EnvApprovalsTokensFile, worker.EnvApprovalsAddr} {
+	for _, name := range []string{settings.EnvApprovalsTokensFile, settings.EnvApprovalsAddr} {
 		assert.Contains(t, string(raw), "# "+name+": ", "the commented recipe sets %s", name)
-		assert.Contains(t, worker.EnvNames, name)
+		assert.Contains(t, settings.EnvNames, name)
 	}
 
 	// The server starts: its dynamic config file is there.
@@ -518,7 +519,7 @@ func assertWorkerReads(t *testing.T, file string, env composeEnv) {
 	t.Helper()
 	for name := range env {
 		if !strings.HasPrefix(name, grpcMetaPrefix) {
-			assert.Contains(t, worker.EnvNames, name, "%s: the worker does not read %s", file, name)
+			assert.Contains(t, settings.EnvNames, name, "%s: the worker does not read %s", file, name)
 		}
 	}
 }

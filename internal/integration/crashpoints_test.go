@@ -18,8 +18,8 @@ import (
 
 	"github.com/oncerun/oncerun/internal/payments"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
-	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -127,7 +127,7 @@ func (e *env) setShortTimeout(tool string) {
 func TestCrashBeforeTheClaim(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=before-claim:issue_credit")
+	p := startWorkerProcess(t, e, nil, settings.EnvCrashAt+"=before-claim:issue_credit")
 	run := e.id("before-claim")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 	t.Run("keyed", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=during-effect:add_order_note")
+		p := startWorkerProcess(t, e, nil, settings.EnvCrashAt+"=during-effect:add_order_note")
 		run := e.id("during-note")
 		_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 		require.NoError(t, err)
@@ -181,7 +181,7 @@ func TestCrashDuringTheEffect(t *testing.T) {
 		// The provider holds the request for 3 s: the worker dies while it
 		// is being processed.
 		require.NoError(t, w.provider.SetFault("delay=3s", 1))
-		p := startWorkerProcess(t, w.env, w, worker.EnvCrashAt+"=during-effect:refund_payment")
+		p := startWorkerProcess(t, w.env, w, settings.EnvCrashAt+"=during-effect:refund_payment")
 		run := w.id("during-refund")
 		w.startRefund(run, payment, 2500)
 
@@ -213,7 +213,7 @@ func TestCrashAfterTheProviderAppliedAndForgotTheKey(t *testing.T) {
 	t.Parallel()
 	w := setupExternal(t, time.Second)
 	payment := w.pay("pay_"+w.id("forgot"), 10000)
-	p := startWorkerProcess(t, w.env, w, worker.EnvCrashAt+"=after-apply:refund_payment")
+	p := startWorkerProcess(t, w.env, w, settings.EnvCrashAt+"=after-apply:refund_payment")
 	run := w.id("after-apply")
 	w.startRefund(run, payment, 2500)
 
@@ -240,7 +240,7 @@ func TestCrashAfterTheCommit(t *testing.T) {
 	t.Run("natural", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=after-commit:issue_credit")
+		p := startWorkerProcess(t, e, nil, settings.EnvCrashAt+"=after-commit:issue_credit")
 		run := e.id("after-commit")
 		_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 		require.NoError(t, err)
@@ -260,7 +260,7 @@ func TestCrashAfterTheCommit(t *testing.T) {
 		t.Parallel()
 		w := setupExternal(t, time.Second)
 		payment := w.pay("pay_"+w.id("commit"), 10000)
-		p := startWorkerProcess(t, w.env, w, worker.EnvCrashAt+"=after-commit:refund_payment")
+		p := startWorkerProcess(t, w.env, w, settings.EnvCrashAt+"=after-commit:refund_payment")
 		run := w.id("after-commit-refund")
 		w.startRefund(run, payment, 2500)
 
@@ -299,7 +299,7 @@ func TestCrashAfterCommitWorkerLivesThroughAReplay(t *testing.T) {
 	}
 	w1.Stop()
 
-	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=after-commit:issue_credit")
+	p := startWorkerProcess(t, e, nil, settings.EnvCrashAt+"=after-commit:issue_credit")
 	p.died("after the step committed")
 	assert.Contains(t, p.logs.String(), `"step":4`, "it died after step 4")
 	assert.Equal(t, 2, e.count("credits", "tenant = 'acme'"), "step 3 was replayed, step 4 committed")
@@ -319,7 +319,7 @@ func TestCrashAfterCommitWorkerLivesThroughAReplay(t *testing.T) {
 func TestCrashDuringAWorkflowTask(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=workflow-task:issue_credit")
+	p := startWorkerProcess(t, e, nil, settings.EnvCrashAt+"=workflow-task:issue_credit")
 	run := e.id("workflow-task")
 	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("5000")})
 	require.NoError(t, err)
@@ -360,7 +360,7 @@ func (e *env) scheduledActivity(runID, typ string) bool {
 func TestCrashDuringAnApprovalWait(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	p := startWorkerProcess(t, e, nil, worker.EnvCrashAt+"=approval-wait:issue_credit")
+	p := startWorkerProcess(t, e, nil, settings.EnvCrashAt+"=approval-wait:issue_credit")
 	run := e.id("approval-wait")
 	ctx := context.Background()
 	_, err := e.runs.Start(ctx, workflows.RunInput{Tenant: "acme", RunID: run, Plan: refundPlan("25900")})
@@ -393,7 +393,7 @@ func TestStaleWorkerComesBackAfterItsLease(t *testing.T) {
 	t.Parallel()
 	w := setupExternal(t, time.Second)
 	payment := w.pay("pay_"+w.id("stale"), 10000)
-	p := startWorkerProcess(t, w.env, w, worker.EnvStallAt+"=after-lease:refund_payment")
+	p := startWorkerProcess(t, w.env, w, settings.EnvStallAt+"=after-lease:refund_payment")
 	run := w.id("stale")
 	w.startRefund(run, payment, 2500)
 	p.logged("fault injection: stopping this worker before the effect")

@@ -16,7 +16,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/worker"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -56,7 +56,7 @@ func TestMCPToolWhoseResultCannotBeStoredWaitsForAPerson(t *testing.T) {
 	require.NoError(t, err)
 	config := filepath.Join(t.TempDir(), "mcp.json")
 	require.NoError(t, os.WriteFile(config, raw, 0o600))
-	startWorkerProcess(t, e, nil, worker.EnvMCPConfig+"="+config)
+	startWorkerProcess(t, e, nil, settings.EnvMCPConfig+"="+config)
 
 	run := e.id("mcp-nul-result")
 	_, err = e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run,

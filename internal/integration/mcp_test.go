@@ -19,6 +19,7 @@ import (
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
@@ -82,7 +83,7 @@ func (w *mcpWorld) vouchers() []desk.Voucher {
 
 // worker starts an oncerun worker process pointed at the desk.
 func (w *mcpWorld) worker(extra ...string) *workerProcess {
-	return startWorkerProcess(w.test, w.env, nil, append([]string{worker.EnvMCPConfig + "=" + w.config}, extra...)...)
+	return startWorkerProcess(w.test, w.env, nil, append([]string{settings.EnvMCPConfig + "=" + w.config}, extra...)...)
 }
 
 // ticketDesk is the configuration of a desk whose open_ticket is settled by
@@ -118,7 +119,7 @@ func TestMCPToolIsAppliedOnceWhenTheWorkerDiesAfterTheServerApplied(t *testing.T
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			w := setupMCP(t, tc.stdio, false, ticketDesk(tc.pairedRead, true))
-			p := w.worker(worker.EnvCrashAt + "=after-apply:desk_open_ticket")
+			p := w.worker(settings.EnvCrashAt + "=after-apply:desk_open_ticket")
 			run := w.id("mcp-" + tc.name)
 			_, err := w.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: ticketPlan()})
 			require.NoError(t, err)
@@ -149,7 +150,7 @@ func TestMCPToolIsAppliedOnceWhenTheWorkerDiesAfterTheServerApplied(t *testing.T
 func TestMCPServerThatIgnoresTheKeyIsAtLeastOnce(t *testing.T) {
 	t.Parallel()
 	w := setupMCP(t, false, true, ticketDesk(false, false))
-	p := w.worker(worker.EnvCrashAt + "=after-apply:desk_open_ticket")
+	p := w.worker(settings.EnvCrashAt + "=after-apply:desk_open_ticket")
 	run := w.id("mcp-ignoring")
 	_, err := w.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: ticketPlan()})
 	require.NoError(t, err)
@@ -237,7 +238,7 @@ func TestMCPServerDownAtStart(t *testing.T) {
 		return p
 	}
 
-	p := startWorkerProcess(t, e, nil, worker.EnvMCPConfig+"="+write(false))
+	p := startWorkerProcess(t, e, nil, settings.EnvMCPConfig+"="+write(false))
 	select {
 	case err := <-p.exited:
 		require.Error(t, err, "the worker refuses to start")
@@ -247,7 +248,7 @@ func TestMCPServerDownAtStart(t *testing.T) {
 	assert.Contains(t, p.logs.String(), "crm")
 
 	metricsAddr := freeAddr(t)
-	p = startWorkerProcess(t, e, nil, worker.EnvMCPConfig+"="+write(true), "METRICS_ADDR="+metricsAddr)
+	p = startWorkerProcess(t, e, nil, settings.EnvMCPConfig+"="+write(true), "METRICS_ADDR="+metricsAddr)
 	p.logged("MCP server down at start")
 	require.Eventually(t, func() bool {
 		resp, err := http.Get("http://" + metricsAddr + "/metrics")
@@ -272,7 +273,7 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 			"amounts": []any{map[string]any{"field": "amount_cents", "currency": "currency"}}},
 	})
 	out, err := runCLI(cli.Env{Getenv: func(k string) string {
-		if k == worker.EnvMCPConfig {
+		if k == settings.EnvMCPConfig {
 			return w.config
 		}
 		return ""

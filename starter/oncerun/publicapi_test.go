@@ -132,3 +132,66 @@ func (w apiWalker) walk(where string, t types.Type) {
 func isInternal(path string) bool {
 	return strings.Contains(path+"/", "/internal/")
 }
+
+// exportBudget is, per public package, how many identifiers it exports
+// (each constant, variable, function and type, and each exported method of
+// an exported type; struct fields are not counted). A change that exports
+// more raises the package's budget here, on purpose and in review; one
+// that exports fewer lowers it, so that the budget stays the surface.
+var exportBudget = map[string]int{
+	"github.com/oncerun/oncerun/activities":         79,
+	"github.com/oncerun/oncerun/approvals":          90,
+	"github.com/oncerun/oncerun/migrations":         5,
+	"github.com/oncerun/oncerun/starter/oncerun":    4,
+	"github.com/oncerun/oncerun/starter/oncerundev": 2,
+	"github.com/oncerun/oncerun/tools":              56,
+	"github.com/oncerun/oncerun/worker":             35,
+	"github.com/oncerun/oncerun/workflows":          98,
+}
+
+// exported lists the identifiers pkg exports, as exportBudget counts them.
+func exported(pkg *types.Package) []string {
+	var out []string
+	scope := pkg.Scope()
+	for _, name := range scope.Names() {
+		obj := scope.Lookup(name)
+		if !obj.Exported() {
+			continue
+		}
+		out = append(out, name)
+		tn, ok := obj.(*types.TypeName)
+		if !ok || tn.IsAlias() {
+			continue
+		}
+		if named, ok := tn.Type().(*types.Named); ok {
+			for m := range named.Methods() {
+				if m.Exported() {
+					out = append(out, name+"."+m.Name())
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestPublicAPIStaysWithinItsBudget holds each public package to the count
+// of exported identifiers exportBudget gives it.
+func TestPublicAPIStaysWithinItsBudget(t *testing.T) {
+	pkgs, err := packages.Load(&packages.Config{Mode: packages.NeedTypes | packages.NeedName}, publicPackages...)
+	require.NoError(t, err)
+	require.Len(t, pkgs, len(publicPackages))
+	for _, p := range pkgs {
+		require.Empty(t, p.Errors, "load %s", p.PkgPath)
+		names := exported(p.Types)
+		budget, ok := exportBudget[p.PkgPath]
+		require.True(t, ok, "%s has no budget in exportBudget", p.PkgPath)
+		switch {
+		case len(names) > budget:
+			t.Errorf("%s exports %d identifiers, over its budget of %d: unexport what a deployment does not need, or raise the budget on purpose:\n%s",
+				p.PkgPath, len(names), budget, strings.Join(names, "\n"))
+		case len(names) < budget:
+			t.Errorf("%s exports %d identifiers, under its budget of %d: lower the budget to %d so that it stays the surface",
+				p.PkgPath, len(names), budget, len(names))
+		}
+	}
+}
