@@ -52,11 +52,6 @@ type Activities struct {
 	Log *zap.Logger
 	// Metrics counts tool calls. Nil counts nothing.
 	Metrics *Metrics
-	// Reconcile configures the reconciliation pass (ReconcilePass). Nil:
-	// the pass does nothing and says so.
-	Reconcile *ReconcileConfig
-	// ReconcileMetrics receives each reconciliation report. Nil: none.
-	ReconcileMetrics *ReconcileMetrics
 	// DeadlineWarnings are how long before an approval deadline a pending
 	// step is warned about, once each. Nil: DefaultDeadlineWarnings; an
 	// empty, non-nil slice warns never.

@@ -7,7 +7,6 @@ import (
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/internal/reconcile"
 )
 
 // The types of [Activities]' dependencies, for a deployment that builds its
@@ -27,12 +26,6 @@ type Metrics = metrics.Metrics
 
 // NewMetrics registers oncerun's tool-call metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics { return metrics.New(reg) }
-
-// ReconcileConfig configures the reconciliation pass.
-type ReconcileConfig = reconcile.Config
-
-// ReconcileMetrics receives each reconciliation report.
-type ReconcileMetrics = reconcile.Metrics
 
 // Planner proposes the next tool calls of a run; Next must have no side
 // effects, for it may be called again for the same turn.

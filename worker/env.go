@@ -13,6 +13,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/temporalconn"
@@ -39,7 +40,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	if err != nil {
 		return Config{}, "", err
 	}
-	rc, err := ReconcileConfigFromEnv(getenv)
+	rc, err := reconcile.ConfigFromEnv(getenv)
 	if err != nil {
 		return Config{}, "", err
 	}

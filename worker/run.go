@@ -26,6 +26,7 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/watchdog"
@@ -288,13 +289,12 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	runStates := &runs.Client{Temporal: tc}
-	rcfg, rmet := newReconcile(cfg.Reconcile, pool, sources, runStates, log, promReg)
+	rc := newReconcile(cfg.Reconcile, pool, sources, runStates, log, promReg)
 	m := metrics.New(promReg)
 	promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
 	promReg.MustRegister(cfg.mcp.skippedGauge())
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
-		Reconcile: rcfg, ReconcileMetrics: rmet,
 		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
 		Warner:           &alerts.DeadlineWarner{Webhook: webhook, Metrics: m},
 		SpendAlerts:      &alerts.SpendAlerts{Webhook: webhook, Pool: pool},
@@ -316,7 +316,7 @@ func Run(ctx context.Context, cfg Config) error {
 		fs.announce()
 		opts.Interceptors = append(opts.Interceptors, &faultInterceptor{fs: fs})
 	}
-	w := NewWorker(tc, cfg.TaskQueue, acts, wd, opts)
+	w := NewWorker(tc, cfg.TaskQueue, acts, wd, rc, opts)
 	if err := w.Start(); err != nil {
 		ln.Close()
 		return fmt.Errorf("start worker: %w", err)
@@ -326,13 +326,13 @@ func Run(ctx context.Context, cfg Config) error {
 		ln.Close()
 		return err
 	}
-	if err := ensureReconcileSchedule(ctx, tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
+	if err := reconcile.EnsureSchedule(ctx, tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
 		ln.Close()
 		return err
 	}
 	driftCtx, stopDrift := context.WithCancel(ctx)
 	defer stopDrift()
-	go refreshDrift(driftCtx, pool, rmet, time.Minute, log)
+	go refreshDrift(driftCtx, pool, rc.Metrics, time.Minute, log)
 
 	srv := httpServer(Handler(pool, promReg), log)
 	serveErr := make(chan error, 2)

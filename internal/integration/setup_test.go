@@ -129,7 +129,7 @@ func (e *env) startWorker(name string, opts sdkworker.Options) *testWorker {
 		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
 	}, &worker.WatchdogActivities{
 		Pool: e.pool, Tools: reg, Runs: &runs.Client{Temporal: e.tc}, Alerts: e.webhook, Metrics: m, Log: log,
-	}, opts)
+	}, &worker.ReconcileActivities{Log: log}, opts)
 	require.NoError(e.t, w.Start())
 	stopped := false
 	e.t.Cleanup(func() {

@@ -9,6 +9,12 @@
 // messages that were never delivered. What differs is a finding, kept in
 // reconciliation_findings until a person acknowledges it ([Ack]).
 //
+// The package is the whole of reconciliation, as internal/watchdog is the
+// whole of the watchdog: the pass, its [Workflow] and activity
+// ([Activities], registered by [Register] under the names earlier releases
+// used), its schedule ([EnsureSchedule]) and its [Config], read from the
+// environment by [ConfigFromEnv].
+//
 // # The window
 //
 // Only effects older than Config.Settlement are compared, so that a call in

@@ -75,8 +75,17 @@ type Source struct {
 	Record func(result json.RawMessage) (Entry, error)
 }
 
-// Config configures a reconciliation pass.
+// Config configures reconciliation: its schedule on a worker (Interval,
+// ScheduleID) and the pass the schedule, or `oncerun reconcile`, runs. A
+// worker reads it from the environment ([ConfigFromEnv]) and fills in the
+// pool, the sources, the log and RunOpen.
 type Config struct {
+	// Interval between scheduled passes. Default DefaultInterval
+	// (RECONCILE_INTERVAL).
+	Interval time.Duration
+	// ScheduleID names the schedule. Default [ScheduleID]; deployments
+	// sharing a namespace need one each.
+	ScheduleID string
 	// Pool is the database holding the dedup store, the outbox and the
 	// findings. Required.
 	Pool *pgxpool.Pool

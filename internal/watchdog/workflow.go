@@ -10,6 +10,7 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/schedule"
 )
 
 // The names under which the watchdog's workflow and activity are
@@ -20,16 +21,9 @@ const (
 	PruneActivityName = "PruneExpired"
 )
 
-// Registry is what [Register] registers on: a Temporal worker, or a test
-// environment.
-type Registry interface {
-	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
-	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
-}
-
 // Register registers [Workflow] as [WorkflowName] and acts' PruneExpired as
 // [PruneActivityName] on r.
-func Register(r Registry, acts *Activities) {
+func Register(r schedule.Registry, acts *Activities) {
 	r.RegisterWorkflowWithOptions(Workflow, workflow.RegisterOptions{Name: WorkflowName})
 	r.RegisterActivityWithOptions(acts.PruneExpired, activity.RegisterOptions{Name: PruneActivityName})
 }

@@ -139,14 +139,14 @@ func isInternal(path string) bool {
 // more raises the package's budget here, on purpose and in review; one
 // that exports fewer lowers it, so that the budget stays the surface.
 var exportBudget = map[string]int{
-	"github.com/oncerun/oncerun/activities":         79,
+	"github.com/oncerun/oncerun/activities":         74,
 	"github.com/oncerun/oncerun/approvals":          90,
 	"github.com/oncerun/oncerun/migrations":         5,
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
 	"github.com/oncerun/oncerun/starter/oncerundev": 2,
 	"github.com/oncerun/oncerun/tools":              56,
 	"github.com/oncerun/oncerun/worker":             35,
-	"github.com/oncerun/oncerun/workflows":          98,
+	"github.com/oncerun/oncerun/workflows":          94,
 }
 
 // exported lists the identifiers pkg exports, as exportBudget counts them.

@@ -1,4 +1,4 @@
-package activities_test
+package reconcile_test
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/reconcile"
 )
 
 func TestReconcilePassSetsTheGauges(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	pool := pgtest.NewPool(t, 4)
 	ledger := reconcile.Source{
 		Tool: "refund_payment",
 		List: func(context.Context, time.Time) ([]reconcile.Entry, error) {
@@ -27,17 +27,17 @@ func TestReconcilePassSetsTheGauges(t *testing.T) {
 		},
 		Record: func(json.RawMessage) (reconcile.Entry, error) { return reconcile.Entry{}, nil },
 	}
-	f.acts.Reconcile = &reconcile.Config{Pool: f.pool, Sources: []reconcile.Source{ledger}}
-	f.acts.ReconcileMetrics = reconcile.NewMetrics(prometheus.NewRegistry())
+	acts := &reconcile.Activities{Config: &reconcile.Config{Pool: pool, Sources: []reconcile.Source{ledger}},
+		Metrics: reconcile.NewMetrics(prometheus.NewRegistry())}
 
-	out, err := f.acts.ReconcilePass(context.Background(), activities.ReconcileInput{})
+	out, err := acts.ReconcilePass(context.Background(), reconcile.Input{})
 	require.NoError(t, err)
 
 	assert.True(t, out.Configured)
 	assert.Equal(t, 1, out.DriftCount)
 	assert.Equal(t, 1, out.Recorded)
 	assert.Equal(t, map[string]int64{"eur": 2500}, out.DriftAmount)
-	m := f.acts.ReconcileMetrics
+	m := acts.Metrics
 	assert.Equal(t, 1.0, testutil.ToFloat64(m.DriftCount.WithLabelValues("acme", "refund_payment")))
 	assert.Equal(t, 2500.0, testutil.ToFloat64(m.DriftAmount.WithLabelValues("acme", "refund_payment", "eur")))
 	assert.InDelta(t, 3600, testutil.ToFloat64(m.OldestAge.WithLabelValues("acme", "refund_payment")), 60)
@@ -45,12 +45,12 @@ func TestReconcilePassSetsTheGauges(t *testing.T) {
 
 func TestReconcilePassWithoutConfig(t *testing.T) {
 	t.Parallel()
-	out, err := (&activities.Activities{}).ReconcilePass(context.Background(), activities.ReconcileInput{})
+	out, err := (&reconcile.Activities{}).ReconcilePass(context.Background(), reconcile.Input{})
 	require.NoError(t, err)
 	assert.False(t, out.Configured)
 
-	a := &activities.Activities{Reconcile: &reconcile.Config{}}
-	_, err = a.ReconcilePass(context.Background(), activities.ReconcileInput{})
+	a := &reconcile.Activities{Config: &reconcile.Config{}}
+	_, err = a.ReconcilePass(context.Background(), reconcile.Input{})
 	var app *temporal.ApplicationError
 	require.ErrorAs(t, err, &app)
 	assert.True(t, app.NonRetryable(), "a configuration the pass cannot run with is not retried")

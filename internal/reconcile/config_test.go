@@ -1,4 +1,4 @@
-package worker_test
+package reconcile_test
 
 import (
 	"testing"
@@ -7,11 +7,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/settings"
-	"github.com/oncerun/oncerun/worker"
 )
 
-func TestReconcileConfigFromEnv(t *testing.T) {
+func TestConfigFromEnv(t *testing.T) {
 	t.Parallel()
 	env := func(vars map[string]string) func(string) string { return func(n string) string { return vars[n] } }
 	for name, value := range map[string]string{
@@ -20,13 +20,13 @@ func TestReconcileConfigFromEnv(t *testing.T) {
 		settings.EnvReconcileLookback:   "1m",
 		settings.EnvReconcileAlertAge:   "0s",
 	} {
-		_, err := worker.ReconcileConfigFromEnv(env(map[string]string{name: value}))
+		_, err := reconcile.ConfigFromEnv(env(map[string]string{name: value}))
 		require.Error(t, err, name)
 		assert.Contains(t, err.Error(), name)
 	}
-	cfg, err := worker.ReconcileConfigFromEnv(env(map[string]string{
+	cfg, err := reconcile.ConfigFromEnv(env(map[string]string{
 		settings.EnvReconcileInterval: "2m", settings.EnvReconcileSettlement: "15m", settings.EnvReconcileLookback: "72h",
 	}))
 	require.NoError(t, err)
-	assert.Equal(t, worker.ReconcileConfig{Interval: 2 * time.Minute, Settlement: 15 * time.Minute, Lookback: 72 * time.Hour}, cfg)
+	assert.Equal(t, reconcile.Config{Interval: 2 * time.Minute, Settlement: 15 * time.Minute, Lookback: 72 * time.Hour}, cfg)
 }
