@@ -33,6 +33,7 @@ type provider struct {
 	keys     map[string]bool // idempotency keys the provider received
 	sends    int             // calls of send_gift
 	reads    int             // calls of find_gift
+	hang     bool            // reads wait until their context ends
 }
 
 func newProvider(script ...attempt) *provider {
@@ -65,12 +66,18 @@ func (p *provider) send(_ context.Context, call tools.Call) (any, error) {
 	return map[string]any{"sent": true, "order_id": a.OrderID}, nil
 }
 
-func (p *provider) find(_ context.Context, call tools.Call) (any, error) {
+func (p *provider) find(ctx context.Context, call tools.Call) (any, error) {
 	var a giftArgs
 	if err := call.Decode(&a); err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
+	if p.hang {
+		p.reads++
+		p.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	defer p.mu.Unlock()
 	p.reads++
 	if len(p.readErrs) > 0 {
@@ -292,4 +299,34 @@ func TestAnAppliedAnswerStoresTheProvidersRecord(t *testing.T) {
 			assert.Equal(t, []int{1, 1}, []int{gifts, sends}, "nothing is sent again")
 		})
 	}
+}
+
+// TestAnAppliedAnswerIsNotHeldUpByAProviderThatHangs: the paired read of
+// an applied answer has a deadline of its own, well inside the attempt's:
+// a provider that never answers costs a fraction of the attempt, and the
+// person's result is stored.
+func TestAnAppliedAnswerIsNotHeldUpByAProviderThatHangs(t *testing.T) {
+	t.Parallel()
+	p := newProvider(attempt{apply: true, err: errTimeout})
+	unavailable := errors.New("provider answered 503")
+	p.readErrs = []error{unavailable, unavailable, unavailable}
+	f := setupExternal(t, p, true)
+	in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
+	_, err := f.run(t, in)
+	requireRetryable(t, err)
+	_, err = f.run(t, in)
+	requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
+
+	p.mu.Lock()
+	p.hang = true
+	p.mu.Unlock()
+	env := f.env()
+	env.SetTestTimeout(6 * time.Second)
+	v, err := env.ExecuteActivity(f.acts.ApplyResolution, activities.ResolutionAnswer{Tenant: "acme", RunID: "r1", Step: 1,
+		Round: 1, Tool: "send_gift", Args: in.Args, ArgsHash: in.ArgsHash, Applied: true,
+		Result: json.RawMessage(`{"id":"gift_123"}`), By: "alice", At: time.Now()})
+	require.NoError(t, err, "the answer is applied although the provider hangs")
+	var out activities.ApplyResolutionOutput
+	require.NoError(t, v.Get(&out))
+	assert.JSONEq(t, `{"id":"gift_123"}`, string(out.Result))
 }

@@ -140,11 +140,26 @@ func (a *Activities) ApplyResolution(ctx context.Context, in ResolutionAnswer) (
 // amount would read as drift of the whole amount); the answer's result
 // otherwise. A read that fails or finds nothing changes nothing: the
 // person's word stands, and reconciliation reports any difference.
+//
+// The read has a deadline of its own, a third of what is left of the
+// attempt and at most providerReadTimeout, so that a provider that hangs
+// never keeps the answer from being applied; and it is not asked again
+// once the key has completed (a retried attempt after the answer landed).
 func (a *Activities) providersRecord(ctx context.Context, t tools.Tool, key keys.Key, in ResolutionAnswer) json.RawMessage {
 	if t.PairedRead == "" || len(in.Args) == 0 {
 		return in.Result
 	}
-	found, record, err := a.pairedRead(ctx, t, tools.Call{Key: key, Args: in.Args, ArgsHash: in.ArgsHash, DB: a.Pool})
+	claim := idempotency.Claim{Key: key, ArgsHash: in.ArgsHash}
+	if info, found, err := a.Store.Peek(ctx, claim); err == nil && found && info.State == idempotency.StateCompleted {
+		return in.Result // Resolve returns the stored result
+	}
+	budget := providerReadTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(deadline)/3)
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	found, record, err := a.pairedRead(rctx, t, tools.Call{Key: key, Args: in.Args, ArgsHash: in.ArgsHash, DB: a.Pool})
 	switch {
 	case err != nil:
 		a.log().Warn("applied answer: the paired read failed; the answer's result is stored as given",
@@ -157,6 +172,9 @@ func (a *Activities) providersRecord(ctx context.Context, t tools.Tool, key keys
 	}
 	return record
 }
+
+// providerReadTimeout bounds the paired read of an applied answer.
+const providerReadTimeout = 10 * time.Second
 
 // ResolutionOverdue is a step still unresolved at its deadline.
 type ResolutionOverdue struct {

@@ -2,9 +2,13 @@ package approvals
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"go.temporal.io/api/serviceerror"
+	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 )
@@ -36,8 +40,15 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.dbContext(r.Context())
 	defer cancel()
 	list, err := s.cfg.Runs.List(ctx, p.ID.Tenant, listPageSize, token)
-	if err != nil {
-		s.log.Warn("inbox runs: Temporal's list failed")
+	var invalid *serviceerror.InvalidArgument
+	switch {
+	case errors.As(err, &invalid) && len(token) > 0:
+		// Temporal refuses a page token it did not make.
+		p.Error, p.Status = "This page link is not one of the inbox's; start again from the first page.", http.StatusBadRequest
+		s.render(w, "runs", p)
+		return
+	case err != nil:
+		s.log.Warn("inbox runs: Temporal's list failed", zap.String("tenant", p.ID.Tenant), zap.Error(err))
 		p.Error, p.Status = "The runs could not be listed: Temporal did not answer; try again shortly.", http.StatusServiceUnavailable
 		s.render(w, "runs", p)
 		return

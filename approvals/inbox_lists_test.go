@@ -2,6 +2,7 @@ package approvals
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"html"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
 	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	workflowpb "go.temporal.io/api/workflow/v1"
 	"go.temporal.io/api/workflowservice/v1"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -42,7 +44,10 @@ func (f *fakeTemporal) ListWorkflow(_ context.Context, req *workflowservice.List
 	slices.Sort(ids)
 	from := 0
 	if len(req.NextPageToken) > 0 {
-		from, _ = strconv.Atoi(string(req.NextPageToken))
+		var err error
+		if from, err = strconv.Atoi(string(req.NextPageToken)); err != nil {
+			return nil, serviceerror.NewInvalidArgument("invalid page token")
+		}
 	}
 	resp := &workflowservice.ListWorkflowExecutionsResponse{}
 	for i := from; i < len(ids) && i < from+int(req.PageSize); i++ {
@@ -93,6 +98,9 @@ func TestRunsPageListsTheTenantsRunsInPages(t *testing.T) {
 
 	status, page := vic.get("/runs?page=not*base64")
 	assert.Equal(t, http.StatusBadRequest, status, page)
+	status, page = vic.get("/runs?n=1&page=" + base64.RawURLEncoding.EncodeToString([]byte("forged")))
+	assert.Equal(t, http.StatusBadRequest, status, "a token Temporal did not make: %s", page)
+	assert.Contains(t, page, "This page link is not one of the inbox")
 	e.temporal.mu.Lock()
 	assert.Contains(t, e.temporal.queries[0], "WorkflowId STARTS_WITH 'oncerun/acme/'")
 	assert.Contains(t, e.temporal.queries[0], "ExecutionStatus != 'ContinuedAsNew'")

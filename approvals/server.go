@@ -52,7 +52,9 @@ type Config struct {
 	// Tokens authenticates requests. Required.
 	Tokens TokenSource
 	// Tools, when set, checks the calls of a plan before a run starts, so
-	// that a bad plan is a 400 rather than a run that fails.
+	// that a bad plan is a 400 rather than a run that fails; shows the
+	// amounts tools declare as money; and runs a tool's paired read when a
+	// person asks the provider again (POST …/check).
 	Tools *tools.Registry
 	// Log receives one line per refused or failed request and per decision.
 	// Default: no logging.

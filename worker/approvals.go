@@ -83,8 +83,9 @@ func Serve(ctx context.Context, cfg Config) error {
 	if !cfg.Approvals.Enabled() {
 		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", settings.EnvApprovalsTokensFile)
 	}
-	// The service checks plans and edits against the MCP servers' tools too;
-	// it calls none of them.
+	// The service checks plans and edits against the MCP servers' tools
+	// too, and runs a paired read when a person asks the provider again
+	// about a step whose outcome is unknown; it calls no other tool.
 	cfg, closeMCP, err := WithMCP(ctx, cfg)
 	if err != nil {
 		return err

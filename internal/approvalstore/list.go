@@ -103,7 +103,7 @@ ORDER BY a.deadline, a.run_id, a.step LIMIT $3`
 FROM (
     (SELECT ` + listedColumns + `, a.decided_at AS sort_at FROM approvals a ` + decisionJoin + `
      WHERE a.tenant = $1 AND a.state <> 'pending' AND NOT a.decision_mismatch
-     ORDER BY a.decided_at DESC LIMIT $4::bigint + $5::bigint)
+     ORDER BY a.decided_at DESC, a.run_id, a.step LIMIT $4::bigint + $5::bigint)
     UNION ALL
     (SELECT ` + listedColumns + `, d.decided_at FROM approval_decisions r
      JOIN approvals a ON a.tenant = r.tenant AND a.run_id = r.run_id AND a.step = r.step AND a.round = r.round ` + decisionJoin + `
