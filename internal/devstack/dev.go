@@ -89,7 +89,7 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 		mu                     sync.Mutex
 		httpAddr, approvalsURL string
 	)
-	self := thisBinary()
+	self := cli.ThisBinary()
 	plan, step := bannerPlan()
 	banner := func() {
 		if httpAddr == "" || approvalsURL == "" {

@@ -1,4 +1,4 @@
-package devstack
+package cli
 
 import (
 	"runtime/debug"
@@ -25,6 +25,6 @@ func TestInvocationNamesTheRunningBinary(t *testing.T) {
 		{"/usr/local/bin/oncerun-dev", own, "/usr/local/bin/oncerun-dev"},
 		{"oncerun-dev", own, "oncerun-dev"},
 	} {
-		assert.Equal(t, c.want, invocation(c.args0, c.build), "started as %s", c.args0)
+		assert.Equal(t, c.want, Invocation(c.args0, c.build), "started as %s", c.args0)
 	}
 }
