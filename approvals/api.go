@@ -228,7 +228,7 @@ type DecideRequest struct {
 // the run, 200 when the same decision had been made before (Decision is then
 // the original).
 type DecideResponse struct {
-	Decision Decision `json:"decision"`
+	Decision DecisionRecord `json:"decision"`
 	// Repeated is true when this request repeated the decision of record.
 	Repeated bool `json:"repeated"`
 }

@@ -26,7 +26,7 @@ type CheckResponse struct {
 	// the provider's record as the result, by the person who asked. A step
 	// the provider does not hold is not answered: whether nothing else can
 	// still apply it is the person's call.
-	Resolution *ResolveDecision `json:"resolution,omitempty"`
+	Resolution *ResolutionRecord `json:"resolution,omitempty"`
 }
 
 // checkTimeout bounds one paired read asked for from the inbox or the API.

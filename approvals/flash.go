@@ -23,12 +23,12 @@ const (
 
 // decidedFlash is the message after a decision of record: what it did to
 // which step.
-func decidedFlash(d Decision) string {
+func decidedFlash(d DecisionRecord) string {
 	return "You " + pastTense(d.Decision) + " step " + strconv.FormatInt(d.Step, 10) + " of run " + d.RunID + "."
 }
 
 // resolvedFlash is the message after an answer of record.
-func resolvedFlash(d ResolveDecision) string {
+func resolvedFlash(d ResolutionRecord) string {
 	return "You answered " + string(d.Outcome) + " for step " + strconv.FormatInt(d.Step, 10) + " of run " + d.RunID + "."
 }
 

@@ -91,7 +91,7 @@ type Item struct {
 	// was withdrawn, by whom, when and why.
 	Withdrawn string `json:"withdrawn,omitempty"`
 	// Decision is the decision of record, if any.
-	Decision *Decision `json:"decision,omitempty"`
+	Decision *DecisionRecord `json:"decision,omitempty"`
 	// Problem says why a step needs resolution.
 	Problem string `json:"problem,omitempty"`
 	// Resolution says what was sent, when, and what is known, for an item
@@ -105,8 +105,8 @@ type ItemEdit struct {
 	ArgsHash string          `json:"args_hash"`
 }
 
-// Decision is a decision of record.
-type Decision struct {
+// DecisionRecord is a decision of record.
+type DecisionRecord struct {
 	RunID    string             `json:"run_id"`
 	Step     int64              `json:"step"`
 	Decision workflows.Decision `json:"decision"`
@@ -128,8 +128,8 @@ type Decision struct {
 }
 
 // decisionOf is the decision of record rec as the API shows it.
-func decisionOf(rec approvalstore.Decision) Decision {
-	return Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
+func decisionOf(rec approvalstore.DecisionRecord) DecisionRecord {
+	return DecisionRecord{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
 		Role: Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, EditedArgs: rec.EditedArgs,
 		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via, Exception: rec.Exception}
 }
@@ -281,7 +281,7 @@ func (s *Server) pendingResolutions(ctx context.Context, tenant string, now time
 		info := ResolutionInfo{Round: r.Round, Key: r.Key, FirstSentAt: r.FirstSentAt, Known: r.Known,
 			RequestedAt: r.RequestedAt, Deadline: r.Deadline}
 		if row.Record != nil {
-			d := resolveDecisionOf(*row.Record)
+			d := resolutionRecordOf(*row.Record)
 			info.Decision = &d
 		}
 		it := Item{Kind: KindOutcomeUnknown, RunID: r.RunID, Step: r.Step, Tool: r.Tool, Args: r.Args, ArgsHash: r.ArgsHash,

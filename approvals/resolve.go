@@ -42,14 +42,14 @@ type ResolveRequest struct {
 // accepted and sent to the run, 200 when the same answer had been given
 // before (Resolution is then the original).
 type ResolveResponse struct {
-	Resolution ResolveDecision `json:"resolution"`
+	Resolution ResolutionRecord `json:"resolution"`
 	// Repeated is true when this request repeated the answer of record.
 	Repeated bool `json:"repeated"`
 }
 
-// ResolveDecision is the answer of record about one round of a step whose
+// ResolutionRecord is the answer of record about one round of a step whose
 // outcome was unknown.
-type ResolveDecision struct {
+type ResolutionRecord struct {
 	RunID    string            `json:"run_id"`
 	Step     int64             `json:"step"`
 	Round    int               `json:"round"`
@@ -83,7 +83,7 @@ type ResolutionInfo struct {
 	Deadline time.Time `json:"deadline"`
 	// Decision is the answer of record given through this service or the
 	// CLI, if any: the run has not applied it yet.
-	Decision *ResolveDecision `json:"decision,omitempty"`
+	Decision *ResolutionRecord `json:"decision,omitempty"`
 }
 
 func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity) {
@@ -151,9 +151,9 @@ func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
 	s.redirectWithFlash(w, r, resolvedFlash(res.Resolution))
 }
 
-// resolveDecisionOf is the answer of record rec as the API shows it.
-func resolveDecisionOf(rec approvalstore.ResolutionDecision) ResolveDecision {
-	return ResolveDecision{RunID: rec.RunID, Step: rec.Step, Round: rec.Round, Outcome: workflows.Outcome(rec.Decision),
+// resolutionRecordOf is the answer of record rec as the API shows it.
+func resolutionRecordOf(rec approvalstore.ResolutionRecord) ResolutionRecord {
+	return ResolutionRecord{RunID: rec.RunID, Step: rec.Step, Round: rec.Round, Outcome: workflows.Outcome(rec.Decision),
 		Result: rec.Result, Resolver: rec.Resolver, Role: Role(rec.Role), Note: rec.Note, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }
 
@@ -199,5 +199,5 @@ func (s *Server) resolve(ctx context.Context, in resolveInput) (ResolveResponse,
 	if err != nil {
 		return ResolveResponse{}, refusal(err, in.id, "resolving")
 	}
-	return ResolveResponse{Resolution: resolveDecisionOf(res.Decision), Repeated: res.Repeated}, nil
+	return ResolveResponse{Resolution: resolutionRecordOf(res.Decision), Repeated: res.Repeated}, nil
 }

@@ -69,7 +69,7 @@ type DecisionRequest struct {
 type Decided struct {
 	// Decision is the decision of record: this request's when it was
 	// accepted, the first one's when Repeated.
-	Decision Decision
+	Decision DecisionRecord
 	// Repeated is true when the request repeated the decision of record.
 	Repeated bool
 	// Deliver is true when the run has yet to hear of the decision: it was
@@ -276,7 +276,7 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 	if err != nil {
 		return Decided{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", r.Step, r.RunID, err)
 	}
-	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Decision])
+	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[DecisionRecord])
 	if err != nil {
 		return Decided{}, fmt.Errorf("decide: record the decision on step %d of run %s: %w", r.Step, r.RunID, err)
 	}
@@ -321,12 +321,12 @@ func (r DecisionRequest) invalid() error {
 }
 
 // decisionOfRecord returns the step's accepted decision, or nil.
-func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*Decision, error) {
+func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*DecisionRecord, error) {
 	rows, err := db.Query(ctx, decisionOfRecordSQL, tenant, runID, step, round)
 	if err != nil {
 		return nil, fmt.Errorf("decide: read the decision on step %d of run %s: %w", step, runID, err)
 	}
-	d, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[Decision])
+	d, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[DecisionRecord])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -14,14 +14,14 @@ import (
 type Listed struct {
 	Approval
 	// Record is the accepted decision request, or nil.
-	Record *Decision
+	Record *DecisionRecord
 }
 
 // ListedResolution is a resolutions row with its answer of record, if any.
 type ListedResolution struct {
 	Resolution
 	// Record is the accepted answer, or nil.
-	Record *ResolutionDecision
+	Record *ResolutionRecord
 }
 
 // Page selects a page of one tenant's approvals.
@@ -171,7 +171,7 @@ func scanListed(row pgx.CollectableRow) (Listed, error) {
 	if err != nil || id == nil {
 		return l, err
 	}
-	l.Record = &Decision{ID: *id, Tenant: a.Tenant, RunID: a.RunID, Step: a.Step, Decision: *decision, Outcome: *outcome,
+	l.Record = &DecisionRecord{ID: *id, Tenant: a.Tenant, RunID: a.RunID, Step: a.Step, Decision: *decision, Outcome: *outcome,
 		ArgsHash: *argsHash, Approver: *approver, Role: *role, Comment: *comment, RemoteAddr: *remote, UserAgent: *agent,
 		Via: *via, Detail: *detail, DecidedAt: *decidedAt, EditedArgs: editedArgs, EditedArgsHash: *editedHash,
 		Round: *round, Exception: *exception}
@@ -210,12 +210,12 @@ WHERE tenant = $1 AND outcome = 'accepted' ORDER BY decided_at, run_id, step`
 
 // DecisionsOfRecord returns every decision of record of the tenant, oldest
 // first.
-func DecisionsOfRecord(ctx context.Context, db DB, tenant string) ([]Decision, error) {
+func DecisionsOfRecord(ctx context.Context, db DB, tenant string) ([]DecisionRecord, error) {
 	rows, err := db.Query(ctx, decisionsOfRecordSQL, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read the decisions of record of tenant %s: %w", tenant, err)
 	}
-	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[Decision])
+	list, err := pgx.CollectRows(rows, pgx.RowToStructByName[DecisionRecord])
 	if err != nil {
 		return nil, fmt.Errorf("read the decisions of record of tenant %s: %w", tenant, err)
 	}
@@ -307,7 +307,7 @@ func ListUnresolved(ctx context.Context, db DB, tenant string, limit int) ([]Lis
 		if err != nil || id == nil {
 			return l, err
 		}
-		l.Record = &ResolutionDecision{ID: *id, Tenant: r.Tenant, RunID: r.RunID, Step: r.Step, Round: r.Round,
+		l.Record = &ResolutionRecord{ID: *id, Tenant: r.Tenant, RunID: r.RunID, Step: r.Step, Round: r.Round,
 			Decision: *decision, Outcome: *outcome, Result: result, Resolver: *resolver, Role: *role, Note: *note,
 			RemoteAddr: *remote, UserAgent: *agent, Via: *via, Detail: *detail, DecidedAt: *decidedAt}
 		return l, nil

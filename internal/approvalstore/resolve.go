@@ -50,7 +50,7 @@ type ResolveRequest struct {
 type Resolved struct {
 	// Decision is the answer of record: this request's when it was
 	// accepted, the first one's when Repeated.
-	Decision ResolutionDecision
+	Decision ResolutionRecord
 	// Repeated is true when the request repeated the answer of record.
 	Repeated bool
 	// Deliver is true when the run has yet to hear of the answer: it was
@@ -100,7 +100,7 @@ ORDER BY round DESC LIMIT 1`
 	hasRoundsSQL          = `SELECT EXISTS (SELECT 1 FROM resolutions WHERE tenant = $1 AND run_id = $2 AND step = $3)`
 )
 
-// resolutionDecisionColumns are the columns of a ResolutionDecision.
+// resolutionDecisionColumns are the columns of a ResolutionRecord.
 const resolutionDecisionColumns = `id, tenant, run_id, step, round, decision, outcome, result, resolver, role, note,
     remote_addr, user_agent, via, detail, decided_at`
 
@@ -203,7 +203,7 @@ func resolve(ctx context.Context, db DB, r ResolveRequest) (Resolved, error) {
 	if err != nil {
 		return Resolved{}, fmt.Errorf("resolve: record the answer on step %d of run %s: %w", r.Step, r.RunID, err)
 	}
-	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ResolutionDecision])
+	rec, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[ResolutionRecord])
 	if err != nil {
 		return Resolved{}, fmt.Errorf("resolve: record the answer on step %d of run %s: %w", r.Step, r.RunID, err)
 	}
@@ -238,12 +238,12 @@ func (r ResolveRequest) invalid() error {
 const MaxRound = math.MaxInt32
 
 // answerOfRecord returns the round's accepted answer, or nil.
-func answerOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*ResolutionDecision, error) {
+func answerOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*ResolutionRecord, error) {
 	rows, err := db.Query(ctx, answerOfRecordSQL, tenant, runID, step, round)
 	if err != nil {
 		return nil, fmt.Errorf("resolve: read the answer on step %d of run %s: %w", step, runID, err)
 	}
-	d, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[ResolutionDecision])
+	d, err := pgx.CollectOneRow(rows, pgx.RowToAddrOfStructByName[ResolutionRecord])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, nil
 	}

@@ -148,9 +148,9 @@ const (
 	KindLimit = "limit"
 )
 
-// Decision is a row of approval_decisions: one decision request on a step,
+// DecisionRecord is a row of approval_decisions: one decision request on a step,
 // accepted or refused. The accepted one is the step's decision of record.
-type Decision struct {
+type DecisionRecord struct {
 	ID     int64  `db:"id"`
 	Tenant string `db:"tenant"`
 	RunID  string `db:"run_id"`
@@ -207,10 +207,10 @@ type Resolution struct {
 	Note       string          `db:"note"`
 }
 
-// ResolutionDecision is a row of resolution_decisions: one answer about a
+// ResolutionRecord is a row of resolution_decisions: one answer about a
 // round of a step whose outcome is unknown, accepted or refused. The
 // accepted one is the round's answer of record.
-type ResolutionDecision struct {
+type ResolutionRecord struct {
 	ID     int64  `db:"id"`
 	Tenant string `db:"tenant"`
 	RunID  string `db:"run_id"`

@@ -225,7 +225,7 @@ func TestTheHarnessRejectsEveryStepParkedAtACap(t *testing.T) {
 
 	f.h.decideStep(ctx, item("r-a"), wait{approvalstore.KindLimit, 2})
 	stale := item("r-a")
-	stale.Decision = &approvals.Decision{Decision: workflows.DecisionApprove} // round 1's, listed before the step parked
+	stale.Decision = &approvals.DecisionRecord{Decision: workflows.DecisionApprove} // round 1's, listed before the step parked
 	f.h.decideStep(ctx, stale, wait{approvalstore.KindLimit, 2})
 	// Listed under its rule in round 1, it waits at the cap by now: no approve.
 	f.h.decideStep(ctx, item("r-a"), wait{approvalstore.KindRule, 1})

@@ -384,8 +384,8 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 const cliUserAgent = "oncerun-cli"
 
 // decisionJSON is a decision of record as the approvals API shows it.
-func decisionJSON(rec approvalstore.Decision) approvals.Decision {
-	return approvals.Decision{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
+func decisionJSON(rec approvalstore.DecisionRecord) approvals.DecisionRecord {
+	return approvals.DecisionRecord{RunID: rec.RunID, Step: rec.Step, Decision: workflows.Decision(rec.Decision), Approver: rec.Approver,
 		Role: approvals.Role(rec.Role), Comment: rec.Comment, ArgsHash: rec.ArgsHash, EditedArgs: rec.EditedArgs,
 		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }

@@ -55,7 +55,7 @@ func TestDecideThroughTheAPIPrintsJSON(t *testing.T) {
 		_ = json.Unmarshal(raw, &body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
-		_ = json.NewEncoder(w).Encode(approvals.DecideResponse{Decision: approvals.Decision{
+		_ = json.NewEncoder(w).Encode(approvals.DecideResponse{Decision: approvals.DecisionRecord{
 			RunID: "r1", Step: 3, Decision: "reject", Approver: "dana", Role: approvals.RoleApprover, ArgsHash: body.ArgsHash, Via: "api"}})
 	}))
 	t.Cleanup(srv.Close)
@@ -95,7 +95,7 @@ func TestDecideThroughTheAPIBindsTheRoundItRead(t *testing.T) {
 		raw, _ := io.ReadAll(r.Body)
 		_ = json.Unmarshal(raw, &body)
 		w.WriteHeader(http.StatusAccepted)
-		_ = json.NewEncoder(w).Encode(approvals.DecideResponse{Decision: approvals.Decision{
+		_ = json.NewEncoder(w).Encode(approvals.DecideResponse{Decision: approvals.DecisionRecord{
 			RunID: "r1", Step: 3, Decision: "approve", Approver: "dana", Role: approvals.RoleApprover, ArgsHash: body.ArgsHash, Via: "api"}})
 	}))
 	t.Cleanup(srv.Close)

@@ -177,8 +177,8 @@ func resolveDirect(cmd *cobra.Command, conn *connections, f resolveFlags, req ap
 }
 
 // resolutionJSON is an answer of record as the approvals API shows it.
-func resolutionJSON(rec approvalstore.ResolutionDecision) approvals.ResolveDecision {
-	return approvals.ResolveDecision{RunID: rec.RunID, Step: rec.Step, Round: rec.Round, Outcome: workflows.Outcome(rec.Decision),
+func resolutionJSON(rec approvalstore.ResolutionRecord) approvals.ResolutionRecord {
+	return approvals.ResolutionRecord{RunID: rec.RunID, Step: rec.Step, Round: rec.Round, Outcome: workflows.Outcome(rec.Decision),
 		Result: rec.Result, Resolver: rec.Resolver, Role: approvals.Role(rec.Role), Note: rec.Note, DecidedAt: rec.DecidedAt,
 		Via: rec.Via}
 }

@@ -76,7 +76,7 @@ func TestResolveThroughTheAPI(t *testing.T) {
 		_ = json.Unmarshal(raw, &got.body)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusAccepted)
-		_ = json.NewEncoder(w).Encode(approvals.ResolveResponse{Resolution: approvals.ResolveDecision{
+		_ = json.NewEncoder(w).Encode(approvals.ResolveResponse{Resolution: approvals.ResolutionRecord{
 			RunID: "r1", Step: 2, Round: 1, Outcome: "applied", Result: json.RawMessage(`{"id":"re_1"}`), Resolver: "dana", Via: "api"}})
 	}))
 	t.Cleanup(srv.Close)

@@ -94,7 +94,7 @@ func (a *approvalsEnv) pendingItem(run string, step int64, round int) approvals.
 
 // decideAPI posts verb (approve or reject) on step of run as who, for the
 // arguments of item, and returns the accepted decision.
-func (a *approvalsEnv) decideAPI(who, verb string, it approvals.Item, comment string) approvals.Decision {
+func (a *approvalsEnv) decideAPI(who, verb string, it approvals.Item, comment string) approvals.DecisionRecord {
 	a.t.Helper()
 	r := a.do(http.MethodPost, stepPath(it.RunID, it.Step, verb), who, approvals.DecideRequest{ArgsHash: it.ArgsHash, Comment: comment, Round: it.Round})
 	require.Equal(a.t, http.StatusAccepted, r.status, "body: %s", r.body)

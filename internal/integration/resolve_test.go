@@ -225,7 +225,7 @@ func TestResolveSignalsAnOpenRun(t *testing.T) {
 	var res approvals.ResolveResponse
 	r.json(t, &res)
 	assert.False(t, res.Repeated)
-	assert.Equal(t, approvals.ResolveDecision{RunID: run, Step: 2, Round: 1, Outcome: workflows.OutcomeNotApplied, Resolver: "dana",
+	assert.Equal(t, approvals.ResolutionRecord{RunID: run, Step: 2, Round: 1, Outcome: workflows.OutcomeNotApplied, Resolver: "dana",
 		Role: approvals.RoleApprover, Note: "no refund at the provider", DecidedAt: res.Resolution.DecidedAt, Via: "api"}, res.Resolution)
 	assert.WithinDuration(t, time.Now(), res.Resolution.DecidedAt, time.Minute)
 

@@ -172,7 +172,7 @@ func (c *Client) signal(ctx context.Context, tenant, runID, name string, arg any
 // of record d, and returns the step as the run then reports it. A step the
 // run recorded otherwise is [ErrDecisionNotApplied]; a step still pending
 // after wait is returned without an error (no worker may be running).
-func (c *Client) AwaitDecision(ctx context.Context, d approvalstore.Decision, wait time.Duration) (workflows.Step, error) {
+func (c *Client) AwaitDecision(ctx context.Context, d approvalstore.DecisionRecord, wait time.Duration) (workflows.Step, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		st, err := c.query(ctx, d.Tenant, d.RunID)
