@@ -125,11 +125,9 @@ func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools
 	if err != nil {
 		return false, nil, err
 	}
-	var found struct {
-		Found *bool `json:"found"`
+	applied, err = tools.Found(read.Name, result)
+	if err != nil {
+		return false, nil, err
 	}
-	if err := json.Unmarshal(result, &found); err != nil || found.Found == nil {
-		return false, nil, fmt.Errorf("paired read %s returned no boolean \"found\" field", read.Name)
-	}
-	return *found.Found, result, nil
+	return applied, result, nil
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/testsuite"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/metrics"
@@ -256,6 +257,37 @@ func TestRunToolExternalPairedReadUnavailableNeedsResolution(t *testing.T) {
 	assert.Equal(t, []int{1, 1, 3}, []int{gifts, sends, reads}, "gifts, sends, reads")
 }
 
+// unknownGift brings step 1 of run r1, a send_gift the provider applied,
+// to needs_resolution: the answer is lost and the paired read fails
+// readErrs times (3 use up the attempt's reads; more fail later reads).
+func unknownGift(t *testing.T, readErrs int) (*provider, fixture, activities.ToolInput) {
+	t.Helper()
+	p := newProvider(attempt{apply: true, err: errTimeout})
+	for range readErrs {
+		p.readErrs = append(p.readErrs, errors.New("provider answered 503"))
+	}
+	f := setupExternal(t, p, true)
+	in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
+	_, err := f.run(t, in)
+	requireRetryable(t, err)
+	_, err = f.run(t, in)
+	requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
+	return p, f, in
+}
+
+// applyGiftAnswer applies alice's answer applied, with result
+// {"id":"gift_123"}, to the step unknownGift left, in env.
+func applyGiftAnswer(t *testing.T, f fixture, env *testsuite.TestActivityEnvironment, in activities.ToolInput) json.RawMessage {
+	t.Helper()
+	v, err := env.ExecuteActivity(f.acts.ApplyResolution, activities.ResolutionAnswer{Tenant: "acme", RunID: "r1", Step: 1,
+		Round: 1, Tool: "send_gift", Args: in.Args, ArgsHash: in.ArgsHash, Applied: true,
+		Result: json.RawMessage(`{"id":"gift_123"}`), By: "alice", At: time.Now()})
+	require.NoError(t, err, "the answer is applied")
+	var out activities.ApplyResolutionOutput
+	require.NoError(t, v.Get(&out))
+	return out.Result
+}
+
 // TestAnAppliedAnswerStoresTheProvidersRecord: a person answers applied
 // with a result that lacks what reconciliation reads (an amount); the
 // tool's paired read, which answers now, finds the effect, and its record
@@ -272,25 +304,8 @@ func TestAnAppliedAnswerStoresTheProvidersRecord(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			p := newProvider(attempt{apply: true, err: errTimeout})
-			unavailable := errors.New("provider answered 503")
-			for range c.readErrs {
-				p.readErrs = append(p.readErrs, unavailable)
-			}
-			f := setupExternal(t, p, true)
-			in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
-			_, err := f.run(t, in)
-			requireRetryable(t, err)
-			_, err = f.run(t, in)
-			requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
-
-			v, err := f.env().ExecuteActivity(f.acts.ApplyResolution, activities.ResolutionAnswer{Tenant: "acme", RunID: "r1", Step: 1,
-				Round: 1, Tool: "send_gift", Args: in.Args, ArgsHash: in.ArgsHash, Applied: true,
-				Result: json.RawMessage(`{"id":"gift_123"}`), By: "alice", At: time.Now()})
-			require.NoError(t, err)
-			var out activities.ApplyResolutionOutput
-			require.NoError(t, v.Get(&out))
-			assert.JSONEq(t, c.want, string(out.Result))
+			p, f, in := unknownGift(t, c.readErrs)
+			assert.JSONEq(t, c.want, string(applyGiftAnswer(t, f, f.env(), in)))
 			var stored string
 			require.NoError(t, f.pool.QueryRow(context.Background(),
 				`SELECT result::text FROM idempotency_keys WHERE key = 'v1/acme/r1/1/send_gift'`).Scan(&stored))
@@ -307,26 +322,16 @@ func TestAnAppliedAnswerStoresTheProvidersRecord(t *testing.T) {
 // person's result is stored.
 func TestAnAppliedAnswerIsNotHeldUpByAProviderThatHangs(t *testing.T) {
 	t.Parallel()
-	p := newProvider(attempt{apply: true, err: errTimeout})
-	unavailable := errors.New("provider answered 503")
-	p.readErrs = []error{unavailable, unavailable, unavailable}
-	f := setupExternal(t, p, true)
-	in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
-	_, err := f.run(t, in)
-	requireRetryable(t, err)
-	_, err = f.run(t, in)
-	requireAppError(t, err, activities.ErrTypeNeedsResolution, true)
-
+	p, f, in := unknownGift(t, 3)
 	p.mu.Lock()
 	p.hang = true
 	p.mu.Unlock()
-	env := f.env()
-	env.SetTestTimeout(6 * time.Second)
-	v, err := env.ExecuteActivity(f.acts.ApplyResolution, activities.ResolutionAnswer{Tenant: "acme", RunID: "r1", Step: 1,
-		Round: 1, Tool: "send_gift", Args: in.Args, ArgsHash: in.ArgsHash, Applied: true,
-		Result: json.RawMessage(`{"id":"gift_123"}`), By: "alice", At: time.Now()})
-	require.NoError(t, err, "the answer is applied although the provider hangs")
-	var out activities.ApplyResolutionOutput
-	require.NoError(t, v.Get(&out))
-	assert.JSONEq(t, `{"id":"gift_123"}`, string(out.Result))
+	done := make(chan json.RawMessage, 1)
+	go func() { done <- applyGiftAnswer(t, f, f.env(), in) }()
+	select {
+	case res := <-done:
+		assert.JSONEq(t, `{"id":"gift_123"}`, string(res))
+	case <-time.After(time.Minute):
+		t.Fatal("the applied answer waited on a provider that never answers")
+	}
 }

@@ -79,18 +79,16 @@ func (s *Server) check(ctx context.Context, in checkInput) (CheckResponse, error
 	if err == nil {
 		record, err = json.Marshal(out)
 	}
-	var answer struct {
-		Found *bool `json:"found"`
-	}
-	if err == nil && (json.Unmarshal(record, &answer) != nil || answer.Found == nil) {
-		err = fmt.Errorf("it answered without a boolean \"found\" field")
+	var holds bool
+	if err == nil {
+		holds, err = tools.Found(read.Name, record)
 	}
 	if err != nil {
 		s.log.Warn("check with the provider: the paired read failed", zap.String("tenant", row.Tenant), zap.String("run_id", row.RunID),
 			zap.Int64("step", row.Step), zap.String("paired_read", read.Name), zap.Error(err))
 		return CheckResponse{}, errorf(http.StatusBadGateway, "provider_unavailable", "the paired read %s could not tell: %v", read.Name, err)
 	}
-	res := CheckResponse{Found: *answer.Found, Record: record}
+	res := CheckResponse{Found: holds, Record: record}
 	s.log.Info("checked with the provider", zap.String("tenant", row.Tenant), zap.String("run_id", row.RunID), zap.Int64("step", row.Step),
 		zap.String("paired_read", read.Name), zap.Bool("found", res.Found), zap.String("by", in.id.Name))
 	if !res.Found {

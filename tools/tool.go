@@ -297,3 +297,16 @@ func (c Call) Decode(v any) error {
 	}
 	return nil
 }
+
+// Found reads a paired read's answer (see [Tool.PairedRead]): the boolean
+// "found" of the JSON object it returned. An answer without one is an
+// error naming read, the read tool.
+func Found(read string, answer json.RawMessage) (bool, error) {
+	var a struct {
+		Found *bool `json:"found"`
+	}
+	if err := json.Unmarshal(answer, &a); err != nil || a.Found == nil {
+		return false, fmt.Errorf("paired read %s returned no boolean \"found\" field", read)
+	}
+	return *a.Found, nil
+}

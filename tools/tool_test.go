@@ -2,11 +2,13 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/tools"
@@ -45,3 +47,17 @@ func TestBeforeSend(t *testing.T) {
 type pastDeadline struct{ context.Context }
 
 func (pastDeadline) Deadline() (time.Time, bool) { return time.Now().Add(-time.Second), true }
+
+// TestFoundReadsAPairedReadsAnswer: "found" must be a boolean; anything
+// else is an error that names the read.
+func TestFoundReadsAPairedReadsAnswer(t *testing.T) {
+	for answer, want := range map[string]bool{`{"found": true, "refund": {}}`: true, `{"found": false}`: false} {
+		got, err := tools.Found("get_refund", json.RawMessage(answer))
+		require.NoError(t, err, answer)
+		assert.Equal(t, want, got, answer)
+	}
+	for _, answer := range []string{`{"found": "yes"}`, `{"refund": {}}`, `[true]`, `not json`} {
+		_, err := tools.Found("get_refund", json.RawMessage(answer))
+		require.ErrorContains(t, err, `paired read get_refund returned no boolean "found" field`, answer)
+	}
+}

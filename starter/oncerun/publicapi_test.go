@@ -59,12 +59,8 @@ func internalNames(pkg *types.Package) []string {
 			// An alias is how an internal type is made public.
 		case isType:
 			w.walk("", tn.Type().Underlying())
-			if named, ok := tn.Type().(*types.Named); ok {
-				for m := range named.Methods() {
-					if m.Exported() {
-						w.walk("."+m.Name(), m.Type())
-					}
-				}
+			for _, m := range exportedMethods(tn) {
+				w.walk("."+m.Name(), m.Type())
 			}
 		default:
 			w.walk("", obj.Type())
@@ -144,7 +140,7 @@ var exportBudget = map[string]int{
 	"github.com/oncerun/oncerun/migrations":         5,
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
 	"github.com/oncerun/oncerun/starter/oncerundev": 2,
-	"github.com/oncerun/oncerun/tools":              56,
+	"github.com/oncerun/oncerun/tools":              57,
 	"github.com/oncerun/oncerun/worker":             35,
 	"github.com/oncerun/oncerun/workflows":          94,
 }
@@ -159,16 +155,25 @@ func exported(pkg *types.Package) []string {
 			continue
 		}
 		out = append(out, name)
-		tn, ok := obj.(*types.TypeName)
-		if !ok || tn.IsAlias() {
-			continue
-		}
-		if named, ok := tn.Type().(*types.Named); ok {
-			for m := range named.Methods() {
-				if m.Exported() {
-					out = append(out, name+"."+m.Name())
-				}
+		if tn, ok := obj.(*types.TypeName); ok && !tn.IsAlias() {
+			for _, m := range exportedMethods(tn) {
+				out = append(out, name+"."+m.Name())
 			}
+		}
+	}
+	return out
+}
+
+// exportedMethods lists the exported methods of the named type tn.
+func exportedMethods(tn *types.TypeName) []*types.Func {
+	named, ok := tn.Type().(*types.Named)
+	if !ok {
+		return nil
+	}
+	var out []*types.Func
+	for m := range named.Methods() {
+		if m.Exported() {
+			out = append(out, m)
 		}
 	}
 	return out
