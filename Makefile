@@ -111,7 +111,7 @@ fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results, the 
 	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzKeyCollision$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime $(FUZZTIME) ./internal/keys/
-	go test -run '^$$' -fuzz '^FuzzEscape$$' -fuzztime $(FUZZTIME) ./internal/edge/
+	go test -run '^$$' -fuzz '^FuzzEscape$$' -fuzztime $(FUZZTIME) ./internal/untrusted/
 	go test -run '^$$' -fuzz '^FuzzPlanFile$$' -fuzztime $(FUZZTIME) ./internal/cli/
 	go test -run '^$$' -fuzz '^FuzzPlannerOutput$$' -fuzztime $(FUZZTIME) ./activities/
 	go test -run '^$$' -fuzz '^FuzzMCPToolResult$$' -fuzztime $(FUZZTIME) ./activities/

@@ -13,9 +13,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -158,7 +158,7 @@ func cleanError(err error) error {
 	if utf8.ValidString(text) {
 		return err
 	}
-	clean := &escapedError{text: edge.Escape(text), err: err}
+	clean := &escapedError{text: untrusted.Escape(text), err: err}
 	var app *temporal.ApplicationError
 	if errors.As(err, &app) && app.NonRetryable() {
 		return temporal.NewNonRetryableApplicationError(clean.text, app.Type(), clean)

@@ -24,28 +24,9 @@ const (
 	ApprovalCancelled = approvalstore.StateCancelled
 )
 
-// ApprovalRequest records a step that waits for a human.
-type ApprovalRequest struct {
-	Tenant   string          `json:"tenant"`
-	RunID    string          `json:"run_id"`
-	Step     int64           `json:"step"`
-	Tool     string          `json:"tool"`
-	Args     json.RawMessage `json:"args"`
-	ArgsHash string          `json:"args_hash"`
-	Goal     string          `json:"goal"`
-	Reason   string          `json:"reason"`
-	// RequestedBy names who started the run.
-	RequestedBy string    `json:"requested_by,omitempty"`
-	RequestedAt time.Time `json:"requested_at"`
-	Deadline    time.Time `json:"deadline"`
-	// OnExpiry is what the deadline does to the step undecided ("expire"
-	// or "reject"), as the run's starter chose.
-	OnExpiry string `json:"on_expiry,omitempty"`
-	// Kind is "limit" for a wait at a money limit; Round numbers the
-	// step's waits (empty: the first).
-	Kind  string `json:"kind,omitempty"`
-	Round int    `json:"round,omitempty"`
-}
+// ApprovalRequest records a step that waits for a human: the one model of
+// a pending step, which its row keeps and `oncerun approvals` lists.
+type ApprovalRequest = approvalstore.Request
 
 // ApprovalRecorded is what recording a pending step tells the run: when
 // to warn that its deadline comes near (the worker's
@@ -77,11 +58,7 @@ type ApprovalResolution struct {
 // arguments belongs to an earlier run under the same run id (one whose
 // workflow Temporal no longer keeps); it is refused, without retries.
 func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) (ApprovalRecorded, error) {
-	err := approvalstore.RecordPending(ctx, a.Pool, approvalstore.Approval{
-		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Tool: in.Tool, Args: in.Args, ArgsHash: in.ArgsHash,
-		Goal: in.Goal, Reason: in.Reason, RequestedBy: in.RequestedBy, RequestedAt: in.RequestedAt, Deadline: in.Deadline,
-		OnExpiry: in.OnExpiry, Kind: in.Kind, Round: in.Round,
-	})
+	err := approvalstore.RecordPending(ctx, a.Pool, in)
 	if errors.Is(err, approvalstore.ErrOtherArguments) {
 		return ApprovalRecorded{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, nil)
 	}
@@ -120,8 +97,9 @@ func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
 // marks the row decision_mismatch, for the service's needs_resolution list.
 func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
 	pending, err := approvalstore.RecordOutcome(ctx, a.Pool, approvalstore.Approval{
-		Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, State: in.State, DecidedBy: in.DecidedBy, DecidedAt: &in.DecidedAt,
-		Comment: in.Comment, EditedArgs: in.EditedArgs, EditedArgsHash: in.EditedArgsHash, Round: in.Round,
+		Request: approvalstore.Request{Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Round: in.Round},
+		State:   in.State, DecidedBy: in.DecidedBy, DecidedAt: &in.DecidedAt, Comment: in.Comment,
+		EditedArgs: in.EditedArgs, EditedArgsHash: in.EditedArgsHash,
 	})
 	if err != nil {
 		return dataError(err)

@@ -16,9 +16,9 @@ import (
 	"go.temporal.io/sdk/temporal"
 
 	"github.com/oncerun/oncerun/activities"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mcp"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -118,7 +118,7 @@ func FuzzMCPToolResult(f *testing.F) {
 				var stored json.RawMessage
 				require.NoError(t, fx.pool.QueryRow(context.Background(),
 					`SELECT result FROM idempotency_keys WHERE key = $1 AND state = 'completed'`, out.Key).Scan(&stored))
-				same, err := edge.Equal(stored, out.Result)
+				same, err := untrusted.Equal(stored, out.Result)
 				require.NoError(t, err)
 				require.True(t, same, "the key holds the result: %s, %s", stored, out.Result)
 			}

@@ -11,8 +11,8 @@ import (
 
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -112,7 +112,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error)
 	if err != nil {
 		return PlanOutput{}, fmt.Errorf("planner %s: %w", in.Planner, err)
 	}
-	out := PlanOutput{Done: prop.Done, Message: edge.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes), Parallel: prop.Parallel}
+	out := PlanOutput{Done: prop.Done, Message: untrusted.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes), Parallel: prop.Parallel}
 	if prop.Done {
 		return out, nil
 	}

@@ -12,9 +12,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -96,7 +96,7 @@ func (s *Server) startRun(w http.ResponseWriter, r *http.Request, id Identity) {
 		status = http.StatusOK
 	} else {
 		s.log.Info("run started", zap.String("tenant", id.Tenant), zap.String("run_id", in.RunID),
-			zap.String("by", id.Name), zap.String("remote_addr", remoteAddr(r)))
+			zap.String("by", id.Name), zap.String("remote_addr", RemoteAddr(r)))
 	}
 	w.Header().Set("Location", "/v1/runs/"+url.PathEscape(in.RunID))
 	writeJSON(w, status, StartResponse{
@@ -150,7 +150,7 @@ func (s *Server) runInput(r *http.Request, id Identity, req StartRequest) (workf
 }
 
 func (s *Server) runStatus(w http.ResponseWriter, r *http.Request, id Identity) {
-	st, err := s.status(r.Context(), id, r.PathValue("run_id"))
+	st, err := s.Status(r.Context(), id, r.PathValue("run_id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -158,11 +158,11 @@ func (s *Server) runStatus(w http.ResponseWriter, r *http.Request, id Identity) 
 	writeJSON(w, http.StatusOK, st)
 }
 
-// status asks the run of the identity's tenant for its status.
-func (s *Server) status(ctx context.Context, id Identity, runID string) (workflows.Status, error) {
+// Status asks the run of the identity's tenant for its status.
+func (s *Server) Status(ctx context.Context, id Identity, runID string) (workflows.Status, error) {
 	if _, err := keys.New(id.Tenant, runID, 1, "x"); err != nil {
 		// No run of the tenant can have this id.
-		return workflows.Status{}, errorf(http.StatusNotFound, "not_found", "no run %q", edge.Cut(runID, keys.MaxRunIDLen))
+		return workflows.Status{}, errorf(http.StatusNotFound, "not_found", "no run %q", untrusted.Cut(runID, keys.MaxRunIDLen))
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.QueryTimeout)
 	defer cancel()
@@ -203,7 +203,7 @@ func (s *Server) listApprovals(w http.ResponseWriter, r *http.Request, id Identi
 		}
 		limit = n
 	}
-	items, err := s.list(r.Context(), id.Tenant, view, limit)
+	items, err := s.List(r.Context(), id, ListQuery{View: view, Limit: limit})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -236,8 +236,8 @@ type DecideResponse struct {
 func (s *Server) decideAPI(verb string) func(http.ResponseWriter, *http.Request, Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
 		var req DecideRequest
-		s.decideWith(w, r, id, workflows.Decision(verb), &req, func(in *decideInput) {
-			in.argsHash, in.comment, in.round = req.ArgsHash, req.Comment, req.Round
+		s.decideWith(w, r, id, workflows.Decision(verb), &req, func(in *DecideInput) {
+			in.ArgsHash, in.Comment, in.Round = req.ArgsHash, req.Comment, req.Round
 		})
 	}
 }
@@ -264,29 +264,26 @@ type EditRequest struct {
 // hash is stale.
 func (s *Server) editAPI(w http.ResponseWriter, r *http.Request, id Identity) {
 	var req EditRequest
-	s.decideWith(w, r, id, workflows.DecisionEdit, &req, func(in *decideInput) {
-		in.argsHash, in.args, in.comment, in.round = req.ArgsHash, req.Args, req.Comment, req.Round
+	s.decideWith(w, r, id, workflows.DecisionEdit, &req, func(in *DecideInput) {
+		in.ArgsHash, in.Args, in.Comment, in.Round = req.ArgsHash, req.Args, req.Comment, req.Round
 	})
 }
 
 // decideWith answers a decision request of the API: it decodes the body
 // into req, lets fill copy it into the decision, decides, and answers 202
 // for a decision accepted now, 200 for a repeat.
-func (s *Server) decideWith(w http.ResponseWriter, r *http.Request, id Identity, d workflows.Decision, req any, fill func(*decideInput)) {
-	step, err := stepNumber(r.PathValue("step"))
+func (s *Server) decideWith(w http.ResponseWriter, r *http.Request, id Identity, d workflows.Decision, req any, fill func(*DecideInput)) {
+	step, err := ParseStep(r.PathValue("step"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	in := decideInput{
-		id: id, runID: r.PathValue("run_id"), step: step, decision: d,
-		remote: remoteAddr(r), agent: r.UserAgent(), via: approvalstore.ViaAPI,
-	}
+	in := DecideInput{StepRequest: s.stepRequest(r, id, approvalstore.ViaAPI, step), Decision: d}
 	// A body that does not decode is refused once the request is audited,
 	// if it names a step.
-	in.invalid = s.decodeBody(w, r, req)
+	in.Invalid = s.decodeBody(w, r, req)
 	fill(&in)
-	res, err := s.decide(r.Context(), in)
+	res, err := s.Decide(r.Context(), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -298,7 +295,9 @@ func (s *Server) decideWith(w http.ResponseWriter, r *http.Request, id Identity,
 	writeJSON(w, status, res)
 }
 
-func stepNumber(v string) (int64, error) {
+// ParseStep reads a step number of a path: 1, 2, …; anything else is an
+// *APIError 400.
+func ParseStep(v string) (int64, error) {
 	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || n < 1 {
 		return 0, errorf(http.StatusBadRequest, "invalid_request", "step %q is not a step number (1, 2, ...)", v)

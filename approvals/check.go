@@ -32,39 +32,30 @@ type CheckResponse struct {
 // checkTimeout bounds one paired read asked for from the inbox or the API.
 const checkTimeout = 30 * time.Second
 
-// checkInput is one request to ask the provider again.
-type checkInput struct {
-	id            Identity
-	runID         string
-	step          int64
-	via           string
-	remote, agent string
-}
-
-// check runs the paired read of a step whose outcome is unknown now, with
+// Check runs the paired read of a step whose outcome is unknown now, with
 // the arguments the step was sent with and under its key. When the provider
 // holds the effect, the step is answered applied with the provider's record,
 // through the path every answer takes (resolve); otherwise nothing is
 // recorded, and the answer says what the provider said.
-func (s *Server) check(ctx context.Context, in checkInput) (CheckResponse, error) {
-	if !in.id.Role.CanDecide() {
-		return CheckResponse{}, errorf(http.StatusForbidden, "forbidden", "role %s may not resolve steps", in.id.Role)
+func (s *Server) Check(ctx context.Context, in StepRequest) (CheckResponse, error) {
+	if !in.Identity.Role.CanDecide() {
+		return CheckResponse{}, errorf(http.StatusForbidden, "forbidden", "role %s may not resolve steps", in.Identity.Role)
 	}
 	dctx, cancel := s.dbContext(ctx)
-	row, found, err := approvalstore.PendingResolution(dctx, s.cfg.Pool, in.id.Tenant, in.runID, in.step)
+	row, found, err := approvalstore.PendingResolution(dctx, s.cfg.Pool, in.Identity.Tenant, in.RunID, in.Step)
 	cancel()
 	if err != nil {
 		return CheckResponse{}, err
 	}
 	if !found {
-		return CheckResponse{}, errorf(http.StatusNotFound, "not_found", "run %s has no step %d whose outcome waits to be resolved", in.runID, in.step)
+		return CheckResponse{}, errorf(http.StatusNotFound, "not_found", "run %s has no step %d whose outcome waits to be resolved", in.RunID, in.Step)
 	}
-	t, ok := s.tool(row.Tool)
+	t, ok := s.Tool(row.Tool)
 	if !ok || t.PairedRead == "" {
 		return CheckResponse{}, errorf(http.StatusConflict, "no_paired_read",
 			"tool %s has no paired read to ask the provider with: check with the provider and answer applied or not_applied", row.Tool)
 	}
-	read, ok := s.tool(t.PairedRead)
+	read, ok := s.Tool(t.PairedRead)
 	if !ok || read.Run == nil {
 		return CheckResponse{}, errorf(http.StatusConflict, "no_paired_read", "the paired read %s of %s is not registered here", t.PairedRead, row.Tool)
 	}
@@ -90,13 +81,14 @@ func (s *Server) check(ctx context.Context, in checkInput) (CheckResponse, error
 	}
 	res := CheckResponse{Found: holds, Record: record}
 	s.log.Info("checked with the provider", zap.String("tenant", row.Tenant), zap.String("run_id", row.RunID), zap.Int64("step", row.Step),
-		zap.String("paired_read", read.Name), zap.Bool("found", res.Found), zap.String("by", in.id.Name))
+		zap.String("paired_read", read.Name), zap.Bool("found", res.Found), zap.String("by", in.Identity.Name))
 	if !res.Found {
 		return res, nil
 	}
-	resolved, err := s.resolve(ctx, resolveInput{id: in.id, runID: in.runID, step: in.step, round: row.Round,
-		outcome: workflows.OutcomeApplied, result: record, via: in.via, remote: in.remote, agent: in.agent,
-		note: fmt.Sprintf("the provider holds the effect: its paired read %s found it when %s asked again", read.Name, in.id.Name)})
+	answer := in
+	answer.Round = row.Round
+	resolved, err := s.Resolve(ctx, ResolveInput{StepRequest: answer, Outcome: workflows.OutcomeApplied, Result: record,
+		Note: fmt.Sprintf("the provider holds the effect: its paired read %s found it when %s asked again", read.Name, in.Identity.Name)})
 	if err != nil {
 		return CheckResponse{}, err
 	}
@@ -105,37 +97,15 @@ func (s *Server) check(ctx context.Context, in checkInput) (CheckResponse, error
 }
 
 func (s *Server) checkAPI(w http.ResponseWriter, r *http.Request, id Identity) {
-	step, err := stepNumber(r.PathValue("step"))
+	step, err := ParseStep(r.PathValue("step"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.check(r.Context(), checkInput{id: id, runID: r.PathValue("run_id"), step: step, via: approvalstore.ViaAPI,
-		remote: remoteAddr(r), agent: r.UserAgent()})
+	res, err := s.Check(r.Context(), s.stepRequest(r, id, approvalstore.ViaAPI, step))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, res)
-}
-
-// checkForm answers the inbox's "Check with the provider again" button,
-// with the protections of every inbox form.
-func (s *Server) checkForm(w http.ResponseWriter, r *http.Request) {
-	sess, p, step, ok := s.inboxForm(w, r)
-	if !ok {
-		return
-	}
-	runID := r.PathValue("run_id")
-	res, err := s.check(r.Context(), checkInput{id: sess.id, runID: runID, step: step, via: approvalstore.ViaInbox,
-		remote: remoteAddr(r), agent: r.UserAgent()})
-	if err != nil {
-		s.formFailed(r.Context(), w, r, s.formError(p, "check", runID, step, err), err)
-		return
-	}
-	if !res.Found {
-		s.redirectWithFlash(w, r, fmt.Sprintf("The provider does not hold step %d of run %s (asked just now). If nothing can still apply it, answer not applied.", step, runID))
-		return
-	}
-	s.redirectWithFlash(w, r, fmt.Sprintf("The provider holds step %d of run %s: it is answered applied, with the provider's record.", step, runID))
 }

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -26,17 +26,6 @@ type Client struct {
 	Token string
 	// HTTP is the HTTP client. Default: one with a 30-second timeout.
 	HTTP *http.Client
-}
-
-// APIError is an error response of the API.
-type APIError struct {
-	Status  int
-	Code    string
-	Message string
-}
-
-func (e *APIError) Error() string {
-	return fmt.Sprintf("approvals API: %s (HTTP %d, %s)", e.Message, e.Status, e.Code)
 }
 
 // ErrNoSuchStep is returned by [Client.StepHash] when the tenant has no such
@@ -186,7 +175,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, body)
 	if err != nil {
 		// The error would repeat the URL, password included.
-		return 0, fmt.Errorf("approvals API at %s (ONCERUN_API) is not a usable URL", edge.Redact(c.BaseURL))
+		return 0, fmt.Errorf("approvals API at %s (ONCERUN_API) is not a usable URL", untrusted.Redact(c.BaseURL))
 	}
 	req.Header.Set("Authorization", "Bearer "+c.Token)
 	req.Header.Set("Accept", "application/json")
@@ -208,12 +197,12 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) (int,
 		return resp.StatusCode, fmt.Errorf("approvals API: read the response: %w", err)
 	}
 	if resp.StatusCode >= 300 {
+		ae := &APIError{Status: resp.StatusCode, Code: "http_error", Message: strings.TrimSpace(string(raw[:min(len(raw), 200)]))}
 		var eb ErrorBody
 		if json.Unmarshal(raw, &eb) == nil && eb.Error.Code != "" {
-			return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: eb.Error.Code, Message: eb.Error.Message}
+			ae.Code, ae.Message = eb.Error.Code, eb.Error.Message
 		}
-		return resp.StatusCode, &APIError{Status: resp.StatusCode, Code: "http_error",
-			Message: strings.TrimSpace(string(raw[:min(len(raw), 200)]))}
+		return resp.StatusCode, fmt.Errorf("approvals API: %w (HTTP %d, %s)", ae, ae.Status, ae.Code)
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {

@@ -63,52 +63,36 @@ type MessageResponse struct {
 	Duplicate  bool      `json:"duplicate"`
 }
 
-// controlInput is one operator's request, as the API or the inbox took it.
-type controlInput struct {
-	id     Identity
-	runID  string
-	action string
-	reason string
-	// messageID and text are a message's.
-	messageID string
-	text      string
-	via       string
-	remote    string
-	// invalid, when set, is what the transport found wrong with the
-	// request; it is refused with it once its audit row is written.
-	invalid *apiError
-}
-
 // gerunds name what an operator's request does, for a refusal's message.
 var gerunds = map[string]string{
 	approvalstore.ActionCancel: "cancelling runs", approvalstore.ActionPause: "pausing runs",
 	approvalstore.ActionResume: "resuming runs", approvalstore.ActionMessage: "sending runs messages",
 }
 
-// control sends an operator's request to the run of the identity's tenant
+// Control sends an operator's request to the run of the identity's tenant
 // through the one path every such request takes (runs.Client.Operate: the
 // checks, the update, the withdrawal of a cancelled run's approvals and
 // the audit row). Only operators may; every refusal is an
-// *apiError, every other failure one of a run that could not be reached.
-func (s *Server) control(ctx context.Context, in controlInput) (runs.Controlled, error) {
-	if !in.id.Role.CanStart() {
-		s.log.Warn("run control refused: not an operator", zap.String("tenant", in.id.Tenant), zap.String("run_id", in.runID),
-			zap.String("action", in.action), zap.String("name", in.id.Name), zap.String("role", string(in.id.Role)))
+// *APIError, every other failure one of a run that could not be reached.
+func (s *Server) Control(ctx context.Context, in ControlInput) (Controlled, error) {
+	if !in.Identity.Role.CanStart() {
+		s.log.Warn("run control refused: not an operator", zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID),
+			zap.String("action", in.Action), zap.String("name", in.Identity.Name), zap.String("role", string(in.Identity.Role)))
 		return runs.Controlled{}, errorf(http.StatusForbidden, "forbidden", "%s is %s; %s takes an operator token",
-			in.id.Name, withArticle(in.id.Role), gerunds[in.action])
+			in.Identity.Name, withArticle(in.Identity.Role), gerunds[in.Action])
 	}
 	// Two questions to Temporal (the run's status, the update) and the
 	// rows, each within its own bound.
 	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.QueryTimeout+s.cfg.DBTimeout)
 	defer cancel()
-	req := runs.ControlRequest{Tenant: in.id.Tenant, RunID: in.runID, Action: in.action, By: in.id.Name, Reason: in.reason,
-		MessageID: in.messageID, Text: in.text}
-	if in.invalid != nil {
-		req.Invalid = in.invalid
+	req := runs.ControlRequest{Tenant: in.Identity.Tenant, RunID: in.RunID, Action: in.Action, By: in.Identity.Name, Reason: in.Reason,
+		MessageID: in.MessageID, Text: in.Text}
+	if in.Invalid != nil {
+		req.Invalid = in.Invalid
 	}
 	res, err := s.cfg.Runs.Operate(ctx, s.cfg.Pool, req)
-	fields := []zap.Field{zap.String("tenant", in.id.Tenant), zap.String("run_id", in.runID), zap.String("action", in.action),
-		zap.String("by", in.id.Name), zap.String("via", in.via), zap.String("remote_addr", in.remote)}
+	fields := []zap.Field{zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID), zap.String("action", in.Action),
+		zap.String("by", in.Identity.Name), zap.String("via", in.Via), zap.String("remote_addr", in.RemoteAddr)}
 	if res.Unrecorded != nil {
 		s.log.Error("run control: not recorded in PostgreSQL", append(fields, zap.Error(res.Unrecorded))...)
 	}
@@ -133,66 +117,65 @@ func withArticle(r Role) string {
 // not go through: 400, 404, 409 run_closed for a run that has ended, 409
 // run_refused for one that cannot take it in its state, 503 for a run
 // that could not be reached.
-func (s *Server) controlRefusal(in controlInput, err error) error {
+func (s *Server) controlRefusal(in ControlInput, err error) error {
 	var closed *runs.ClosedError
 	switch {
-	case errors.Is(err, runs.ErrInvalidRequest) && in.invalid != nil:
-		return in.invalid
+	case errors.Is(err, runs.ErrInvalidRequest) && in.Invalid != nil:
+		return in.Invalid
 	case errors.Is(err, runs.ErrInvalidRequest):
 		return errorf(http.StatusBadRequest, "invalid_request", "%s", strings.TrimPrefix(err.Error(), runs.ErrInvalidRequest.Error()+": "))
 	case errors.Is(err, runs.ErrNotFound):
-		return errorf(http.StatusNotFound, "not_found", "no run %q", in.runID)
+		return errorf(http.StatusNotFound, "not_found", "no run %q", in.RunID)
 	case errors.As(err, &closed):
 		return errorf(http.StatusConflict, "run_closed", "%s", closed.Error())
 	case errors.Is(err, runs.ErrRefused):
-		return errorf(http.StatusConflict, "run_refused", "run %s refused: %s", in.runID,
+		return errorf(http.StatusConflict, "run_refused", "run %s refused: %s", in.RunID,
 			strings.TrimPrefix(err.Error(), runs.ErrRefused.Error()+": "))
 	}
-	s.log.Warn("run control: the run could not be reached", zap.String("tenant", in.id.Tenant), zap.String("run_id", in.runID),
-		zap.String("action", in.action), zap.Error(err))
-	return errorf(http.StatusServiceUnavailable, "unavailable", "run %s could not be reached: %s", in.runID, err)
+	s.log.Warn("run control: the run could not be reached", zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID),
+		zap.String("action", in.Action), zap.Error(err))
+	return errorf(http.StatusServiceUnavailable, "unavailable", "run %s could not be reached: %s", in.RunID, err)
 }
 
 // controlAPI answers POST /v1/runs/{run_id}/cancel, /pause and /resume.
 func (s *Server) controlAPI(action string) func(http.ResponseWriter, *http.Request, Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
 		var req ControlRequest
-		in := controlInput{id: id, runID: r.PathValue("run_id"), action: action, via: approvalstore.ViaAPI, remote: remoteAddr(r)}
+		in := ControlInput{Caller: CallerOf(r, id, approvalstore.ViaAPI), RunID: r.PathValue("run_id"), Action: action}
 		if id.Role.CanStart() {
 			// A body that does not decode is refused once it is audited.
-			in.invalid = s.decodeBody(w, r, &req)
+			in.Invalid = s.decodeBody(w, r, &req)
 		}
-		in.reason = req.Reason
-		res, err := s.control(r.Context(), in)
+		in.Reason = req.Reason
+		res, err := s.Control(r.Context(), in)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		st := res.Status
 		if action == approvalstore.ActionCancel {
-			writeJSON(w, http.StatusOK, CancelResponse{Tenant: id.Tenant, RunID: in.runID, State: st.State, Receipt: st.Receipt,
-				StatusURL: "/v1/runs/" + url.PathEscape(in.runID)})
+			writeJSON(w, http.StatusOK, CancelResponse{Tenant: id.Tenant, RunID: in.RunID, State: st.State, Receipt: st.Receipt,
+				StatusURL: "/v1/runs/" + url.PathEscape(in.RunID)})
 			return
 		}
-		writeJSON(w, http.StatusOK, PauseResponse{Tenant: id.Tenant, RunID: in.runID, State: st.State, Paused: st.Paused})
+		writeJSON(w, http.StatusOK, PauseResponse{Tenant: id.Tenant, RunID: in.RunID, State: st.State, Paused: st.Paused})
 	}
 }
 
 // messageAPI answers POST /v1/runs/{run_id}/messages.
 func (s *Server) messageAPI(w http.ResponseWriter, r *http.Request, id Identity) {
 	var req MessageRequest
-	in := controlInput{id: id, runID: r.PathValue("run_id"), action: approvalstore.ActionMessage, via: approvalstore.ViaAPI,
-		remote: remoteAddr(r)}
+	in := ControlInput{Caller: CallerOf(r, id, approvalstore.ViaAPI), RunID: r.PathValue("run_id"), Action: approvalstore.ActionMessage}
 	if id.Role.CanStart() {
-		in.invalid = s.decodeBody(w, r, &req)
+		in.Invalid = s.decodeBody(w, r, &req)
 	}
-	in.messageID, in.text = req.MessageID, req.Text
-	res, err := s.control(r.Context(), in)
+	in.MessageID, in.Text = req.MessageID, req.Text
+	res, err := s.Control(r.Context(), in)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	rc := res.Receipt
-	writeJSON(w, http.StatusOK, MessageResponse{Tenant: id.Tenant, RunID: in.runID, MessageID: rc.MessageID, Position: rc.Position,
+	writeJSON(w, http.StatusOK, MessageResponse{Tenant: id.Tenant, RunID: in.RunID, MessageID: rc.MessageID, Position: rc.Position,
 		AcceptedAt: rc.AcceptedAt, Duplicate: rc.Duplicate})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/approvalstest"
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -29,10 +30,10 @@ func errorOf(t *testing.T, body string) ErrorDetail {
 // again answers the same receipt.
 func TestCancelAPIWithdrawsTheRunsApprovals(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	hash := e.pending("r1", 2, "issue_credit", creditArgs, 48*time.Hour, "", lookupStep(e.now))
+	e := setupAPI(t)
+	hash := e.Pending("r1", 2, "issue_credit", approvalstest.CreditArgs, 48*time.Hour, "", approvalstest.LookupStep(e.Now))
 
-	status, _, body := e.call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "wrong customer"}`)
+	status, _, body := e.Call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "wrong customer"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	var res CancelResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &res))
@@ -49,33 +50,33 @@ func TestCancelAPIWithdrawsTheRunsApprovals(t *testing.T) {
 		assert.Contains(t, body, field)
 	}
 
-	state, comment := e.approvalRow("r1", 2)
+	state, comment := e.ApprovalRow("r1", 2)
 	assert.Equal(t, approvalstore.StateCancelled, state, "withdrawn at once, before the run records it")
 	assert.Equal(t, "wrong customer", comment)
 
-	status, _, body = e.call("dana", http.MethodPost, "/v1/runs/r1/steps/2/approve", `{"args_hash": "`+hash+`"}`)
+	status, _, body = e.Call("dana", http.MethodPost, "/v1/runs/r1/steps/2/approve", `{"args_hash": "`+hash+`"}`)
 	assert.Equal(t, http.StatusConflict, status, body)
 	detail := errorOf(t, body)
 	assert.Equal(t, "approval_withdrawn", detail.Code)
 	assert.Contains(t, detail.Message, "its approval was withdrawn because the run was cancelled by ops")
 	assert.Contains(t, detail.Message, "(wrong customer)")
-	assert.Empty(t, e.temporal.approvals(), "the run hears of no decision")
+	assert.Empty(t, e.Temporal.Approvals(), "the run hears of no decision")
 
-	status, _, again := e.call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "again"}`)
+	status, _, again := e.Call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "again"}`)
 	require.Equal(t, http.StatusOK, status, again)
 	var res2 CancelResponse
 	require.NoError(t, json.Unmarshal([]byte(again), &res2))
 	assert.Equal(t, res.Receipt, res2.Receipt, "the first cancel's receipt")
 
 	// Once the run has ended, its receipt still answers.
-	e.temporal.end("r1", workflows.RunCancelled)
-	status, _, ended := e.call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "and again"}`)
+	e.Temporal.End("r1", workflows.RunCancelled)
+	status, _, ended := e.Call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "and again"}`)
 	require.Equal(t, http.StatusOK, status, ended)
 	var res3 CancelResponse
 	require.NoError(t, json.Unmarshal([]byte(ended), &res3))
 	assert.Equal(t, res.Receipt, res3.Receipt)
 
-	rows := e.controls("acme", "r1")
+	rows := e.Controls("acme", "r1")
 	require.Len(t, rows, 3)
 	assert.Equal(t, []string{approvalstore.ControlAccepted, "ops", "wrong customer", "1 pending approval withdrawn"},
 		[]string{rows[0].Outcome, rows[0].Actor, rows[0].Reason, rows[0].Detail})
@@ -87,10 +88,10 @@ func TestCancelAPIWithdrawsTheRunsApprovals(t *testing.T) {
 // null, each audited; a pause of a cancelled run is 409.
 func TestPauseAndResumeAPI(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	e.running("r1", false, lookupStep(e.now))
+	e := setupAPI(t)
+	e.Running("r1", false, approvalstest.LookupStep(e.Now))
 
-	status, _, body := e.call("ops", http.MethodPost, "/v1/runs/r1/pause", `{"reason": "checking the stock"}`)
+	status, _, body := e.Call("ops", http.MethodPost, "/v1/runs/r1/pause", `{"reason": "checking the stock"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	var res PauseResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &res))
@@ -99,23 +100,23 @@ func TestPauseAndResumeAPI(t *testing.T) {
 	assert.Equal(t, "ops", res.Paused.By)
 	assert.Equal(t, "checking the stock", res.Paused.Reason)
 
-	status, _, body = e.call("ops", http.MethodPost, "/v1/runs/r1/resume", "")
+	status, _, body = e.Call("ops", http.MethodPost, "/v1/runs/r1/resume", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Contains(t, body, `"paused": null`)
 	assert.Contains(t, body, `"state": "running"`)
 
-	status, _, body = e.call("ops", http.MethodPost, "/v1/runs/r1/resume", "{}")
+	status, _, body = e.Call("ops", http.MethodPost, "/v1/runs/r1/resume", "{}")
 	require.Equal(t, http.StatusOK, status, body)
 
-	_, _, _ = e.call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "done with it"}`)
-	status, _, body = e.call("ops", http.MethodPost, "/v1/runs/r1/pause", "")
+	_, _, _ = e.Call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "done with it"}`)
+	status, _, body = e.Call("ops", http.MethodPost, "/v1/runs/r1/pause", "")
 	assert.Equal(t, http.StatusConflict, status, body)
 	detail := errorOf(t, body)
 	assert.Equal(t, "run_refused", detail.Code)
 	assert.Contains(t, detail.Message, "it can no longer be paused")
 
 	var outcomes []string
-	for _, r := range e.controls("acme", "r1") {
+	for _, r := range e.Controls("acme", "r1") {
 		outcomes = append(outcomes, r.Action+" "+r.Outcome)
 	}
 	assert.Equal(t, []string{"pause accepted", "resume accepted", "resume repeated", "cancel accepted", "pause refused"}, outcomes)
@@ -125,11 +126,11 @@ func TestPauseAndResumeAPI(t *testing.T) {
 // answers its receipt with duplicate; a scripted run refuses it.
 func TestMessageAPI(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	e.running("r1", false)
-	e.running("r-script", true)
+	e := setupAPI(t)
+	e.Running("r1", false)
+	e.Running("r-script", true)
 
-	status, _, body := e.call("ops", http.MethodPost, "/v1/runs/r1/messages", `{"message_id": "m1", "text": "the customer called back"}`)
+	status, _, body := e.Call("ops", http.MethodPost, "/v1/runs/r1/messages", `{"message_id": "m1", "text": "the customer called back"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	var res MessageResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &res))
@@ -137,20 +138,20 @@ func TestMessageAPI(t *testing.T) {
 	assert.False(t, res.AcceptedAt.IsZero())
 	assert.Contains(t, body, `"duplicate": false`)
 
-	status, _, body = e.call("ops", http.MethodPost, "/v1/runs/r1/messages", `{"message_id": "m1", "text": "the customer called back"}`)
+	status, _, body = e.Call("ops", http.MethodPost, "/v1/runs/r1/messages", `{"message_id": "m1", "text": "the customer called back"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	var dup MessageResponse
 	require.NoError(t, json.Unmarshal([]byte(body), &dup))
 	assert.True(t, dup.Duplicate)
 	assert.Equal(t, 1, dup.Position)
 
-	status, _, body = e.call("ops", http.MethodPost, "/v1/runs/r-script/messages", `{"message_id": "m1", "text": "hello"}`)
+	status, _, body = e.Call("ops", http.MethodPost, "/v1/runs/r-script/messages", `{"message_id": "m1", "text": "hello"}`)
 	assert.Equal(t, http.StatusConflict, status, body)
 	assert.Contains(t, errorOf(t, body).Message, "follows a script")
 
 	assert.Equal(t, []string{approvalstore.ControlAccepted, approvalstore.ControlRepeated},
-		[]string{e.controls("acme", "r1")[0].Outcome, e.controls("acme", "r1")[1].Outcome})
-	assert.Equal(t, approvalstore.ControlRefused, e.controls("acme", "r-script")[0].Outcome)
+		[]string{e.Controls("acme", "r1")[0].Outcome, e.Controls("acme", "r1")[1].Outcome})
+	assert.Equal(t, approvalstore.ControlRefused, e.Controls("acme", "r-script")[0].Outcome)
 }
 
 // TestControlAPIRefusals: every endpoint answers 403 to a viewer and an
@@ -172,49 +173,49 @@ func TestControlAPIRefusals(t *testing.T) {
 	for _, endpoint := range []string{"cancel", "pause", "resume", "messages"} {
 		t.Run(endpoint, func(t *testing.T) {
 			t.Parallel()
-			e := setupInbox(t)
-			e.running("r1", false)
-			e.running("r-done", false)
-			e.temporal.end("r-done", workflows.RunCompleted)
+			e := setupAPI(t)
+			e.Running("r1", false)
+			e.Running("r-done", false)
+			e.Temporal.End("r-done", workflows.RunCompleted)
 			path := func(run string) string { return "/v1/runs/" + run + "/" + endpoint }
 
 			for _, who := range []string{"vic", "dana"} {
-				status, _, body := e.call(who, http.MethodPost, path("r1"), good[endpoint])
+				status, _, body := e.Call(who, http.MethodPost, path("r1"), good[endpoint])
 				assert.Equal(t, http.StatusForbidden, status, body)
 				assert.Contains(t, errorOf(t, body).Message, "takes an operator token")
 			}
-			assert.Empty(t, e.controls("acme", "r1"), "a request the role may not send is not audited")
+			assert.Empty(t, e.Controls("acme", "r1"), "a request the role may not send is not audited")
 
-			status, _, body := e.call("ops", http.MethodPost, path("r-unknown"), good[endpoint])
+			status, _, body := e.Call("ops", http.MethodPost, path("r-unknown"), good[endpoint])
 			assert.Equal(t, http.StatusNotFound, status, body)
-			status, _, body = e.call("omar", http.MethodPost, path("r1"), good[endpoint])
+			status, _, body = e.Call("omar", http.MethodPost, path("r1"), good[endpoint])
 			assert.Equal(t, http.StatusNotFound, status, body, "another tenant's run")
 			assert.Equal(t, `no run "r1"`, errorOf(t, body).Message)
 
-			status, _, body = e.call("ops", http.MethodPost, path("r1"), bad[endpoint])
+			status, _, body = e.Call("ops", http.MethodPost, path("r1"), bad[endpoint])
 			assert.Equal(t, http.StatusBadRequest, status, body)
 			assert.Contains(t, errorOf(t, body).Message, badField[endpoint])
-			status, _, body = e.call("ops", http.MethodPost, path("r1"), `{"reason": "x", "Reason": "y"}`)
+			status, _, body = e.Call("ops", http.MethodPost, path("r1"), `{"reason": "x", "Reason": "y"}`)
 			assert.Equal(t, http.StatusBadRequest, status, body)
-			assert.Empty(t, e.temporal.sent(), "nothing malformed reached the run")
+			assert.Empty(t, e.Temporal.Sent(), "nothing malformed reached the run")
 
-			status, _, body = e.call("ops", http.MethodPost, path("r-done"), good[endpoint])
+			status, _, body = e.Call("ops", http.MethodPost, path("r-done"), good[endpoint])
 			assert.Equal(t, http.StatusConflict, status, body)
 			assert.Equal(t, ErrorDetail{Code: "run_closed", Message: "run r-done has ended: it is completed"}, errorOf(t, body))
 
-			e.temporal.setDown(true)
-			status, h, body := e.call("ops", http.MethodPost, path("r1"), good[endpoint])
+			e.Temporal.SetDown(true)
+			status, h, body := e.Call("ops", http.MethodPost, path("r1"), good[endpoint])
 			assert.Equal(t, http.StatusServiceUnavailable, status, body)
 			assert.Equal(t, "2", h.Get("Retry-After"))
 			assert.Equal(t, "unavailable", errorOf(t, body).Code)
-			e.temporal.setDown(false)
+			e.Temporal.SetDown(false)
 
 			var got []string
-			for _, r := range append(append(e.controls("acme", "r-unknown"), e.controls("globex", "r1")...), e.controls("acme", "r1")...) {
+			for _, r := range append(append(e.Controls("acme", "r-unknown"), e.Controls("globex", "r1")...), e.Controls("acme", "r1")...) {
 				got = append(got, r.Outcome)
 			}
 			assert.Equal(t, []string{"not_found", "not_found", "invalid", "invalid", "unavailable"}, got)
-			assert.Equal(t, approvalstore.ControlRefused, e.controls("acme", "r-done")[0].Outcome)
+			assert.Equal(t, approvalstore.ControlRefused, e.Controls("acme", "r-done")[0].Outcome)
 		})
 	}
 }
@@ -224,15 +225,15 @@ func TestControlAPIRefusals(t *testing.T) {
 // and call id.
 func TestRunStatusCarriesTheControls(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	step := lookupStep(e.now)
+	e := setupAPI(t)
+	step := approvalstest.LookupStep(e.Now)
 	step.Turn, step.CallID = 1, "call_1"
-	e.running("r1", false, step)
-	_, _, _ = e.call("ops", http.MethodPost, "/v1/runs/r1/pause", `{"reason": "hold on"}`)
-	_, _, _ = e.call("ops", http.MethodPost, "/v1/runs/r1/messages", `{"message_id": "m1", "text": "hi"}`)
-	_, _, _ = e.call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "stop"}`)
+	e.Running("r1", false, step)
+	_, _, _ = e.Call("ops", http.MethodPost, "/v1/runs/r1/pause", `{"reason": "hold on"}`)
+	_, _, _ = e.Call("ops", http.MethodPost, "/v1/runs/r1/messages", `{"message_id": "m1", "text": "hi"}`)
+	_, _, _ = e.Call("ops", http.MethodPost, "/v1/runs/r1/cancel", `{"reason": "stop"}`)
 
-	status, _, body := e.call("vic", http.MethodGet, "/v1/runs/r1", "")
+	status, _, body := e.Call("vic", http.MethodGet, "/v1/runs/r1", "")
 	require.Equal(t, http.StatusOK, status, body)
 	var raw map[string]json.RawMessage
 	require.NoError(t, json.Unmarshal([]byte(body), &raw))
@@ -252,9 +253,9 @@ func TestRunStatusCarriesTheControls(t *testing.T) {
 // decodes its answer; a refusal is an *APIError with the status.
 func TestClientControls(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	e.running("r1", false)
-	c := &Client{BaseURL: e.srv.URL, Token: e.tokens["ops"]}
+	e := setupAPI(t)
+	e.Running("r1", false)
+	c := &Client{BaseURL: e.srv.URL, Token: e.Tokens["ops"]}
 	ctx := context.Background()
 
 	p, err := c.Pause(ctx, "r1", ControlRequest{Reason: "hold on"})
@@ -279,7 +280,7 @@ func TestClientControls(t *testing.T) {
 // TestStartAPITakesParallel: limits.parallel reaches the run's input.
 func TestStartAPITakesParallel(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
+	e := setupAPI(t)
 	s := &Server{cfg: Config{}.WithDefaults()}
 	req, err := http.NewRequest(http.MethodPost, "/v1/runs", nil)
 	require.NoError(t, err)
@@ -288,7 +289,7 @@ func TestStartAPITakesParallel(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 8, in.Limits.Parallel)
 
-	status, _, body := e.call("ops", http.MethodPost, "/v1/runs", `{"run_id": "r2", "goal": "refund", "limits": {"parallel": 65}}`)
+	status, _, body := e.Call("ops", http.MethodPost, "/v1/runs", `{"run_id": "r2", "goal": "refund", "limits": {"parallel": 65}}`)
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, errorOf(t, body).Message, "limits.parallel 65 is not between 1 and 64")
 }

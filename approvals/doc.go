@@ -1,6 +1,8 @@
-// Package approvals is the approvals service: an authenticated HTTP API and a
-// server-rendered web inbox through which people start runs, see what a run
-// wants to do, and approve or reject the steps that wait for them.
+// Package approvals is the approvals service's API: an authenticated HTTP
+// API through which people start runs, see what a run wants to do, and
+// approve or reject the steps that wait for them, and the same in Go
+// ([Server]'s methods). The web inbox in front of it is package
+// approvals/inbox.
 //
 // # API
 //
@@ -58,18 +60,11 @@
 // decision sent after is refused (409 approval_withdrawn). Every request
 // an operator sends is one audit row, whatever became of it.
 //
-// # Inbox
+// # In Go
 //
-// The page at / lists the tenant's pending steps with their arguments, the
-// run's goal and earlier steps, and Approve and Reject buttons. A token pasted
-// once at /login is kept in an HttpOnly, SameSite=Strict cookie; forms carry
-// a CSRF token, and cross-origin writes are refused. A run's page groups
-// its steps by planning turn, shows a pause and a cancelled run's receipt,
-// and offers an operator Cancel and Pause or Resume, and what the run spent
-// against its budget. /decided lists the decided steps and /runs the
-// tenant's runs, in pages, newest first. A step whose outcome is unknown
-// leads with one sentence, keeps the detail behind a disclosure and offers
-// to check with the provider again. The page at /limits lists the tenant's spend caps,
-// each with a bar of the share used. A step that waits at a limit says
-// which on its card, and approving it reads as the exception it is.
+// [Server.Decide], [Server.Resolve], [Server.Check], [Server.Control], the
+// lists and [Server.Status] are what the /v1 handlers call, and what the
+// inbox calls: a decision and an answer share their shape (a
+// [StepRequest]: the [Caller], the run, the step, the round), and each
+// refusal is an [*APIError] with the status the HTTP API answers.
 package approvals

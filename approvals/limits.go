@@ -7,8 +7,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/spend"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // Limit is a spend cap of the token's tenant as the API shows it: what
@@ -64,18 +64,12 @@ func limitOf(u spend.Usage) Limit {
 // limits lists the tenant's caps with their usage. The tenant is the
 // token's, as everywhere.
 func (s *Server) limits(w http.ResponseWriter, r *http.Request, id Identity) {
-	ctx, cancel := s.dbContext(r.Context())
-	defer cancel()
-	us, err := spend.ListCaps(ctx, s.cfg.Pool, id.Tenant)
+	limits, err := s.Limits(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	out := LimitList{Limits: make([]Limit, 0, len(us))}
-	for _, u := range us {
-		out.Limits = append(out.Limits, limitOf(u))
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, LimitList{Limits: limits})
 }
 
 // limit answers GET /v1/limits/{name}: 404 when the tenant has no cap of
@@ -102,8 +96,8 @@ func (s *Server) getLimit(r *http.Request, id Identity, name string) (spend.Usag
 	return u, err
 }
 
-func noLimit(name string) *apiError {
-	return errorf(http.StatusNotFound, "not_found", "no limit %q", edge.Cut(name, 64))
+func noLimit(name string) *APIError {
+	return errorf(http.StatusNotFound, "not_found", "no limit %q", untrusted.Cut(name, 64))
 }
 
 // setLimit answers PUT /v1/limits/{name}: an operator creates the cap or
@@ -136,7 +130,7 @@ func (s *Server) setLimit(w http.ResponseWriter, r *http.Request, id Identity) {
 	}
 	s.log.Info("limit set", zap.String("tenant", id.Tenant), zap.String("limit", c.Name), zap.Strings("tools", c.Tools),
 		zap.String("currency", c.Currency), zap.Int64("amount", c.Amount), zap.String("period", c.Period),
-		zap.String("by", id.Name), zap.String("remote_addr", remoteAddr(r)))
+		zap.String("by", id.Name), zap.String("remote_addr", RemoteAddr(r)))
 	u, err := spend.GetCap(ctx, s.cfg.Pool, id.Tenant, c.Name)
 	if err != nil {
 		s.fail(w, r, err)
@@ -169,7 +163,7 @@ func (s *Server) deleteLimit(w http.ResponseWriter, r *http.Request, id Identity
 		return
 	}
 	s.log.Info("limit deleted", zap.String("tenant", id.Tenant), zap.String("limit", name), zap.String("by", id.Name),
-		zap.String("remote_addr", remoteAddr(r)))
+		zap.String("remote_addr", RemoteAddr(r)))
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -3,33 +3,15 @@ package approvals
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/approvalstest"
 	"github.com/oncerun/oncerun/internal/spend"
 )
-
-// creditsCap is the body of a cap of 2,000.00 EUR a UTC day on issue_credit.
-const creditsCap = `{"tools": ["issue_credit"], "currency": "EUR", "amount": 200000, "period": "utc_day"}`
-
-// spendOn counts a step of tenant acme's run r1 against the caps of
-// issue_credit: applied, or held (reserved) when held is set.
-func (e *inboxEnv) spendOn(step int64, amount int64, held bool) {
-	e.t.Helper()
-	c := spend.Charge{Tenant: "acme", RunID: "r1", Step: step, Tool: "issue_credit",
-		Key: fmt.Sprintf("v1/acme/r1/%d/issue_credit", step), Amounts: spend.Amounts{"EUR": amount}}
-	var err error
-	if held {
-		_, err = spend.Reserve(context.Background(), e.pool, c)
-	} else {
-		_, err = spend.ChargeTx(context.Background(), e.pool, c)
-	}
-	require.NoError(e.t, err)
-}
 
 func limitIn(t *testing.T, body string) Limit {
 	t.Helper()
@@ -43,11 +25,11 @@ func limitIn(t *testing.T, body string) Limit {
 // is replaced; deleted, it is gone (404), and deleting it again is 404.
 func TestLimitsAPI(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	e.spendOn(2, 25900, false)
-	e.spendOn(3, 10000, true)
+	e := setupAPI(t)
+	e.SpendOn(2, 25900, false)
+	e.SpendOn(3, 10000, true)
 
-	status, _, body := e.call("ops", http.MethodPut, "/v1/limits/credits", creditsCap)
+	status, _, body := e.Call("ops", http.MethodPut, "/v1/limits/credits", approvalstest.CreditsCap)
 	require.Equal(t, http.StatusOK, status, body)
 	for _, field := range []string{"name", "tools", "currency", "amount", "period", "updated_by", "updated_at", "since", "spent", "held", "ratio"} {
 		assert.Contains(t, body, `"`+field+`":`)
@@ -59,45 +41,45 @@ func TestLimitsAPI(t *testing.T) {
 	assert.False(t, l.UpdatedAt.IsZero())
 
 	for _, who := range []string{"vic", "dana", "ops"} {
-		status, _, body = e.call(who, http.MethodGet, "/v1/limits", "")
+		status, _, body = e.Call(who, http.MethodGet, "/v1/limits", "")
 		require.Equal(t, http.StatusOK, status, body)
 		var list LimitList
 		require.NoError(t, json.Unmarshal([]byte(body), &list), body)
 		require.Len(t, list.Limits, 1, who)
 		assert.Equal(t, l, list.Limits[0])
 
-		status, _, body = e.call(who, http.MethodGet, "/v1/limits/credits", "")
+		status, _, body = e.Call(who, http.MethodGet, "/v1/limits/credits", "")
 		require.Equal(t, http.StatusOK, status, body)
 		assert.Equal(t, l, limitIn(t, body))
 	}
 
-	status, _, body = e.call("ops", http.MethodPut, "/v1/limits/credits",
+	status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/credits",
 		`{"tools": ["issue_credit"], "currency": "eur", "amount": 50000, "period": "rolling_24h"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	l = limitIn(t, body)
 	assert.Equal(t, []any{"EUR", int64(50000), spend.PeriodRolling, 0.718}, []any{l.Currency, l.Amount, l.Period, l.Ratio})
 
-	status, _, body = e.call("ops", http.MethodPut, "/v1/limits/daily", `{"tools": ["issue_credit"], "currency": "EUR", "amount": 1}`)
+	status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/daily", `{"tools": ["issue_credit"], "currency": "EUR", "amount": 1}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, spend.PeriodDay, limitIn(t, body).Period, "the default period")
-	status, _, body = e.call("vic", http.MethodGet, "/v1/limits", "")
+	status, _, body = e.Call("vic", http.MethodGet, "/v1/limits", "")
 	require.Equal(t, http.StatusOK, status, body)
 	var list LimitList
 	require.NoError(t, json.Unmarshal([]byte(body), &list), body)
 	require.Len(t, list.Limits, 2)
 	assert.Equal(t, []string{"credits", "daily"}, []string{list.Limits[0].Name, list.Limits[1].Name}, "by name")
 
-	status, _, body = e.call("ops", http.MethodDelete, "/v1/limits/credits", "")
+	status, _, body = e.Call("ops", http.MethodDelete, "/v1/limits/credits", "")
 	require.Equal(t, http.StatusNoContent, status, body)
 	assert.Empty(t, body)
-	status, _, body = e.call("ops", http.MethodGet, "/v1/limits/credits", "")
+	status, _, body = e.Call("ops", http.MethodGet, "/v1/limits/credits", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
 	assert.Equal(t, ErrorDetail{Code: "not_found", Message: `no limit "credits"`}, errorOf(t, body))
-	status, _, body = e.call("ops", http.MethodDelete, "/v1/limits/credits", "")
+	status, _, body = e.Call("ops", http.MethodDelete, "/v1/limits/credits", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
 	assert.Equal(t, "not_found", errorOf(t, body).Code)
 
-	status, header, body := e.call("ops", http.MethodPost, "/v1/limits/credits", creditsCap)
+	status, header, body := e.Call("ops", http.MethodPost, "/v1/limits/credits", approvalstest.CreditsCap)
 	assert.Equal(t, http.StatusMethodNotAllowed, status, body)
 	assert.Equal(t, "DELETE, GET, PUT", header.Get("Allow"))
 }
@@ -106,8 +88,8 @@ func TestLimitsAPI(t *testing.T) {
 // but neither set nor delete them (403, and nothing changes).
 func TestLimitsAPITakesOperators(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	status, _, body := e.call("ops", http.MethodPut, "/v1/limits/credits", creditsCap)
+	e := setupAPI(t)
+	status, _, body := e.Call("ops", http.MethodPut, "/v1/limits/credits", approvalstest.CreditsCap)
 	require.Equal(t, http.StatusOK, status, body)
 	for _, tc := range []struct{ who, method, body, want string }{
 		{"vic", http.MethodPut, `{"tools": ["issue_credit"], "currency": "EUR", "amount": 1}`, "vic is a viewer; setting limits takes an operator token"},
@@ -117,12 +99,12 @@ func TestLimitsAPITakesOperators(t *testing.T) {
 		// The role is checked before the body.
 		{"dana", http.MethodPut, `{"nope": 1}`, "dana is an approver"},
 	} {
-		status, _, body := e.call(tc.who, tc.method, "/v1/limits/credits", tc.body)
+		status, _, body := e.Call(tc.who, tc.method, "/v1/limits/credits", tc.body)
 		assert.Equal(t, http.StatusForbidden, status, body)
 		assert.Equal(t, "forbidden", errorOf(t, body).Code)
 		assert.Contains(t, errorOf(t, body).Message, tc.want)
 	}
-	status, _, body = e.call("vic", http.MethodGet, "/v1/limits/credits", "")
+	status, _, body = e.Call("vic", http.MethodGet, "/v1/limits/credits", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, int64(200000), limitIn(t, body).Amount, "unchanged")
 }
@@ -132,27 +114,27 @@ func TestLimitsAPITakesOperators(t *testing.T) {
 // name there is its own.
 func TestLimitsAPIKeepsTenantsApart(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	status, _, body := e.call("ops", http.MethodPut, "/v1/limits/credits", creditsCap)
+	e := setupAPI(t)
+	status, _, body := e.Call("ops", http.MethodPut, "/v1/limits/credits", approvalstest.CreditsCap)
 	require.Equal(t, http.StatusOK, status, body)
 
-	status, _, body = e.call("omar", http.MethodGet, "/v1/limits/credits", "")
+	status, _, body = e.Call("omar", http.MethodGet, "/v1/limits/credits", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
 	assert.Equal(t, ErrorDetail{Code: "not_found", Message: `no limit "credits"`}, errorOf(t, body))
-	status, _, body = e.call("omar", http.MethodDelete, "/v1/limits/credits", "")
+	status, _, body = e.Call("omar", http.MethodDelete, "/v1/limits/credits", "")
 	assert.Equal(t, http.StatusNotFound, status, body)
-	status, _, body = e.call("omar", http.MethodGet, "/v1/limits", "")
+	status, _, body = e.Call("omar", http.MethodGet, "/v1/limits", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.JSONEq(t, `{"limits": []}`, body)
 
-	status, _, body = e.call("omar", http.MethodPut, "/v1/limits/credits", `{"tools": ["issue_credit"], "currency": "USD", "amount": 5}`)
+	status, _, body = e.Call("omar", http.MethodPut, "/v1/limits/credits", `{"tools": ["issue_credit"], "currency": "USD", "amount": 5}`)
 	require.Equal(t, http.StatusOK, status, body)
-	e.spendOn(2, 25900, false)
-	status, _, body = e.call("omar", http.MethodGet, "/v1/limits/credits", "")
+	e.SpendOn(2, 25900, false)
+	status, _, body = e.Call("omar", http.MethodGet, "/v1/limits/credits", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, []any{"USD", int64(5), int64(0)}, []any{limitIn(t, body).Currency, limitIn(t, body).Amount, limitIn(t, body).Spent},
 		"acme's spend is not globex's")
-	status, _, body = e.call("ops", http.MethodGet, "/v1/limits/credits", "")
+	status, _, body = e.Call("ops", http.MethodGet, "/v1/limits/credits", "")
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, []any{"EUR", int64(200000), int64(25900)}, []any{limitIn(t, body).Currency, limitIn(t, body).Amount, limitIn(t, body).Spent})
 }
@@ -161,7 +143,7 @@ func TestLimitsAPIKeepsTenantsApart(t *testing.T) {
 // shape, naming the field, and sets nothing.
 func TestLimitsAPIRefusesBadInput(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
+	e := setupAPI(t)
 	for _, tc := range []struct{ name, path, body, want string }{
 		{"unknown currency", "credits", `{"tools": ["issue_credit"], "currency": "ZZZ", "amount": 100}`, `currency: "ZZZ" is not an ISO 4217 currency code`},
 		{"no currency", "credits", `{"tools": ["issue_credit"], "amount": 100}`, "currency:"},
@@ -176,12 +158,12 @@ func TestLimitsAPIRefusesBadInput(t *testing.T) {
 		{"unknown period", "credits", `{"tools": ["issue_credit"], "currency": "EUR", "amount": 100, "period": "weekly"}`, `period: "weekly" is neither utc_day nor rolling_24h`},
 		{"unknown field", "credits", `{"tools": ["issue_credit"], "currency": "EUR", "amount": 100, "tenant": "globex"}`, `unknown field "tenant"`},
 		{"field in another case", "credits", `{"Tools": ["issue_credit"], "currency": "EUR", "amount": 100}`, `unknown field "Tools"`},
-		{"bad name", "Credits", creditsCap, `name: "Credits" is not a limit name`},
+		{"bad name", "Credits", approvalstest.CreditsCap, `name: "Credits" is not a limit name`},
 		{"not JSON", "credits", `{"tools": [`, "the request body is not valid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			status, _, body := e.call("ops", http.MethodPut, "/v1/limits/"+tc.path, tc.body)
+			status, _, body := e.Call("ops", http.MethodPut, "/v1/limits/"+tc.path, tc.body)
 			assert.Equal(t, http.StatusBadRequest, status, body)
 			detail := errorOf(t, body)
 			assert.Equal(t, "invalid_request", detail.Code)
@@ -189,7 +171,7 @@ func TestLimitsAPIRefusesBadInput(t *testing.T) {
 		})
 	}
 	t.Cleanup(func() {
-		us, err := spend.ListCaps(context.Background(), e.pool, "acme")
+		us, err := spend.ListCaps(context.Background(), e.Pool, "acme")
 		require.NoError(t, err)
 		assert.Empty(t, us, "nothing was set")
 	})
@@ -199,11 +181,11 @@ func TestLimitsAPIRefusesBadInput(t *testing.T) {
 // no cap of the tenant's.
 func TestLimitsAPIAnswersANameNoLimitHasWith404(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
+	e := setupAPI(t)
 	for _, name := range []string{"Credits", "a%00b", "%E2%80%AEx", "x..y%2F"} {
-		status, _, body := e.call("ops", http.MethodGet, "/v1/limits/"+name, "")
+		status, _, body := e.Call("ops", http.MethodGet, "/v1/limits/"+name, "")
 		assert.Equal(t, http.StatusNotFound, status, body)
-		status, _, body = e.call("ops", http.MethodDelete, "/v1/limits/"+name, "")
+		status, _, body = e.Call("ops", http.MethodDelete, "/v1/limits/"+name, "")
 		assert.Equal(t, http.StatusNotFound, status, body)
 	}
 }
@@ -212,7 +194,7 @@ func TestLimitsAPIAnswersANameNoLimitHasWith404(t *testing.T) {
 // budget; a value that is no budget is 400 naming limits.spend.
 func TestStartAPITakesSpend(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
+	e := setupAPI(t)
 	s := &Server{cfg: Config{}.WithDefaults()}
 	req, err := http.NewRequest(http.MethodPost, "/v1/runs", nil)
 	require.NoError(t, err)
@@ -233,7 +215,7 @@ func TestStartAPITakesSpend(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			status, _, body := e.call("ops", http.MethodPost, "/v1/runs", `{"run_id": "r2", "goal": "refund", "limits": {"spend": `+tc.spend+`}}`)
+			status, _, body := e.Call("ops", http.MethodPost, "/v1/runs", `{"run_id": "r2", "goal": "refund", "limits": {"spend": `+tc.spend+`}}`)
 			assert.Equal(t, http.StatusBadRequest, status, body)
 			detail := errorOf(t, body)
 			assert.Equal(t, "invalid_request", detail.Code)
@@ -246,8 +228,8 @@ func TestStartAPITakesSpend(t *testing.T) {
 // refusal is an *APIError with its status.
 func TestClientLimits(t *testing.T) {
 	t.Parallel()
-	e := setupInbox(t)
-	c := &Client{BaseURL: e.srv.URL, Token: e.tokens["ops"]}
+	e := setupAPI(t)
+	c := &Client{BaseURL: e.srv.URL, Token: e.Tokens["ops"]}
 	ctx := context.Background()
 
 	l, err := c.SetLimit(ctx, "credits", LimitRequest{Tools: []string{"issue_credit"}, Currency: "EUR", Amount: 200000})
@@ -262,7 +244,7 @@ func TestClientLimits(t *testing.T) {
 	var ae *APIError
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusNotFound, ae.Status)
-	_, err = (&Client{BaseURL: e.srv.URL, Token: e.tokens["vic"]}).SetLimit(ctx, "credits", LimitRequest{})
+	_, err = (&Client{BaseURL: e.srv.URL, Token: e.Tokens["vic"]}).SetLimit(ctx, "credits", LimitRequest{})
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, http.StatusForbidden, ae.Status)
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -134,20 +134,10 @@ func decisionOf(rec approvalstore.DecisionRecord) DecisionRecord {
 		EditedArgsHash: rec.EditedArgsHash, DecidedAt: rec.DecidedAt, Via: rec.Via, Exception: rec.Exception}
 }
 
-// pastTense is the approvals-table state a decision leads to.
-func pastTense(d workflows.Decision) string {
-	switch d {
-	case workflows.DecisionApprove:
-		return approvalstore.StateApproved
-	case workflows.DecisionEdit:
-		return "edited and approved"
-	}
-	return approvalstore.StateRejected
-}
-
 // list returns the tenant's approvals in one view: pending and needing
 // resolution oldest first, decided newest first.
-func (s *Server) list(ctx context.Context, tenant string, view View, limit int) ([]Item, error) {
+func (s *Server) list(ctx context.Context, tenant string, q ListQuery) ([]Item, error) {
+	view, limit := q.View, q.Limit
 	listView := map[View]func(context.Context, approvalstore.DB, approvalstore.Page) ([]approvalstore.Listed, error){
 		ViewPending: approvalstore.ListPending, ViewDecided: approvalstore.ListDecided, ViewNeedsResolution: approvalstore.ListNeedsResolution,
 	}[view]
@@ -157,7 +147,8 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 	ctx, cancel := s.dbContext(ctx)
 	defer cancel()
 	now := s.cfg.Now()
-	rows, err := listView(ctx, s.cfg.Pool, approvalstore.Page{Tenant: tenant, Now: now, Cutoff: now.Add(-s.cfg.ResolveGrace), Limit: limit})
+	rows, err := listView(ctx, s.cfg.Pool, approvalstore.Page{Tenant: tenant, Now: now, Cutoff: now.Add(-s.cfg.ResolveGrace), Limit: limit,
+		Offset: q.Offset})
 	if err != nil {
 		return nil, err
 	}
@@ -179,7 +170,7 @@ func (s *Server) list(ctx context.Context, tenant string, view View, limit int) 
 		items = mergeItems(items, unknown, limit)
 	}
 	for i, it := range items {
-		if t, ok := s.tool(it.Tool); ok {
+		if t, ok := s.Tool(it.Tool); ok {
 			items[i].Amounts = DeclaredAmounts(t, it.Args)
 		}
 	}
@@ -224,7 +215,7 @@ func withdrawnText(it Item) string {
 		b.WriteString(" (" + it.Comment + ")")
 	}
 	if d := it.Decision; d != nil {
-		fmt.Fprintf(&b, "; %s had %s it at %s, but the step never ran", d.Approver, pastTense(d.Decision), d.DecidedAt.UTC().Format(time.RFC3339))
+		fmt.Fprintf(&b, "; %s had %s it at %s, but the step never ran", d.Approver, d.Decision.PastTense(), d.DecidedAt.UTC().Format(time.RFC3339))
 	} else {
 		b.WriteString(" before anyone decided; the step never ran")
 	}
@@ -246,6 +237,29 @@ func (s *Server) withdrawn(ctx context.Context, tenant string, since time.Time, 
 	return items, nil
 }
 
+// TimeLeft says how long is left before a deadline, in words a glance
+// takes in: "2 d 4 h", "3 h 20 min", "45 min", "less than a minute";
+// "" once it has passed. The inbox and `oncerun approvals` show it.
+func TimeLeft(seconds int64) string {
+	if seconds <= 0 {
+		return ""
+	}
+	d, h, m := seconds/86400, seconds%86400/3600, seconds%3600/60
+	switch {
+	case d > 0 && h > 0:
+		return fmt.Sprintf("%d d %d h", d, h)
+	case d > 0:
+		return fmt.Sprintf("%d d", d)
+	case h > 0 && m > 0:
+		return fmt.Sprintf("%d h %d min", h, m)
+	case h > 0:
+		return fmt.Sprintf("%d h", h)
+	case m > 0:
+		return fmt.Sprintf("%d min", m)
+	}
+	return "less than a minute"
+}
+
 // secondsLeft is the time from now to deadline in whole seconds, 0 once
 // it has passed.
 func secondsLeft(now, deadline time.Time) int64 {
@@ -257,11 +271,11 @@ func problem(it Item) string {
 	d := it.Decision
 	switch {
 	case d != nil && it.State != approvalstore.StatePending:
-		return fmt.Sprintf("%s %s this step at %s, but the run recorded it as %s", d.Approver, pastTense(d.Decision),
+		return fmt.Sprintf("%s %s this step at %s, but the run recorded it as %s", d.Approver, d.Decision.PastTense(),
 			d.DecidedAt.UTC().Format(time.RFC3339), it.State)
 	case d != nil:
 		return fmt.Sprintf("%s %s this step at %s, but the run has not applied the decision: is a worker running, is the run still open?",
-			d.Approver, pastTense(d.Decision), d.DecidedAt.UTC().Format(time.RFC3339))
+			d.Approver, d.Decision.PastTense(), d.DecidedAt.UTC().Format(time.RFC3339))
 	default:
 		return fmt.Sprintf("the deadline %s passed, but the run has not recorded the expiry: is a worker running, is the run still open?",
 			it.Deadline.UTC().Format(time.RFC3339))
@@ -299,7 +313,7 @@ func resolutionProblem(it Item, now time.Time) string {
 	info := it.Resolution
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s was sent under key %s, first at %s, and nobody could tell whether it was applied",
-		it.Tool, edge.Cut(compactJSON(it.Args), 200), info.Key, info.FirstSentAt.UTC().Format(time.RFC3339))
+		it.Tool, untrusted.Cut(compactJSON(it.Args), 200), info.Key, info.FirstSentAt.UTC().Format(time.RFC3339))
 	if info.Known != "" {
 		fmt.Fprintf(&b, "; what we know: %s", info.Known)
 	}

@@ -64,7 +64,7 @@ FROM approvals WHERE tenant = $1 AND state = 'pending' ORDER BY requested_at LIM
 	for _, view := range []View{ViewPending, ViewDecided, ViewNeedsResolution} {
 		b.Run(fmt.Sprintf("view=%s", view), func(b *testing.B) {
 			for b.Loop() {
-				items, err := s.list(ctx, "acme", view, 100)
+				items, err := s.list(ctx, "acme", ListQuery{View: view, Limit: 100})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
@@ -87,7 +86,7 @@ type ResolutionInfo struct {
 }
 
 func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity) {
-	step, err := stepNumber(r.PathValue("step"))
+	step, err := ParseStep(r.PathValue("step"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -96,9 +95,9 @@ func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity)
 	// A body that does not decode is refused once the request is audited,
 	// if it names a step.
 	bad := s.decodeBody(w, r, &req)
-	in := resolveRequestInput(id, r.PathValue("run_id"), step, req, approvalstore.ViaAPI)
-	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
-	res, err := s.resolve(r.Context(), in)
+	sr := s.stepRequest(r, id, approvalstore.ViaAPI, step)
+	sr.Invalid = bad
+	res, err := s.Resolve(r.Context(), ResolveRequestInput(sr, req))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -110,45 +109,18 @@ func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity)
 	writeJSON(w, status, res)
 }
 
-// resolveRequestInput is the resolve input of a request. A result of JSON
-// null is no result.
-func resolveRequestInput(id Identity, runID string, step int64, req ResolveRequest, via string) resolveInput {
+// ResolveRequestInput is the answer a resolve request of sr gives, as the
+// API and the inbox take it: req's round, when set, is the round answered,
+// and a result of JSON null is no result.
+func ResolveRequestInput(sr StepRequest, req ResolveRequest) ResolveInput {
 	result := req.Result
 	if bytes.Equal(bytes.TrimSpace(result), []byte("null")) || len(bytes.TrimSpace(result)) == 0 {
 		result = nil
 	}
-	return resolveInput{id: id, runID: runID, step: step, round: req.Round, outcome: workflows.Outcome(req.Outcome),
-		result: result, note: req.Note, via: via}
-}
-
-// resolveForm answers the inbox's resolve form, with the protections of the
-// decision form: a signed-in session, a form of at most MaxBodyBytes and the
-// session's CSRF token, or no audit row.
-func (s *Server) resolveForm(w http.ResponseWriter, r *http.Request) {
-	sess, p, step, ok := s.inboxForm(w, r)
-	if !ok {
-		return
+	if req.Round != 0 {
+		sr.Round = req.Round
 	}
-	runID := r.PathValue("run_id")
-	req := ResolveRequest{Outcome: r.PostForm.Get("outcome"), Result: json.RawMessage(r.PostForm.Get("result")),
-		Note: r.PostForm.Get("note")}
-	var bad *apiError
-	if v := r.PostForm.Get("round"); v != "" {
-		var err error
-		if req.Round, err = strconv.Atoi(v); err != nil {
-			bad = errorf(http.StatusBadRequest, "invalid_request", "round %q is not a round number", v)
-		}
-	}
-	in := resolveRequestInput(sess.id, runID, step, req, approvalstore.ViaInbox)
-	in.remote, in.agent, in.invalid = remoteAddr(r), r.UserAgent(), bad
-	ctx, cancel := s.dbContext(r.Context())
-	defer cancel()
-	res, err := s.resolve(ctx, in)
-	if err != nil {
-		s.formFailed(ctx, w, r, s.formError(p, "answer", runID, step, err), err)
-		return
-	}
-	s.redirectWithFlash(w, r, resolvedFlash(res.Resolution))
+	return ResolveInput{StepRequest: sr, Outcome: workflows.Outcome(req.Outcome), Result: result, Note: req.Note}
 }
 
 // resolutionRecordOf is the answer of record rec as the API shows it.
@@ -157,47 +129,23 @@ func resolutionRecordOf(rec approvalstore.ResolutionRecord) ResolutionRecord {
 		Result: rec.Result, Resolver: rec.Resolver, Role: Role(rec.Role), Note: rec.Note, DecidedAt: rec.DecidedAt, Via: rec.Via}
 }
 
-// resolveInput is one resolve request.
-type resolveInput struct {
-	id      Identity
-	runID   string
-	step    int64
-	round   int
-	outcome workflows.Outcome
-	result  json.RawMessage
-	note    string
-	remote  string
-	agent   string
-	via     string
-	// invalid, when set, is what the transport found wrong with the request;
-	// it is refused with it once its audit row is written.
-	invalid *apiError
-}
-
-// resolve records an answer about a step whose outcome is unknown and sends
+// Resolve records an answer about a step whose outcome is unknown and sends
 // it to the run, through the one path every answer takes
 // (runs.Client.Resolve, as decide does for approvals): every request on a
 // step of the caller's tenant that has needed resolution leaves one audit
 // row in the answers' audit table; one naming no such step leaves none.
-func (s *Server) resolve(ctx context.Context, in resolveInput) (ResolveResponse, error) {
+func (s *Server) Resolve(ctx context.Context, in ResolveInput) (ResolveResponse, error) {
 	ctx, cancel := s.dbContext(ctx)
 	defer cancel()
-	req := approvalstore.ResolveRequest{
-		Tenant: in.id.Tenant, RunID: in.runID, Step: in.step, Round: in.round, Outcome: string(in.outcome), Result: in.result,
-		Note: in.note, Resolver: in.id.Name, Role: string(in.id.Role), MayResolve: in.id.Role.CanDecide(),
-		RemoteAddr: in.remote, UserAgent: in.agent, Via: in.via,
-	}
-	if in.invalid != nil {
-		req.Invalid = in.invalid
-	}
+	req := approvalstore.ResolveRequest{StepRequest: in.store(), Outcome: string(in.Outcome), Result: in.Result, Note: in.Note}
 	res, err := s.cfg.Runs.Resolve(ctx, s.cfg.Pool, req)
 	if rec := res.Decision; rec.ID != 0 && !res.Repeated {
-		s.log.Info("resolution recorded", zap.String("tenant", in.id.Tenant), zap.String("run_id", in.runID),
-			zap.Int64("step", in.step), zap.Int("round", rec.Round), zap.String("outcome", rec.Decision),
-			zap.String("resolver", in.id.Name), zap.String("via", in.via), zap.String("remote_addr", in.remote))
+		s.log.Info("resolution recorded", zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID),
+			zap.Int64("step", in.Step), zap.Int("round", rec.Round), zap.String("outcome", rec.Decision),
+			zap.String("resolver", in.Identity.Name), zap.String("via", in.Via), zap.String("remote_addr", in.RemoteAddr))
 	}
 	if err != nil {
-		return ResolveResponse{}, refusal(err, in.id, "resolving")
+		return ResolveResponse{}, refusal(err, in.Identity, "resolving")
 	}
 	return ResolveResponse{Resolution: resolutionRecordOf(res.Decision), Repeated: res.Repeated}, nil
 }

@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"html/template"
 	"io"
 	"maps"
 	"mime"
@@ -23,9 +21,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/httpserver"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -59,10 +57,6 @@ type Config struct {
 	// Log receives one line per refused or failed request and per decision.
 	// Default: no logging.
 	Log *zap.Logger
-	// SecureCookies marks the inbox's cookies Secure even when the request
-	// did not come over TLS to this process (a proxy in front ends TLS).
-	// Cookies of a request that came over TLS are always Secure.
-	SecureCookies bool
 	// MaxBodyBytes bounds a request body. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// ResolveGrace is how long a recorded decision may wait for its run to
@@ -117,15 +111,13 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Server is the approvals service.
+// Server is the approvals service. Its methods are the API in Go: the
+// HTTP handlers of /v1 and the inbox (package approvals/inbox) take every
+// decision, answer and operator's request through them.
 type Server struct {
-	cfg   Config
-	log   *zap.Logger
-	pages *template.Template
+	cfg Config
+	log *zap.Logger
 }
-
-//go:embed templates/*.html
-var templateFS embed.FS
 
 // New checks cfg and builds a server.
 func New(cfg Config) (*Server, error) {
@@ -141,14 +133,11 @@ func New(cfg Config) (*Server, error) {
 		rc.Tools = cfg.Tools
 	}
 	cfg.Runs = &rc
-	pages, err := template.New("").Funcs(pageFuncs).ParseFS(templateFS, "templates/*.html")
-	if err != nil {
-		return nil, fmt.Errorf("approvals templates: %w", err)
-	}
-	return &Server{cfg: cfg, log: cfg.Log, pages: pages}, nil
+	return &Server{cfg: cfg, log: cfg.Log}, nil
 }
 
-// Handler serves the API under /v1 and the inbox at /. Writes from another
+// Handler serves the API under /v1, and 404 elsewhere (package
+// approvals/inbox serves the inbox in front of it). Writes from another
 // origin are refused, whatever their credentials.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -185,25 +174,9 @@ func (s *Server) Handler() http.Handler {
 	resource("/v1/limits/{name}", map[string]func(http.ResponseWriter, *http.Request, Identity){
 		http.MethodGet: s.limit, http.MethodPut: s.setLimit, http.MethodDelete: s.deleteLimit,
 	})
-	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
 	})
-
-	mux.HandleFunc("GET /{$}", s.inbox)
-	mux.HandleFunc("GET /login", s.loginPage)
-	mux.HandleFunc("POST /login", s.login)
-	mux.HandleFunc("POST /logout", s.logout)
-	mux.HandleFunc("GET /runs/{run_id}", s.runPage)
-	mux.HandleFunc("GET /limits", s.limitsPage)
-	mux.HandleFunc("GET /runs", s.runsPage)
-	mux.HandleFunc("GET /decided", s.decidedPage)
-	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
-	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/edit", s.editForm)
-	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/resolve", s.resolveForm)
-	mux.HandleFunc("POST /runs/{run_id}/steps/{step}/check", s.checkForm)
-	mux.HandleFunc("POST /runs/{run_id}/cancel", s.controlForm(approvalstore.ActionCancel))
-	mux.HandleFunc("POST /runs/{run_id}/pause", s.controlForm(approvalstore.ActionPause))
-	mux.HandleFunc("POST /runs/{run_id}/resume", s.controlForm(approvalstore.ActionResume))
 
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -242,7 +215,7 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, Identi
 		if !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="oncerun", error="invalid_token"`)
 			s.log.Warn("approvals request with an unknown token", zap.String("path", r.URL.Path),
-				zap.String("remote_addr", remoteAddr(r)))
+				zap.String("remote_addr", RemoteAddr(r)))
 			writeError(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
 			return
 		}
@@ -260,9 +233,9 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, tok != ""
 }
 
-// remoteAddr is the address the request came from: the connection's peer,
+// RemoteAddr is the address the request came from: the connection's peer,
 // without the port. Forwarded headers are not trusted.
-func remoteAddr(r *http.Request) string {
+func RemoteAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		return r.RemoteAddr
@@ -270,17 +243,20 @@ func remoteAddr(r *http.Request) string {
 	return host
 }
 
-// apiError is an error with its HTTP status and code.
-type apiError struct {
-	status  int
-	code    string
-	message string
+// APIError is a refusal of the API, as its HTTP answer carries it: the
+// status, a stable code and a message for people. The Server's methods
+// return one for every refusal; the Client returns one, wrapped, for every
+// error answer.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
 }
 
-func (e *apiError) Error() string { return e.message }
+func (e *APIError) Error() string { return e.Message }
 
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{status: status, code: code, message: fmt.Sprintf(format, args...)}
+func errorf(status int, code, format string, args ...any) *APIError {
+	return &APIError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 // refusal is the API's answer to an error of the path every decision and
@@ -290,7 +266,7 @@ func errorf(status int, code, format string, args ...any) *apiError {
 // as 409 run_closed when the run can never apply it, 503 otherwise. Other
 // errors are returned as they are (see fail).
 func refusal(err error, id Identity, doing string) error {
-	var ae *apiError
+	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -343,36 +319,36 @@ func writeError(w http.ResponseWriter, status int, code, message string) {
 	writeJSON(w, status, ErrorBody{Error: ErrorDetail{Code: code, Message: message}})
 }
 
-// fail answers err: an *apiError as it says; a database that did not answer
+// fail answers err: an *APIError as it says; a database that did not answer
 // in time, or could not be reached, as a 503 with a Retry-After header;
 // anything else as a 500 that is logged and not shown.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
-	if !errors.As(err, &ae) && unavailable(err) {
+	var ae *APIError
+	if !errors.As(err, &ae) && Unavailable(err) {
 		ae = errorf(http.StatusServiceUnavailable, "unavailable",
 			"the database could not be reached or did not answer within %s; try again", s.cfg.DBTimeout)
 		s.log.Warn("approvals request: database unavailable", zap.String("method", r.Method), zap.String("path", r.URL.Path),
 			zap.Error(err))
 	}
 	if ae != nil {
-		if ae.status >= 500 {
+		if ae.Status >= 500 {
 			s.log.Error("approvals request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path),
-				zap.Int("status", ae.status), zap.String("error", ae.message))
+				zap.Int("status", ae.Status), zap.String("error", ae.Message))
 		}
-		if ae.status == http.StatusServiceUnavailable {
+		if ae.Status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", retryAfter)
 		}
-		writeError(w, ae.status, ae.code, ae.message)
+		writeError(w, ae.Status, ae.Code, ae.Message)
 		return
 	}
 	s.log.Error("approvals request failed", zap.String("method", r.Method), zap.String("path", r.URL.Path), zap.Error(err))
 	writeError(w, http.StatusInternalServerError, "internal", "internal error; the server log has the details")
 }
 
-// unavailable reports an error of a database that did not answer within
+// Unavailable reports an error of a database that did not answer within
 // the request's deadline or could not be reached: the request may succeed
 // when it is sent again.
-func unavailable(err error) bool {
+func Unavailable(err error) bool {
 	var connErr *pgconn.ConnectError
 	var netErr net.Error
 	return errors.Is(err, context.DeadlineExceeded) || pgconn.Timeout(err) ||
@@ -394,9 +370,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decodeBody reads a JSON request body into v: at most MaxBytes bytes, one
-// object, decoded strictly (see edge.Decode: field names exactly as
+// object, decoded strictly (see untrusted.Decode: field names exactly as
 // documented, none twice, none unknown). An empty body is an empty object.
-func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiError {
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *APIError {
 	if ct := r.Header.Get("Content-Type"); ct != "" {
 		mt, _, err := mime.ParseMediaType(ct)
 		if err != nil || mt != "application/json" {
@@ -417,7 +393,7 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, v any) *apiE
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	if err := edge.Decode(raw, v); err != nil {
+	if err := untrusted.Decode(raw, v); err != nil {
 		return errorf(http.StatusBadRequest, "invalid_request", "the request body is not valid: %s", err)
 	}
 	return nil

@@ -18,8 +18,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -85,12 +85,12 @@ func TokenSHA256(token string) string {
 }
 
 // validate checks an identity: its name and tenant are names people read
-// (edge.Name), as they are recorded with every decision.
+// (untrusted.Name), as they are recorded with every decision.
 func (id Identity) validate() error {
-	if err := edge.Name("name", id.Name, workflows.MaxApproverBytes); err != nil {
+	if err := untrusted.Name("name", id.Name, workflows.MaxApproverBytes); err != nil {
 		return err
 	}
-	if err := edge.Name("tenant", id.Tenant, keys.MaxTenantLen); err != nil {
+	if err := untrusted.Name("tenant", id.Tenant, keys.MaxTenantLen); err != nil {
 		return err
 	}
 	if !id.Role.valid() {
@@ -160,7 +160,7 @@ func parseEntry(raw json.RawMessage) (TokenEntry, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return TokenEntry{}, errors.New(`not an object {"token_sha256", "name", "tenant", "role"}`)
 	}
-	if err := edge.Decode(raw, &e); err != nil {
+	if err := untrusted.Decode(raw, &e); err != nil {
 		return TokenEntry{}, fmt.Errorf("%w (known fields: token_sha256, name, tenant, role)", err)
 	}
 	return e, nil

@@ -16,8 +16,8 @@ import (
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // ErrInvalidTool reports a tool definition the registry refuses.
@@ -271,14 +271,14 @@ type Prepared struct {
 // be a JSON object that canonicalizes, whose strings hold no NUL or other
 // control character but tab, newline and carriage return (PostgreSQL cannot
 // store a NUL, and a terminal obeys the others), nests at most
-// edge.MaxJSONDepth deep, and matches the tool's schema. Every
+// untrusted.MaxJSONDepth deep, and matches the tool's schema. Every
 // refusal wraps [ErrInvalidCall] and says what is wrong in words a planner
 // can act on.
 func (r *Registry) Prepare(call ProposedCall) (Prepared, error) {
 	e, ok := r.byName[call.Tool]
 	if !ok {
 		return Prepared{}, fmt.Errorf("unknown tool %q (known: %s): %w",
-			edge.Cut(call.Tool, 2*MaxNameLen), strings.Join(r.Names(), ", "), ErrInvalidCall)
+			untrusted.Cut(call.Tool, 2*MaxNameLen), strings.Join(r.Names(), ", "), ErrInvalidCall)
 	}
 	if call.Malformed != "" {
 		return Prepared{}, fmt.Errorf("arguments of %s are not valid JSON: %w", call.Tool, ErrInvalidCall)
@@ -291,7 +291,7 @@ func (r *Registry) Prepare(call ProposedCall) (Prepared, error) {
 	if err != nil {
 		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
 	}
-	if err := edge.JSON("arguments of "+call.Tool, canonical); err != nil {
+	if err := untrusted.JSON("arguments of "+call.Tool, canonical); err != nil {
 		return Prepared{}, fmt.Errorf("%w: %w", err, ErrInvalidCall)
 	}
 	hash, err := keys.ArgsHash(canonical)
@@ -330,7 +330,7 @@ var ErrEditRefused = errors.New("edit refused")
 func (r *Registry) PrepareEdit(tool string, original, edited []byte) (Prepared, error) {
 	e, ok := r.byName[tool]
 	if !ok {
-		return Prepared{}, fmt.Errorf("unknown tool %q: %w", edge.Cut(tool, 2*MaxNameLen), ErrInvalidCall)
+		return Prepared{}, fmt.Errorf("unknown tool %q: %w", untrusted.Cut(tool, 2*MaxNameLen), ErrInvalidCall)
 	}
 	if e.Edits == EditForbidden {
 		return Prepared{}, fmt.Errorf("%s does not allow edits: approve or reject the call as proposed: %w", tool, ErrEditRefused)
@@ -360,7 +360,7 @@ func (e *entry) checkAmountValues(args []byte) error {
 	for _, a := range e.Amounts {
 		if v, ok := fields[a.Field]; ok && !e.signed[a.Field] && below(string(v), 0) {
 			return fmt.Errorf("%s is %s: an amount is at least 0 (a tool whose amount may be below zero gives it a negative minimum in its schema)",
-				a.Field, edge.Cut(string(v), 32))
+				a.Field, untrusted.Cut(string(v), 32))
 		}
 	}
 	return nil
@@ -389,7 +389,7 @@ func noIncrease(t Tool, original, edited []byte) error {
 	for _, a := range t.Amounts {
 		before, hadBefore := amount(was[a.Field])
 		after, hasAfter := amount(now[a.Field])
-		asked := edge.Cut(cmp.Or(string(now[a.Field]), "none"), 32)
+		asked := untrusted.Cut(cmp.Or(string(now[a.Field]), "none"), 32)
 		switch {
 		case !hadBefore && hasAfter:
 			return fmt.Errorf("%s may not be added in an edit of %s: none was proposed, %s asked: %w",
@@ -407,8 +407,8 @@ func noIncrease(t Tool, original, edited []byte) error {
 		}
 		if a.Currency != "" && string(was[a.Currency]) != string(now[a.Currency]) {
 			return fmt.Errorf("%s may not change in an edit of %s: %s was proposed, %s asked: %w",
-				a.Currency, t.Name, edge.Cut(cmp.Or(string(was[a.Currency]), "none"), 32),
-				edge.Cut(cmp.Or(string(now[a.Currency]), "none"), 32), ErrEditRefused)
+				a.Currency, t.Name, untrusted.Cut(cmp.Or(string(was[a.Currency]), "none"), 32),
+				untrusted.Cut(cmp.Or(string(now[a.Currency]), "none"), 32), ErrEditRefused)
 		}
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/approvals/inbox"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
@@ -60,13 +61,17 @@ func serveApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 	}
 	srv, err := approvals.New(approvals.Config{
 		Runs: &runs.Client{Temporal: tc, TaskQueue: taskQueue, Pool: pool},
-		Pool: pool, Tokens: tokens, Tools: reg, Log: log, SecureCookies: cfg.SecureCookies, DBTimeout: cfg.DBTimeout,
+		Pool: pool, Tokens: tokens, Tools: reg, Log: log, DBTimeout: cfg.DBTimeout,
 	})
 	if err != nil {
 		return err
 	}
+	ib, err := inbox.New(inbox.Config{API: srv, SecureCookies: cfg.SecureCookies, DBTimeout: cfg.DBTimeout, Log: log.Named("inbox")})
+	if err != nil {
+		return err
+	}
 	addr := cmp.Or(cfg.Addr, approvals.DefaultAddr)
-	return approvals.ListenAndServe(ctx, addr, srv.Handler(), log, func(a net.Addr) {
+	return approvals.ListenAndServe(ctx, addr, ib.Handler(), log, func(a net.Addr) {
 		log.Info("approvals service listening", zap.String("addr", a.String()), zap.String("tokens_file", cfg.TokensFile),
 			zap.Int("tokens", tokens.Len()))
 		if cfg.Ready != nil {

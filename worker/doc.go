@@ -3,10 +3,19 @@
 // own, [Config.Tools]), the dedup store, the Temporal worker with oncerun's
 // workflows and activities, the expiry watchdog's and the reconciler's
 // schedules, the HTTP server for /healthz and /metrics and, with a tokens
-// file, the approvals service. `oncerun worker` is [Run] with the
-// configuration [ConfigFromEnv] reads; a deployment that adds its own tools
-// calls [Run] from its own main, or builds its whole command line with
-// starter/oncerun. Tests and the dev stack build workers with [NewWorker].
+// file, the approvals service.
+//
+// # Running a worker
+//
+// `oncerun worker` is [Run] with the configuration [ConfigFromEnv] reads; a
+// deployment that adds its own tools calls [Run] from its own main, or
+// builds its whole command line with starter/oncerun. Run is two steps a
+// main may also take itself: [Build] connects, migrates and builds every
+// part (releasing what it acquired when a step fails) and returns a
+// [Process]; [Process.Serve] runs it until its context ends, and
+// [Process.Close] releases it. A deployment that assembles its own Temporal
+// worker does it with [NewWorker], [DialTemporal], [NewPool] and
+// [Registry], as the integration tests do.
 //
 // # Fault injection
 //

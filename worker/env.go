@@ -11,12 +11,12 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/temporalconn"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // ConfigFromEnv builds a worker's configuration from getenv (os.Getenv in
@@ -145,7 +145,7 @@ func approvalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error)
 
 // NewLogger builds the process logger at level ("" means info): JSON lines,
 // or a console format for people when console is set, on standard error.
-// What it writes is escaped as the CLI's output is (edge.TerminalWriter):
+// What it writes is escaped as the CLI's output is (untrusted.TerminalWriter):
 // a run id, a path or a message from a planner cannot move the cursor of
 // the terminal that shows the log, and JSON lines stay JSON.
 func NewLogger(level string, console bool) (*zap.Logger, error) {
@@ -160,7 +160,7 @@ func newLogger(level string, console bool, w io.Writer) (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", settings.EnvLogLevel, err)
 	}
-	out := zapcore.Lock(zapcore.AddSync(edge.NewTerminalWriter(w)))
+	out := zapcore.Lock(zapcore.AddSync(untrusted.NewTerminalWriter(w)))
 	if console {
 		enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
 		return zap.New(zapcore.NewCore(enc, out, lvl), zap.AddCaller(), zap.ErrorOutput(out)), nil

@@ -3,33 +3,23 @@ package worker
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.temporal.io/sdk/client"
-	sdkworker "go.temporal.io/sdk/worker"
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
-	"github.com/oncerun/oncerun/internal/alerts"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/httpserver"
-	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mail"
-	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
-	"github.com/oncerun/oncerun/internal/reconcile"
-	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/shop"
-	"github.com/oncerun/oncerun/internal/watchdog"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -118,7 +108,7 @@ type Config struct {
 	ApprovalDeadlineWarnings []time.Duration
 	// MCPConfig names the file that lists MCP servers and what oncerun
 	// must know of their tools (ONCERUN_MCP_CONFIG). [WithMCP] connects to
-	// the servers and adds their tools to Tools; Run does it at start.
+	// the servers and adds their tools to Tools; Build does it at start.
 	MCPConfig string
 	// mcp is what WithMCP found: where each MCP tool comes from, and the
 	// optional servers left out.
@@ -234,145 +224,14 @@ func Planners(openai OpenAIConfig) (map[string]activities.Planner, error) {
 
 // Run runs a worker process until ctx is done, then stops it gracefully:
 // the worker finishes its running activities (up to 30 seconds) and the
-// HTTP server drains.
+// HTTP server drains. It is [Build], [Process.Serve] and [Process.Close].
 func Run(ctx context.Context, cfg Config) error {
-	cfg = cfg.WithDefaults()
-	log := cfg.Logger
-	cfg, closeMCP, err := WithMCP(ctx, cfg)
+	p, err := Build(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer closeMCP()
-	reg, fs, err := workerRegistry(cfg)
-	if err != nil {
-		return err
-	}
-	planners, err := Planners(cfg.OpenAI)
-	if err != nil {
-		return err
-	}
-	// Temporal first: a server that refuses us stops the process before it
-	// has touched the database.
-	tc, err := DialTemporal(ctx, cfg.TemporalClientOptions(log), cfg.TemporalConnectWait, log)
-	if err != nil {
-		return err
-	}
-	defer tc.Close()
-	pool, err := NewPool(ctx, cfg.DatabaseURL)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := migrate(ctx, pool, log); err != nil {
-		return err
-	}
-	if cfg.Setup != nil {
-		if err := cfg.Setup(ctx, pool); err != nil {
-			return fmt.Errorf("setup of the deployment's tables: %w", err)
-		}
-	}
-	store, err := idempotency.New(pool, idempotency.Config{Logger: log})
-	if err != nil {
-		return err
-	}
-
-	promReg := prometheus.NewRegistry()
-	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	webhook := &alerts.Webhook{URL: cfg.AlertWebhookURL, Log: log}
-	defer func() {
-		if !webhook.WaitFor(5 * time.Second) {
-			log.Warn("stopping with alert webhook deliveries still in progress; the alerts stay in key_expiry_alerts")
-		}
-	}()
-	sources, err := ReconcileSources(cfg.External)
-	if err != nil {
-		return err
-	}
-	runStates := &runs.Client{Temporal: tc}
-	rc := newReconcile(cfg.Reconcile, pool, sources, runStates, log, promReg)
-	m := metrics.New(promReg)
-	promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
-	promReg.MustRegister(cfg.mcp.skippedGauge())
-	acts := &activities.Activities{
-		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
-		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
-		Warner:           &alerts.DeadlineWarner{Webhook: webhook, Metrics: m},
-		SpendAlerts:      &alerts.SpendAlerts{Webhook: webhook, Pool: pool},
-	}
-	wd := &WatchdogActivities{Pool: pool, Tools: reg, Runs: runStates, Alerts: webhook, Metrics: m, Log: log}
-	ln, err := net.Listen("tcp", cfg.HTTPAddr)
-	if err != nil {
-		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
-	}
-	fatal := make(chan error, 1)
-	opts := sdkworker.Options{
-		WorkerStopTimeout: shutdownTimeout,
-		OnFatalError:      func(err error) { fatal <- err },
-	}
-	if cfg.LogActivityAttempts {
-		opts.Interceptors = append(opts.Interceptors, newActivityLog(log))
-	}
-	if len(fs) > 0 {
-		fs.announce()
-		opts.Interceptors = append(opts.Interceptors, &faultInterceptor{fs: fs})
-	}
-	w := NewWorker(tc, cfg.TaskQueue, acts, wd, rc, opts)
-	if err := w.Start(); err != nil {
-		ln.Close()
-		return fmt.Errorf("start worker: %w", err)
-	}
-	defer w.Stop()
-	if err := watchdog.EnsureSchedule(ctx, tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
-		ln.Close()
-		return err
-	}
-	if err := reconcile.EnsureSchedule(ctx, tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
-		ln.Close()
-		return err
-	}
-	driftCtx, stopDrift := context.WithCancel(ctx)
-	defer stopDrift()
-	go refreshDrift(driftCtx, pool, rc.Metrics, time.Minute, log)
-
-	srv := httpServer(Handler(pool, promReg), log)
-	serveErr := make(chan error, 2)
-	go func() { serveErr <- srv.Serve(ln) }()
-	apCtx, stopApprovals := context.WithCancel(context.WithoutCancel(ctx))
-	apDone := make(chan struct{})
-	if cfg.Approvals.Enabled() {
-		go func() {
-			defer close(apDone)
-			if err := serveApprovals(apCtx, cfg.Approvals, pool, tc, cfg.TaskQueue, reg, log); err != nil {
-				serveErr <- err
-			}
-		}()
-	} else {
-		close(apDone)
-	}
-	defer func() { stopApprovals(); <-apDone }()
-	log.Info("worker started", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace),
-		zap.String("task_queue", cfg.TaskQueue), zap.String("http", ln.Addr().String()),
-		zap.Strings("tools", reg.Names()))
-	if cfg.Ready != nil {
-		cfg.Ready(ln.Addr().String())
-	}
-
-	select {
-	case <-ctx.Done():
-	case err := <-serveErr:
-		_ = srv.Close()
-		return fmt.Errorf("http server: %w", err)
-	case err := <-fatal:
-		_ = srv.Close()
-		return fmt.Errorf("worker stopped: %w", err)
-	}
-	log.Info("worker stopping")
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("stop http server: %w", err)
-	}
-	return nil
+	defer p.Close()
+	return p.Serve(ctx)
 }
 
 // NewPool builds a process's PostgreSQL pool on url. Each new connection
@@ -390,7 +249,7 @@ func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("DATABASE_URL %s: %w", edge.Redact(url), err)
+		return nil, fmt.Errorf("DATABASE_URL %s: %w", untrusted.Redact(url), err)
 	}
 	return pool, nil
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -81,10 +81,10 @@ func (c Control) Validate() error {
 	if c.By == "" {
 		return errors.New("by: who asks must be named")
 	}
-	if err := edge.Text("by", c.By, MaxApproverBytes); err != nil {
+	if err := untrusted.Text("by", c.By, MaxApproverBytes); err != nil {
 		return err
 	}
-	return edge.Text("reason", c.Reason, MaxReasonBytes)
+	return untrusted.Text("reason", c.Reason, MaxReasonBytes)
 }
 
 // ControlRecord is a control as the run recorded it: who, when and why.
@@ -107,19 +107,19 @@ func (m Message) Validate() error {
 	if m.MessageID == "" {
 		return errors.New("message_id is required")
 	}
-	if err := edge.Text("message_id", m.MessageID, MaxMessageIDBytes); err != nil {
+	if err := untrusted.Text("message_id", m.MessageID, MaxMessageIDBytes); err != nil {
 		return err
 	}
 	if m.Text == "" {
 		return errors.New("text is required")
 	}
-	if err := edge.Text("text", m.Text, MaxMessageTextBytes); err != nil {
+	if err := untrusted.Text("text", m.Text, MaxMessageTextBytes); err != nil {
 		return err
 	}
 	if m.By == "" {
 		return errors.New("by: who sends the message must be named")
 	}
-	return edge.Text("by", m.By, MaxApproverBytes)
+	return untrusted.Text("by", m.By, MaxApproverBytes)
 }
 
 // AcceptedMessage is a message the run accepted, numbered in the order

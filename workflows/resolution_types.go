@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // SignalResolve is the signal that carries a [Resolution].
@@ -56,15 +56,15 @@ type Resolution struct {
 // field.
 func (r Resolution) Validate() error {
 	if r.Outcome != OutcomeApplied && r.Outcome != OutcomeNotApplied {
-		return fmt.Errorf("outcome %q is not applied or not_applied", edge.Cut(string(r.Outcome), 64))
+		return fmt.Errorf("outcome %q is not applied or not_applied", untrusted.Cut(string(r.Outcome), 64))
 	}
 	if r.Resolver == "" {
 		return errors.New("no resolver named")
 	}
-	if err := edge.Text("resolver", r.Resolver, MaxApproverBytes); err != nil {
+	if err := untrusted.Text("resolver", r.Resolver, MaxApproverBytes); err != nil {
 		return err
 	}
-	if err := edge.Text("note", r.Note, MaxCommentBytes); err != nil {
+	if err := untrusted.Text("note", r.Note, MaxCommentBytes); err != nil {
 		return err
 	}
 	if len(r.Result) > 0 {
@@ -77,7 +77,7 @@ func (r Resolution) Validate() error {
 		if !json.Valid(r.Result) {
 			return errors.New("result is not valid JSON")
 		}
-		if err := edge.JSON("result", r.Result); err != nil {
+		if err := untrusted.JSON("result", r.Result); err != nil {
 			return err
 		}
 	}

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/oncerun/oncerun/activities"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/money"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/spend"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -160,16 +160,16 @@ func (in RunInput) Validate() error {
 	}
 	in = in.WithDefaults()
 	invalid := func(err error) error { return fmt.Errorf("%w: %w", ErrInvalidInput, err) }
-	if err := edge.Name("tenant", in.Tenant, keys.MaxTenantLen); err != nil {
+	if err := untrusted.Name("tenant", in.Tenant, keys.MaxTenantLen); err != nil {
 		return invalid(err)
 	}
-	if err := edge.Name("run_id", in.RunID, keys.MaxRunIDLen); err != nil {
+	if err := untrusted.Name("run_id", in.RunID, keys.MaxRunIDLen); err != nil {
 		return invalid(err)
 	}
-	if err := edge.Text("goal", in.Goal, MaxGoalBytes); err != nil {
+	if err := untrusted.Text("goal", in.Goal, MaxGoalBytes); err != nil {
 		return invalid(err)
 	}
-	if err := edge.Text("started_by", in.StartedBy, MaxStartedByBytes); err != nil {
+	if err := untrusted.Text("started_by", in.StartedBy, MaxStartedByBytes); err != nil {
 		return invalid(err)
 	}
 	switch l := in.Limits; {
@@ -188,7 +188,7 @@ func (in RunInput) Validate() error {
 	}
 	for _, code := range slices.Sorted(maps.Keys(in.Limits.Spend)) {
 		if _, unit, ok := money.Scale(code); !ok || unit != code {
-			return fmt.Errorf("%w: limits.spend: %q is not an ISO 4217 currency code in upper case, such as EUR", ErrInvalidInput, edge.Cut(code, 16))
+			return fmt.Errorf("%w: limits.spend: %q is not an ISO 4217 currency code in upper case, such as EUR", ErrInvalidInput, untrusted.Cut(code, 16))
 		}
 		if n := in.Limits.Spend[code]; n < 0 || n > spend.MaxAmount {
 			return fmt.Errorf("%w: limits.spend.%s is %d: a budget is a whole number of minor units, from 0 to %d", ErrInvalidInput, code, n, int64(spend.MaxAmount))
@@ -198,7 +198,7 @@ func (in RunInput) Validate() error {
 		if c.Malformed != "" {
 			return fmt.Errorf("%w: plan step %d: malformed is for planners, not plans", ErrInvalidInput, i+1)
 		}
-		if err := edge.JSON(fmt.Sprintf("plan step %d arguments", i+1), c.Args); len(c.Args) > 0 && err != nil {
+		if err := untrusted.JSON(fmt.Sprintf("plan step %d arguments", i+1), c.Args); len(c.Args) > 0 && err != nil {
 			return invalid(err)
 		}
 	}
@@ -231,7 +231,7 @@ func (in RunInput) runnable() error {
 	case in.Limits.MaxSteps < 0 || in.Limits.HistoryLimit < 0 || in.Limits.Parallel < 0:
 		return fmt.Errorf("%w: limits must not be negative", ErrInvalidInput)
 	case in.OnApprovalExpiry != "" && in.OnApprovalExpiry != ExpiryExpire && in.OnApprovalExpiry != ExpiryReject:
-		return fmt.Errorf("%w: on_approval_expiry %q is not %s or %s", ErrInvalidInput, edge.Cut(in.OnApprovalExpiry, 32), ExpiryExpire, ExpiryReject)
+		return fmt.Errorf("%w: on_approval_expiry %q is not %s or %s", ErrInvalidInput, untrusted.Cut(in.OnApprovalExpiry, 32), ExpiryExpire, ExpiryReject)
 	case in.Limits.ApprovalDeadline < 0 || in.Limits.ApprovalDeadline > MaxApprovalDeadline:
 		return fmt.Errorf("%w: approval deadline %s is not between 0 and %s", ErrInvalidInput, in.Limits.ApprovalDeadline, MaxApprovalDeadline)
 	}
@@ -307,6 +307,18 @@ const (
 	DecisionEdit Decision = "edit"
 )
 
+// PastTense says what decision d did to a step: "approved", "rejected",
+// "edited and approved".
+func (d Decision) PastTense() string {
+	switch d {
+	case DecisionApprove:
+		return "approved"
+	case DecisionEdit:
+		return "edited and approved"
+	}
+	return "rejected"
+}
+
 // What a run does with a step whose approval deadline passes undecided,
 // as its starter chose (RunInput.OnApprovalExpiry).
 const (
@@ -356,10 +368,10 @@ func (ap Approval) Validate() error {
 	if ap.Approver == "" {
 		return errors.New("no approver named")
 	}
-	if err := edge.Text("approver", ap.Approver, MaxApproverBytes); err != nil {
+	if err := untrusted.Text("approver", ap.Approver, MaxApproverBytes); err != nil {
 		return err
 	}
-	return edge.Text("comment", ap.Comment, MaxCommentBytes)
+	return untrusted.Text("comment", ap.Comment, MaxCommentBytes)
 }
 
 // StepApproval is what a step records about its approval.

@@ -41,7 +41,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // KeyExpired is the body of an alert: a key whose retention ran out while
@@ -93,7 +93,7 @@ func (w *Webhook) init() {
 	w.once.Do(func() {
 		w.Client = cmp.Or(w.Client, &http.Client{Timeout: 10 * time.Second})
 		c := *w.Client
-		c.CheckRedirect = edge.NoRedirects.CheckRedirect
+		c.CheckRedirect = untrusted.NoRedirects.CheckRedirect
 		w.client = &c
 		w.Attempts = cmp.Or(w.Attempts, 5)
 		w.Backoff = cmp.Or(w.Backoff, time.Second)
@@ -216,7 +216,7 @@ func (w *Webhook) post(ctx context.Context, body []byte, idempotencyKey string) 
 const maxExcerpt = 200
 
 // excerpt is what an error repeats of a receiver's answer: its first
-// maxExcerpt bytes on one line, escaped (edge.Clean), as it goes to logs
+// maxExcerpt bytes on one line, escaped (untrusted.Clean), as it goes to logs
 // and to the run's Temporal history; nothing when it is empty. The status
 // line's own text is not repeated: the receiver chose it too.
 func excerpt(answer []byte) string {
@@ -224,7 +224,7 @@ func excerpt(answer []byte) string {
 	if text == "" {
 		return ""
 	}
-	return ": " + edge.Clean(text, maxExcerpt)
+	return ": " + untrusted.Clean(text, maxExcerpt)
 }
 
 // endpoint names the receiver in errors: the URL's scheme and host only.
@@ -235,5 +235,5 @@ func (w *Webhook) endpoint() string {
 	if err != nil || u.Host == "" {
 		return "the alert webhook"
 	}
-	return "the alert webhook at " + edge.Origin(u)
+	return "the alert webhook at " + untrusted.Origin(u)
 }

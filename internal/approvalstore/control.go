@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // Actions of a run_controls row, as the table spells them: the operator's
@@ -75,11 +75,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 // the clients' bounds, escaped and cut otherwise, so that no request fails
 // to leave its row.
 func RecordControl(ctx context.Context, db DB, c Control) error {
-	_, err := db.Exec(ctx, recordControlSQL, edge.Clean(c.Tenant, keys.MaxTenantLen), edge.Clean(c.RunID, keys.MaxRunIDLen),
-		c.Action, edge.Clean(c.Actor, MaxNameBytes), auditText("reason", c.Reason, maxControlReason),
-		edge.Clean(c.MessageID, maxControlMessageID), c.Outcome, edge.Clean(c.Detail, maxAuditDetail))
+	_, err := db.Exec(ctx, recordControlSQL, untrusted.Clean(c.Tenant, keys.MaxTenantLen), untrusted.Clean(c.RunID, keys.MaxRunIDLen),
+		c.Action, untrusted.Clean(c.Actor, MaxNameBytes), auditText("reason", c.Reason, maxControlReason),
+		untrusted.Clean(c.MessageID, maxControlMessageID), c.Outcome, untrusted.Clean(c.Detail, maxAuditDetail))
 	if err != nil {
-		return fmt.Errorf("audit the %s of run %s: %w", c.Action, edge.Cut(c.RunID, keys.MaxRunIDLen), err)
+		return fmt.Errorf("audit the %s of run %s: %w", c.Action, untrusted.Cut(c.RunID, keys.MaxRunIDLen), err)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // approval.
 func pendingStep(t *testing.T, pool *pgxpool.Pool, runID string, n int64) {
 	t.Helper()
-	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, approvalstore.Approval{
+	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, approvalstore.Request{
 		Tenant: "acme", RunID: runID, Step: n, Tool: "issue_credit", Args: json.RawMessage(`{"order_id":"1001"}`),
 		ArgsHash: hashA, RequestedAt: t0, Deadline: t0.Add(72 * time.Hour),
 	}))
@@ -43,8 +43,9 @@ func TestWithdrawRunWithdrawsTheStepsNamed(t *testing.T) {
 	pendingStep(t, pool, "r1", 4)
 	pendingStep(t, pool, "r2", 2)
 	decided := t0.Add(time.Hour)
-	_, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 3,
-		State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &decided})
+	_, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Request: approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 3,
+	}, State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &decided})
 	require.NoError(t, err)
 
 	n, err := approvalstore.WithdrawRun(ctx, pool, "acme", "r1", []int64{2, 3}, "ops", t0.Add(2*time.Hour), "wrong customer")
@@ -104,8 +105,9 @@ func TestRecordOutcomeOfACancelledStep(t *testing.T) {
 	_, err := approvalstore.Decide(ctx, pool, request())
 	require.NoError(t, err, "a decision of record the run never applied")
 	at := t0.Add(2 * time.Hour)
-	cancelled := approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 2, State: approvalstore.StateCancelled,
-		DecidedBy: "ops", DecidedAt: &at, Comment: "cancelled: wrong customer"}
+	cancelled := approvalstore.Approval{Request: approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 2,
+	}, State: approvalstore.StateCancelled, DecidedBy: "ops", DecidedAt: &at, Comment: "cancelled: wrong customer"}
 
 	pending, err := approvalstore.RecordOutcome(ctx, pool, cancelled)
 	require.NoError(t, err)

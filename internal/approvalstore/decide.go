@@ -11,15 +11,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // DecisionRequest is one decision request on a step, as it came.
 type DecisionRequest struct {
-	Tenant string
-	RunID  string
-	Step   int64
+	StepRequest
 	// Decision is DecisionApprove, DecisionReject or DecisionEdit.
 	// Anything else is recorded as an invalid request naming no decision.
 	Decision string
@@ -36,30 +34,6 @@ type DecisionRequest struct {
 	// edit is refused (naming the field). An edit without it is refused.
 	CheckEdit func(tool string, proposed, edited json.RawMessage) (json.RawMessage, string, error)
 	Comment   string
-	// Approver names who decides, and Role their role, recorded as given.
-	Approver string
-	Role     string
-	// MayDecide says whether Role lets the requester decide. A request
-	// that may not is recorded as forbidden and refused: [ErrForbidden].
-	MayDecide bool
-	// RemoteAddr, UserAgent and Via (ViaAPI, ViaInbox or ViaCLI) say where
-	// the request came from.
-	RemoteAddr string
-	UserAgent  string
-	Via        string
-	// Round is the round of the step's approval the approver saw (see
-	// Approval.Round); 0 is the first. A request for another round than
-	// the one the step waits in is refused: [ErrRoundChanged]. So a
-	// decision that names no round (a client from before rounds, a retry
-	// of an approve under the tool's rule) never decides a later round,
-	// where an approve is an exception to a spend limit.
-	Round int
-	// Invalid, when set, is what the caller found wrong with the request's
-	// values (a body that does not decode, a malformed args hash, a comment
-	// with control characters). Such a request is recorded as invalid and
-	// refused with [ErrInvalid], after the checks that leave no row or a
-	// forbidden one.
-	Invalid error
 	// Now is what the step's deadline is compared with. Default: the
 	// current time.
 	Now time.Time
@@ -106,7 +80,7 @@ type Decided struct {
 func Decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 	if _, err := keys.New(r.Tenant, r.RunID, r.Step, "tool"); err != nil {
 		// No run of the tenant can have this id.
-		return Decided{}, notFound(edge.Cut(r.RunID, keys.MaxRunIDLen), r.Step)
+		return Decided{}, notFound(untrusted.Cut(r.RunID, keys.MaxRunIDLen), r.Step)
 	}
 	if r.Now.IsZero() {
 		r.Now = time.Now()
@@ -154,7 +128,7 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 	// A decision locks the step, so that two approvers are serialised; a
 	// request refused whatever the step's state does not.
 	lock := lockStepSQL
-	if r.MayDecide {
+	if r.May {
 		lock = lockStepForUpdateSQL
 	}
 	var (
@@ -176,9 +150,9 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		return Decided{}, fmt.Errorf("decide: read step %d of run %s: %w", r.Step, r.RunID, err)
 	}
 	a := audit{tx: tx, r: r, round: round, exception: kind == KindLimit && r.Decision == DecisionApprove}
-	if !r.MayDecide {
+	if !r.May {
 		return Decided{}, a.refuse(ctx, OutcomeForbidden, "the role "+r.Role+" may not decide",
-			refused(ErrForbidden, fmt.Sprintf("%s is a %s, which may not decide", r.Approver, r.Role)))
+			refused(ErrForbidden, fmt.Sprintf("%s is a %s, which may not decide", r.By, r.Role)))
 	}
 	if bad := r.invalid(); bad != nil {
 		return Decided{}, a.refuse(ctx, OutcomeInvalid, bad.Error(), &RefusedError{Err: ErrInvalid, Message: bad.Error(), Cause: bad})
@@ -315,7 +289,7 @@ func (r DecisionRequest) invalid() error {
 			return errors.New("an edit needs the edited arguments (args)")
 		}
 	default:
-		return fmt.Errorf("decision %q is not approve, reject or edit", edge.Cut(r.Decision, 64))
+		return fmt.Errorf("decision %q is not approve, reject or edit", untrusted.Cut(r.Decision, 64))
 	}
 	return nil
 }
@@ -348,7 +322,7 @@ type audit struct {
 
 // args are the values of the request's row. What the client sent is
 // recorded as it was when it is valid text, and escaped and cut (see
-// edge.Clean) when it is not, so that no request can fail to leave its row.
+// untrusted.Clean) when it is not, so that no request can fail to leave its row.
 // A decision that is neither approve, reject nor edit is recorded as ""
 // with the request invalid (a forbidden one too, its detail saying it was
 // forbidden).
@@ -367,13 +341,13 @@ func (a audit) args(outcome, detail string) []any {
 	// What an edit asked to run is kept when it is JSON the table can hold
 	// (an invalid request's may not be).
 	var edited json.RawMessage
-	if decision == DecisionEdit && edge.Value("args", r.EditedArgs, keys.MaxArgsSize) == nil {
+	if decision == DecisionEdit && untrusted.Value("args", r.EditedArgs, keys.MaxArgsSize) == nil {
 		edited = r.EditedArgs
 	}
-	return []any{r.Tenant, r.RunID, r.Step, decision, outcome, edge.Clean(r.ArgsHash, maxAuditArgsHash),
-		edge.Clean(r.Approver, MaxNameBytes), edge.Clean(r.Role, MaxNameBytes), auditText("comment", r.Comment, MaxCommentBytes),
-		edge.Clean(r.RemoteAddr, maxAuditRemoteAddr), edge.Clean(r.UserAgent, maxAuditUserAgent), r.Via,
-		edge.Clean(detail, maxAuditDetail), edited, edge.Clean(r.EditedArgsHash, maxAuditArgsHash), max(a.round, 1),
+	return []any{r.Tenant, r.RunID, r.Step, decision, outcome, untrusted.Clean(r.ArgsHash, maxAuditArgsHash),
+		untrusted.Clean(r.By, MaxNameBytes), untrusted.Clean(r.Role, MaxNameBytes), auditText("comment", r.Comment, MaxCommentBytes),
+		untrusted.Clean(r.RemoteAddr, maxAuditRemoteAddr), untrusted.Clean(r.UserAgent, maxAuditUserAgent), r.Via,
+		untrusted.Clean(detail, maxAuditDetail), edited, untrusted.Clean(r.EditedArgsHash, maxAuditArgsHash), max(a.round, 1),
 		a.exception && outcome == OutcomeAccepted}
 }
 

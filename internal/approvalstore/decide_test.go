@@ -29,9 +29,10 @@ var (
 func setup(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	pool := pgtest.NewPool(t, 4)
-	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, approvalstore.Approval{
+	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, approvalstore.Request{
 		Tenant: "acme", RunID: "r1", Step: 2, Tool: "issue_credit", Args: json.RawMessage(`{"order_id":"1001"}`),
-		ArgsHash: hashA, Goal: "refund", Reason: "amount", RequestedBy: "ops", RequestedAt: t0, Deadline: t0.Add(72 * time.Hour),
+		ArgsHash: hashA, Goal: "refund", Reason: "amount", RequestedBy: "ops", RequestedAt: t0,
+		Deadline: t0.Add(72 * time.Hour),
 	}))
 	return pool
 }
@@ -40,9 +41,9 @@ func setup(t *testing.T) *pgxpool.Pool {
 // paused.
 func request() approvalstore.DecisionRequest {
 	return approvalstore.DecisionRequest{
-		Tenant: "acme", RunID: "r1", Step: 2, Decision: approvalstore.DecisionApprove, ArgsHash: hashA, Comment: "ok",
-		Approver: "dana", Role: "approver", MayDecide: true, RemoteAddr: "127.0.0.1", UserAgent: "test",
-		Via: approvalstore.ViaAPI, Now: t0.Add(time.Hour),
+		StepRequest: approvalstore.StepRequest{Tenant: "acme", RunID: "r1", Step: 2, By: "dana", Role: "approver", May: true,
+			RemoteAddr: "127.0.0.1", UserAgent: "test", Via: approvalstore.ViaAPI},
+		Decision: approvalstore.DecisionApprove, ArgsHash: hashA, Comment: "ok", Now: t0.Add(time.Hour),
 	}
 }
 
@@ -71,14 +72,14 @@ func TestDecideRefusals(t *testing.T) {
 		{"a run id no key can hold", func(r *approvalstore.DecisionRequest) { r.RunID = "" }, approvalstore.ErrNotFound, "has no step 2", ""},
 		{"another tenant's step", func(r *approvalstore.DecisionRequest) { r.Tenant = "globex" }, approvalstore.ErrNotFound, `run "r1" has no step 2`, ""},
 		{"a step with no row", func(r *approvalstore.DecisionRequest) { r.Step = 3 }, approvalstore.ErrNotFound, "has no step 3", ""},
-		{"a role that may not decide", func(r *approvalstore.DecisionRequest) { r.MayDecide, r.Role = false, "viewer" },
+		{"a role that may not decide", func(r *approvalstore.DecisionRequest) { r.May, r.Role = false, "viewer" },
 			approvalstore.ErrForbidden, "dana is a viewer", approvalstore.OutcomeForbidden},
 		{"what the caller found wrong", func(r *approvalstore.DecisionRequest) { r.Invalid = invalid },
 			approvalstore.ErrInvalid, invalid.Error(), approvalstore.OutcomeInvalid},
 		{"a decision that is neither", func(r *approvalstore.DecisionRequest) { r.Decision = "maybe" },
 			approvalstore.ErrInvalid, `decision "maybe" is not approve, reject or edit`, approvalstore.OutcomeInvalid},
 		{"a viewer's decision that is neither", func(r *approvalstore.DecisionRequest) {
-			r.Decision, r.MayDecide, r.Role = "", false, "viewer"
+			r.Decision, r.May, r.Role = "", false, "viewer"
 		}, approvalstore.ErrForbidden, "dana is a viewer", approvalstore.OutcomeInvalid},
 		{"another args hash", func(r *approvalstore.DecisionRequest) { r.ArgsHash = hashB },
 			approvalstore.ErrArgsHashMismatch, "is not the pending step's " + hashA, approvalstore.OutcomeArgsMismatch},
@@ -128,7 +129,7 @@ func TestDecideRecordsOneDecisionOfRecord(t *testing.T) {
 	assert.EqualValues(t, 2, rec.Step)
 
 	again := request()
-	again.Approver, again.Via = "olga", approvalstore.ViaCLI
+	again.By, again.Via = "olga", approvalstore.ViaCLI
 	d, err = approvalstore.Decide(ctx, pool, again)
 	require.NoError(t, err)
 	assert.True(t, d.Repeated)
@@ -136,7 +137,7 @@ func TestDecideRecordsOneDecisionOfRecord(t *testing.T) {
 	assert.Equal(t, rec, d.Decision, "the decision of record is dana's")
 
 	other := request()
-	other.Decision, other.Approver = approvalstore.DecisionReject, "olga"
+	other.Decision, other.By = approvalstore.DecisionReject, "olga"
 	_, err = approvalstore.Decide(ctx, pool, other)
 	require.ErrorIs(t, err, approvalstore.ErrConflict)
 	assert.Contains(t, err.Error(), "was already approved by dana at ")
@@ -152,8 +153,9 @@ func TestDecideRecordsOneDecisionOfRecord(t *testing.T) {
 	assert.Equal(t, 1, audited(t, pool, "outcome = 'args_mismatch'"))
 
 	// Once the run has applied it, a repeat is not sent again.
-	applied, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 2,
-		State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &rec.DecidedAt, Comment: "ok"})
+	applied, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Request: approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 2,
+	}, State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &rec.DecidedAt, Comment: "ok"})
 	require.NoError(t, err)
 	require.True(t, applied)
 	d, err = approvalstore.Decide(ctx, pool, request())
@@ -172,8 +174,9 @@ func TestDecideAfterTheRunRecordedAnotherOutcome(t *testing.T) {
 	_, err := approvalstore.Decide(ctx, pool, request())
 	require.NoError(t, err)
 	expired := t0.Add(72 * time.Hour)
-	_, err = approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 2,
-		State: approvalstore.StateExpired, DecidedAt: &expired})
+	_, err = approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Request: approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 2,
+	}, State: approvalstore.StateExpired, DecidedAt: &expired})
 	require.NoError(t, err)
 
 	l, err := approvalstore.Lookup(ctx, pool, "acme", "r1", 2)
@@ -200,8 +203,9 @@ func TestDecideAStepDecidedWithoutARecord(t *testing.T) {
 	pool := setup(t)
 	ctx := context.Background()
 	at := t0.Add(time.Hour)
-	_, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 2,
-		State: approvalstore.StateApproved, DecidedBy: "sam", DecidedAt: &at})
+	_, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Request: approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 2,
+	}, State: approvalstore.StateApproved, DecidedBy: "sam", DecidedAt: &at})
 	require.NoError(t, err)
 
 	_, err = approvalstore.Decide(ctx, pool, request())

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // recordPendingSQL writes a step's pending row, or finds the one written:
@@ -39,7 +39,7 @@ LIMIT 1`
 // earlier round approved: the row is reopened. A row that is not at that
 // round afterwards (its earlier round was not approved) is
 // [ErrOtherArguments] too: the step cannot wait again there.
-func RecordPending(ctx context.Context, db DB, a Approval) error {
+func RecordPending(ctx context.Context, db DB, a Request) error {
 	var (
 		stored string
 		round  int
@@ -139,7 +139,7 @@ WHERE tenant = $1 AND run_id = $2 AND step = $3 AND outcome = 'accepted' AND dec
 // step, which the run keeps pending, is listed and can be decided again.
 // It reports whether such an edit was the decision of record.
 func RecordEditRefused(ctx context.Context, db DB, tenant, runID string, step int64, editedHash, why string) (bool, error) {
-	tag, err := db.Exec(ctx, recordEditRefusedSQL, tenant, runID, step, editedHash, edge.Clean(why, maxAuditDetail))
+	tag, err := db.Exec(ctx, recordEditRefusedSQL, tenant, runID, step, editedHash, untrusted.Clean(why, maxAuditDetail))
 	if err != nil {
 		return false, fmt.Errorf("record that run %s refused the edit of step %d: %w", runID, step, err)
 	}

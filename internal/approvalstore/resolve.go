@@ -11,39 +11,20 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // ResolveRequest is one answer about a step whose outcome is unknown, as it
 // came.
 type ResolveRequest struct {
-	Tenant string
-	RunID  string
-	Step   int64
-	// Round is the round the answer is about; 0 means the step's latest.
-	Round int
+	StepRequest
 	// Outcome is ResolutionApplied or ResolutionNotApplied. Anything else
 	// is recorded as an invalid request naming no outcome.
 	Outcome string
 	// Result is the effect's result, with ResolutionApplied only.
 	Result json.RawMessage
 	Note   string
-	// Resolver names who answers, and Role their role, recorded as given.
-	Resolver string
-	Role     string
-	// MayResolve says whether Role lets the requester answer. A request
-	// that may not is recorded as forbidden and refused: [ErrForbidden].
-	MayResolve bool
-	// RemoteAddr, UserAgent and Via (ViaAPI, ViaInbox or ViaCLI) say where
-	// the request came from.
-	RemoteAddr string
-	UserAgent  string
-	Via        string
-	// Invalid, when set, is what the caller found wrong with the request's
-	// values; it is recorded as invalid and refused with [ErrInvalid] after
-	// the checks that leave no row or a forbidden one.
-	Invalid error
 }
 
 // Resolved is what became of an answer that was not refused.
@@ -74,7 +55,7 @@ type Resolved struct {
 func Resolve(ctx context.Context, db DB, r ResolveRequest) (Resolved, error) {
 	if _, err := keys.New(r.Tenant, r.RunID, r.Step, "tool"); err != nil {
 		// No run of the tenant can have this id.
-		return Resolved{}, noResolution(edge.Cut(r.RunID, keys.MaxRunIDLen), r.Step)
+		return Resolved{}, noResolution(untrusted.Cut(r.RunID, keys.MaxRunIDLen), r.Step)
 	}
 	res, err := resolve(ctx, db, r)
 	var pgErr *pgconn.PgError
@@ -124,7 +105,7 @@ func resolve(ctx context.Context, db DB, r ResolveRequest) (Resolved, error) {
 	// An answer locks the round, so that two people are serialised; a
 	// refused request does not.
 	lock := lockRoundSQL
-	if r.MayResolve {
+	if r.May {
 		lock = lockRoundForUpdateSQL
 	}
 	want := max(r.Round, 0)
@@ -156,9 +137,9 @@ func resolve(ctx context.Context, db DB, r ResolveRequest) (Resolved, error) {
 		return Resolved{}, fmt.Errorf("resolve: read step %d of run %s: %w", r.Step, r.RunID, err)
 	}
 	a := resolveAudit{tx: tx, r: r, round: round}
-	if !r.MayResolve {
+	if !r.May {
 		return Resolved{}, a.refuse(ctx, OutcomeForbidden, "the role "+r.Role+" may not resolve",
-			refused(ErrForbidden, fmt.Sprintf("%s is a %s, which may not resolve", r.Resolver, r.Role)))
+			refused(ErrForbidden, fmt.Sprintf("%s is a %s, which may not resolve", r.By, r.Role)))
 	}
 	if bad := r.invalid(); bad != nil {
 		return Resolved{}, a.refuse(ctx, OutcomeInvalid, bad.Error(), &RefusedError{Err: ErrInvalid, Message: bad.Error(), Cause: bad})
@@ -223,12 +204,12 @@ func (r ResolveRequest) invalid() error {
 		return fmt.Errorf("round %d is out of range: rounds are numbered from 1 to %d (0 or none: the latest)", r.Round, MaxRound)
 	}
 	if r.Outcome != ResolutionApplied && r.Outcome != ResolutionNotApplied {
-		return fmt.Errorf("outcome %q is not applied or not_applied", edge.Cut(r.Outcome, 64))
+		return fmt.Errorf("outcome %q is not applied or not_applied", untrusted.Cut(r.Outcome, 64))
 	}
 	if len(r.Result) > 0 {
 		// What is accepted is compared with the next answer and stored on
 		// the key: it must read back as it was sent.
-		return edge.Value("result", r.Result, MaxResultBytes)
+		return untrusted.Value("result", r.Result, MaxResultBytes)
 	}
 	return nil
 }
@@ -257,7 +238,7 @@ func answerOfRecord(ctx context.Context, db DB, tenant, runID string, step int64
 // ones included: members in any order, numbers by their exact value (an
 // id beyond 2⁵³ is not its neighbour).
 func sameJSON(a, b json.RawMessage) bool {
-	same, err := edge.Equal(a, b)
+	same, err := untrusted.Equal(a, b)
 	return err == nil && same
 }
 
@@ -284,12 +265,12 @@ func (a resolveAudit) args(outcome, detail string) []any {
 		}
 	}
 	var result any
-	if len(r.Result) > 0 && edge.Value("result", r.Result, MaxResultBytes) == nil {
+	if len(r.Result) > 0 && untrusted.Value("result", r.Result, MaxResultBytes) == nil {
 		result = []byte(r.Result)
 	}
-	return []any{r.Tenant, r.RunID, r.Step, a.round, decision, outcome, result, edge.Clean(r.Resolver, MaxNameBytes),
-		edge.Clean(r.Role, MaxNameBytes), auditText("note", r.Note, MaxCommentBytes), edge.Clean(r.RemoteAddr, maxAuditRemoteAddr),
-		edge.Clean(r.UserAgent, maxAuditUserAgent), r.Via, edge.Clean(detail, maxAuditDetail)}
+	return []any{r.Tenant, r.RunID, r.Step, a.round, decision, outcome, result, untrusted.Clean(r.By, MaxNameBytes),
+		untrusted.Clean(r.Role, MaxNameBytes), auditText("note", r.Note, MaxCommentBytes), untrusted.Clean(r.RemoteAddr, maxAuditRemoteAddr),
+		untrusted.Clean(r.UserAgent, maxAuditUserAgent), r.Via, untrusted.Clean(detail, maxAuditDetail)}
 }
 
 // commit records the request with outcome and commits.

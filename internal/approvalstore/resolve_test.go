@@ -29,9 +29,9 @@ func setupUnresolved(t *testing.T) *pgxpool.Pool {
 // answer is dana's answer that the refund was applied.
 func answer() approvalstore.ResolveRequest {
 	return approvalstore.ResolveRequest{
-		Tenant: "acme", RunID: "r1", Step: 2, Outcome: approvalstore.ResolutionApplied,
-		Result: json.RawMessage(`{"refund_id": "re_1", "amount": 5}`), Note: "in the dashboard", Resolver: "dana",
-		Role: "approver", MayResolve: true, RemoteAddr: "127.0.0.1", Via: approvalstore.ViaAPI,
+		StepRequest: approvalstore.StepRequest{Tenant: "acme", RunID: "r1", Step: 2, By: "dana", Role: "approver", May: true,
+			RemoteAddr: "127.0.0.1", Via: approvalstore.ViaAPI},
+		Outcome: approvalstore.ResolutionApplied, Result: json.RawMessage(`{"refund_id": "re_1", "amount": 5}`), Note: "in the dashboard",
 	}
 }
 
@@ -55,7 +55,7 @@ func TestResolveRefusals(t *testing.T) {
 	}{
 		{"another tenant's step", func(r *approvalstore.ResolveRequest) { r.Tenant = "globex" }, approvalstore.ErrNotFound, ""},
 		{"a step with no round", func(r *approvalstore.ResolveRequest) { r.Step = 3 }, approvalstore.ErrNotFound, ""},
-		{"a role that may not answer", func(r *approvalstore.ResolveRequest) { r.MayResolve = false }, approvalstore.ErrForbidden, approvalstore.OutcomeForbidden},
+		{"a role that may not answer", func(r *approvalstore.ResolveRequest) { r.May = false }, approvalstore.ErrForbidden, approvalstore.OutcomeForbidden},
 		{"an outcome that is neither", func(r *approvalstore.ResolveRequest) { r.Outcome = "maybe" }, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
 		{"a round the step does not have", func(r *approvalstore.ResolveRequest) { r.Round = 7 }, approvalstore.ErrNotPending, approvalstore.OutcomeNotPending},
 		{"a round past the highest", func(r *approvalstore.ResolveRequest) { r.Round = approvalstore.MaxRound + 1 }, approvalstore.ErrInvalid, approvalstore.OutcomeInvalid},
@@ -110,7 +110,7 @@ func TestResolveRecordsOneAnswerOfRecord(t *testing.T) {
 	assert.JSONEq(t, `{"refund_id":"re_1","amount":5}`, string(rec.Result))
 
 	again := answer()
-	again.Result, again.Note, again.Resolver = json.RawMessage(`{"amount":5,"refund_id":"re_1"}`), "me too", "olga"
+	again.Result, again.Note, again.By = json.RawMessage(`{"amount":5,"refund_id":"re_1"}`), "me too", "olga"
 	res, err = approvalstore.Resolve(ctx, pool, again)
 	require.NoError(t, err)
 	assert.True(t, res.Repeated)

@@ -23,13 +23,14 @@ func TestALimitsRoundIsDecidedOnItsOwn(t *testing.T) {
 	_, err := approvalstore.Decide(ctx, pool, request())
 	require.NoError(t, err)
 	decidedAt := t0.Add(time.Hour)
-	ok, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 2,
-		State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &decidedAt, Comment: "ok", Round: 1})
+	ok, err := approvalstore.RecordOutcome(ctx, pool, approvalstore.Approval{Request: approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 2, Round: 1,
+	}, State: approvalstore.StateApproved, DecidedBy: "dana", DecidedAt: &decidedAt, Comment: "ok"})
 	require.NoError(t, err)
 	require.True(t, ok)
 
 	limit := "over the daily cap for issue_credit: 1,950.00 of 2,000.00 EUR spent, this call 150.00"
-	require.NoError(t, approvalstore.RecordPending(ctx, pool, approvalstore.Approval{
+	require.NoError(t, approvalstore.RecordPending(ctx, pool, approvalstore.Request{
 		Tenant: "acme", RunID: "r1", Step: 2, Tool: "issue_credit", Args: json.RawMessage(`{"order_id":"1001"}`),
 		ArgsHash: hashA, Goal: "refund", Reason: limit, RequestedBy: "ops", RequestedAt: t0.Add(2 * time.Hour),
 		Deadline: t0.Add(74 * time.Hour), Kind: approvalstore.KindLimit, Round: 2,
@@ -57,7 +58,7 @@ func TestALimitsRoundIsDecidedOnItsOwn(t *testing.T) {
 	// An approve of round 2 is accepted as an exception; round 1's
 	// decision of record stays.
 	exc := request()
-	exc.Round, exc.Approver, exc.Comment = 2, "erin", "the customer is owed it"
+	exc.Round, exc.By, exc.Comment = 2, "erin", "the customer is owed it"
 	d, err := approvalstore.Decide(ctx, pool, exc)
 	require.NoError(t, err)
 	assert.False(t, d.Repeated)

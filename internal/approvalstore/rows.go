@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // DB is what the store's statements run on: a *pgxpool.Pool, a *pgx.Conn
@@ -97,22 +97,42 @@ const (
 	maxAuditDetail     = 1000
 )
 
-// Approval is a row of the approvals table: a step that asked for approval,
-// pending or decided, as its run recorded it.
-type Approval struct {
-	Tenant   string          `db:"tenant"`
-	RunID    string          `db:"run_id"`
-	Step     int64           `db:"step"`
-	Tool     string          `db:"tool"`
-	Args     json.RawMessage `db:"args"`
-	ArgsHash string          `db:"args_hash"`
-	Goal     string          `db:"goal"`
-	// Reason is why the step needs approval (the tool's rule).
-	Reason string `db:"reason"`
+// Request is a step's request for a person's decision, as its run makes
+// it: the one model of a pending step. The run's activity takes it
+// (activities.ApprovalRequest), its row keeps it (Approval), and `oncerun
+// approvals` lists it; the approvals API shows it as an approvals.Item.
+type Request struct {
+	Tenant   string          `json:"tenant" db:"tenant"`
+	RunID    string          `json:"run_id" db:"run_id"`
+	Step     int64           `json:"step" db:"step"`
+	Tool     string          `json:"tool" db:"tool"`
+	Args     json.RawMessage `json:"args" db:"args"`
+	ArgsHash string          `json:"args_hash" db:"args_hash"`
+	Goal     string          `json:"goal" db:"goal"`
+	// Reason is why the step needs approval: the tool's rule, or, for Kind
+	// KindLimit, the spend limit the step would cross.
+	Reason string `json:"reason" db:"reason"`
 	// RequestedBy names who started the run.
-	RequestedBy string    `db:"requested_by"`
-	RequestedAt time.Time `db:"requested_at"`
-	Deadline    time.Time `db:"deadline"`
+	RequestedBy string    `json:"requested_by,omitempty" db:"requested_by"`
+	RequestedAt time.Time `json:"requested_at" db:"requested_at"`
+	Deadline    time.Time `json:"deadline" db:"deadline"`
+	// OnExpiry is what the deadline does to the step undecided: "expire"
+	// or "reject", as the run's starter chose.
+	OnExpiry string `json:"on_expiry,omitempty" db:"on_expiry"`
+	// Kind is KindRule when the tool's approval rule asked, KindLimit when
+	// the step would cross a spend limit (Reason says which): approving
+	// it is then an exception.
+	Kind string `json:"kind,omitempty" db:"kind"`
+	// Round numbers the step's waits: a step approved under its rule that
+	// met a limit when it ran waits again, in round 2 of the same row.
+	// Each round has its own decision of record. Empty: the first.
+	Round int `json:"round,omitempty" db:"round"`
+}
+
+// Approval is a row of the approvals table: a step's request, pending or
+// decided, as its run recorded it.
+type Approval struct {
+	Request
 	// State is StatePending, StateApproved, StateRejected, StateExpired
 	// or StateCancelled.
 	State string `db:"state"`
@@ -129,17 +149,6 @@ type Approval struct {
 	// approver edited the step (Args and ArgsHash stay the proposed ones).
 	EditedArgs     json.RawMessage `db:"edited_args"`
 	EditedArgsHash string          `db:"edited_args_hash"`
-	// OnExpiry is what the deadline does to the step undecided: "expire"
-	// or "reject", as the run's starter chose.
-	OnExpiry string `db:"on_expiry"`
-	// Kind is KindRule when the tool's approval rule asked, KindLimit when
-	// the step would cross a spend limit (Reason says which): approving
-	// it is then an exception.
-	Kind string `db:"kind"`
-	// Round numbers the step's waits: a step approved under its rule that
-	// met a limit when it ran waits again, in round 2 of the same row.
-	// Each round has its own decision of record.
-	Round int `db:"round"`
 }
 
 // Approval kinds, as the table spells them.
@@ -237,17 +246,17 @@ type ResolutionRecord struct {
 // started or decided around them, or by an earlier release, must still be
 // listed rather than fail.
 func storable(s string) string {
-	if edge.Text("text", s, len(s)) == nil {
+	if untrusted.Text("text", s, len(s)) == nil {
 		return s
 	}
-	return edge.Escape(s)
+	return untrusted.Escape(s)
 }
 
 // auditText is what a request sent, as an audit row records it: as it was
 // when it is valid text of at most maxBytes, escaped and cut otherwise.
 func auditText(field, s string, maxBytes int) string {
-	if edge.Text(field, s, maxBytes) == nil {
+	if untrusted.Text(field, s, maxBytes) == nil {
 		return s
 	}
-	return edge.Clean(s, maxBytes)
+	return untrusted.Clean(s, maxBytes)
 }

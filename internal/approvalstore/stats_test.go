@@ -22,11 +22,11 @@ var statsT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
 // pending since requestedAt, the way a run does.
 func pauseStep(t *testing.T, pool *pgxpool.Pool, tenant, runID, tool string, requestedAt time.Time) Approval {
 	t.Helper()
-	a := Approval{
+	a := Approval{Request: Request{
 		Tenant: tenant, RunID: runID, Step: 1, Tool: tool, Args: json.RawMessage(`{}`),
 		ArgsHash: strings.Repeat("c", 64), RequestedAt: requestedAt, Deadline: requestedAt.Add(72 * time.Hour),
-	}
-	require.NoError(t, RecordPending(context.Background(), pool, a))
+	}}
+	require.NoError(t, RecordPending(context.Background(), pool, a.Request))
 	return a
 }
 

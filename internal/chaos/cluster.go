@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/oncerun/oncerun/internal/devserver"
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // clusterNodes is how many Temporal nodes the cluster has.
@@ -80,7 +80,7 @@ func (h *harness) startCluster(ctx context.Context) error {
 func (h *harness) createDatabase(ctx context.Context, name string) error {
 	conn, err := pgx.Connect(ctx, h.cfg.DatabaseURL)
 	if err != nil {
-		return fmt.Errorf("connect to PostgreSQL (%s): %w", edge.Redact(h.cfg.DatabaseURL), err)
+		return fmt.Errorf("connect to PostgreSQL (%s): %w", untrusted.Redact(h.cfg.DatabaseURL), err)
 	}
 	defer conn.Close(ctx)
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {

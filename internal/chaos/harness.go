@@ -23,9 +23,9 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/devserver"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -201,7 +201,7 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 func (h *harness) makeDatabase(ctx context.Context, name string) error {
 	u, err := url.Parse(h.cfg.DatabaseURL)
 	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		return fmt.Errorf("chaos: DATABASE_URL %q: want a postgres:// URL", edge.Redact(h.cfg.DatabaseURL))
+		return fmt.Errorf("chaos: DATABASE_URL %q: want a postgres:// URL", untrusted.Redact(h.cfg.DatabaseURL))
 	}
 	if err := h.createDatabase(ctx, name); err != nil {
 		return err

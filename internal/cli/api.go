@@ -10,8 +10,8 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // Environment variables of the CLI's API mode.
@@ -34,7 +34,7 @@ func (c *connections) api() (*approvals.Client, error) {
 	}
 	u, err := url.Parse(c.env.APIURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%s %s is not an http or https URL such as https://approvals.example.com", EnvAPI, edge.Redact(c.env.APIURL))
+		return nil, fmt.Errorf("%s %s is not an http or https URL such as https://approvals.example.com", EnvAPI, untrusted.Redact(c.env.APIURL))
 	}
 	return &approvals.Client{BaseURL: c.env.APIURL, Token: c.env.Token}, nil
 }

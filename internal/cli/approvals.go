@@ -15,8 +15,8 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -253,10 +253,6 @@ func readEditArgs(path string) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// pastTense says what a decision did to a step.
-var pastTense = map[workflows.Decision]string{workflows.DecisionApprove: "approved", workflows.DecisionReject: "rejected",
-	workflows.DecisionEdit: "edited and approved"}
-
 // decideViaAPI sends a decision through the API and says what became of it.
 func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f decisionFlags) error {
 	// Without --args-hash, the step's hash and round are read now: the
@@ -290,10 +286,10 @@ func decideViaAPI(ctx context.Context, out io.Writer, api *approvals.Client, f d
 	}
 	rec := res.Decision
 	if status == 200 {
-		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", f.step, f.runID, pastTense[rec.Decision], rec.Approver, when(rec.DecidedAt))
+		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", f.step, f.runID, rec.Decision.PastTense(), rec.Approver, when(rec.DecidedAt))
 		return nil
 	}
-	fmt.Fprintf(out, "%s step %d of run %s as %s; the run applies the decision\n", pastTense[rec.Decision], f.step, f.runID, rec.Approver)
+	fmt.Fprintf(out, "%s step %d of run %s as %s; the run applies the decision\n", rec.Decision.PastTense(), f.step, f.runID, rec.Approver)
 	return nil
 }
 
@@ -313,7 +309,7 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 	if err := (workflows.Approval{Decision: f.decision, Approver: approver, Args: f.args}).Validate(); err != nil {
 		return fmt.Errorf("--as: %w", err)
 	}
-	if err := edge.Text("comment", f.comment, workflows.MaxCommentBytes); err != nil {
+	if err := untrusted.Text("comment", f.comment, workflows.MaxCommentBytes); err != nil {
 		return fmt.Errorf("--%w", err)
 	}
 	ctx := cmd.Context()
@@ -341,16 +337,12 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 		// Nothing is recorded for a step the run does not wait on.
 		decided := ""
 		if ap := step.Approval; ap != nil && ap.Decision != "" {
-			decided = fmt.Sprintf("; it was %s by %s at %s", pastTense[ap.Decision], ap.Approver, when(ap.DecidedAt))
+			decided = fmt.Sprintf("; it was %s by %s at %s", ap.Decision.PastTense(), ap.Approver, when(ap.DecidedAt))
 		}
 		return fmt.Errorf("run %s step %d (%s) is %s: %w%s", f.runID, f.step, step.Tool, step.State, runs.ErrNotPending, decided)
 	}
-	d, err := rc.Decide(ctx, rc.Pool, approvalstore.DecisionRequest{
-		Tenant: f.tenant, RunID: f.runID, Step: f.step, Decision: string(f.decision), ArgsHash: cmp.Or(f.argsHash, step.ArgsHash),
-		EditedArgs: f.args, Comment: f.comment, Approver: approver, Role: approvalstore.RoleLocal, MayDecide: true,
-		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
-		Round: cmp.Or(f.round, waitRound(step.Approval)),
-	})
+	d, err := rc.Decide(ctx, rc.Pool, approvalstore.DecisionRequest{StepRequest: local(f.tenant, f.runID, f.step, cmp.Or(f.round, waitRound(step.Approval)), approver),
+		Decision: string(f.decision), ArgsHash: cmp.Or(f.argsHash, step.ArgsHash), EditedArgs: f.args, Comment: f.comment})
 	if errors.Is(err, approvalstore.ErrNotFound) {
 		return notInDatabase(conn.env, f.runID, f.step, "waits for approval")
 	}
@@ -368,13 +360,13 @@ func decideDirect(cmd *cobra.Command, conn *connections, f decisionFlags) error 
 	case f.asJSON:
 		return writeJSON(out, approvals.DecideResponse{Decision: decisionJSON(rec), Repeated: d.Repeated})
 	case d.Repeated:
-		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", f.step, f.runID, pastTense[f.decision], rec.Approver, when(rec.DecidedAt))
+		fmt.Fprintf(out, "step %d of run %s was already %s by %s at %s\n", f.step, f.runID, f.decision.PastTense(), rec.Approver, when(rec.DecidedAt))
 	case step.State == workflows.StepPendingApproval:
 		fmt.Fprintf(out, "%s step %d of run %s as %s; the run has not applied it yet (is a worker running?)\n",
-			pastTense[f.decision], f.step, f.runID, approver)
+			f.decision.PastTense(), f.step, f.runID, approver)
 	default:
 		fmt.Fprintf(out, "%s step %d (%s) of run %s as %s; the step is now %s\n",
-			pastTense[f.decision], f.step, step.Tool, f.runID, approver, step.State)
+			f.decision.PastTense(), f.step, step.Tool, f.runID, approver, step.State)
 	}
 	return nil
 }
@@ -410,5 +402,5 @@ func waitRound(ap *workflows.StepApproval) int {
 // run's workers use.
 func notInDatabase(env Env, runID string, step int64, doing string) error {
 	return fmt.Errorf("run %s exists in Temporal, and its step %d %s, but the database at %s does not hold the run: "+
-		"set DATABASE_URL to the database its workers use", runID, step, doing, edge.Redact(env.databaseURL()))
+		"set DATABASE_URL to the database its workers use", runID, step, doing, untrusted.Redact(env.databaseURL()))
 }

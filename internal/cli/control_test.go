@@ -175,8 +175,10 @@ func TestCancelDirect(t *testing.T) {
 	ctx := context.Background()
 	conn := pgtest.Connect(t, db)
 	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
-	require.NoError(t, approvalstore.RecordPending(ctx, conn, approvalstore.Approval{Tenant: "acme", RunID: "r1", Step: 2,
-		Tool: "issue_credit", Args: json.RawMessage(`{}`), ArgsHash: strings.Repeat("a", 64), RequestedAt: at, Deadline: at.Add(time.Hour)}))
+	require.NoError(t, approvalstore.RecordPending(ctx, conn, approvalstore.Request{
+		Tenant: "acme", RunID: "r1", Step: 2, Tool: "issue_credit", Args: json.RawMessage(`{}`),
+		ArgsHash: strings.Repeat("a", 64), RequestedAt: at, Deadline: at.Add(time.Hour),
+	}))
 	before := workflows.Status{Tenant: "acme", RunID: "r1", State: workflows.RunWaitingForApproval, Steps: []workflows.Step{
 		{Step: 2, Tool: "issue_credit", State: workflows.StepPendingApproval, Approval: &workflows.StepApproval{Reason: "amount"}}}}
 	after := before
@@ -350,10 +352,11 @@ func TestApprovalsDirectShowsDeclaredAmountsAsMoney(t *testing.T) {
 	t.Parallel()
 	db := pgtest.NewDB(t)
 	now := time.Now()
-	require.NoError(t, approvalstore.RecordPending(context.Background(), pgtest.Connect(t, db), approvalstore.Approval{
+	require.NoError(t, approvalstore.RecordPending(context.Background(), pgtest.Connect(t, db), approvalstore.Request{
 		Tenant: "acme", RunID: "r1", Step: 3, Tool: "issue_credit", Reason: "amount_cents above 10000",
 		Args:     json.RawMessage(`{"order_id":"1001","reason":"the parcel arrived damaged and the customer sent photos","amount_cents":25900,"currency":"EUR"}`),
-		ArgsHash: strings.Repeat("a", 64), RequestedAt: now, Deadline: now.Add(time.Hour)}))
+		ArgsHash: strings.Repeat("a", 64), RequestedAt: now, Deadline: now.Add(time.Hour),
+	}))
 	out, err := run(t, Env{Temporal: &mocks.Client{}, DatabaseURL: db.URL}, "approvals", "--tenant", "acme")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `\nacme +r1 +3 +issue_credit +rule +259\.00 EUR +\{`, out)

@@ -266,7 +266,7 @@ func TestApprovalsSayWhichStepsWaitAtALimit(t *testing.T) {
 
 	db := pgtest.NewDB(t)
 	now := time.Now()
-	for _, a := range []approvalstore.Approval{
+	for _, a := range []approvalstore.Request{
 		{RunID: "r1", Kind: approvalstore.KindLimit, Reason: "over the daily cap for issue_credit"},
 		{RunID: "r2", Reason: "amount_cents above 10000"},
 	} {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -107,7 +107,7 @@ func (f resolveFlags) request() (approvals.ResolveRequest, error) {
 		}
 		// Checked as the service checks it, so that the error names the
 		// flag: JSON whose strings are text and whose numbers read back.
-		if err := edge.Value("--result", []byte(f.result), workflows.MaxResultBytes); err != nil {
+		if err := untrusted.Value("--result", []byte(f.result), workflows.MaxResultBytes); err != nil {
 			return approvals.ResolveRequest{}, err
 		}
 		req.Result = json.RawMessage(f.result)
@@ -162,11 +162,8 @@ func resolveDirect(cmd *cobra.Command, conn *connections, f resolveFlags, req ap
 		// The answer is about the round the run waits on.
 		req.Round = step.Resolution.Round
 	}
-	res, err := rc.Resolve(cmd.Context(), rc.Pool, approvalstore.ResolveRequest{
-		Tenant: f.tenant, RunID: f.runID, Step: f.step, Round: req.Round, Outcome: req.Outcome, Result: req.Result,
-		Note: req.Note, Resolver: resolver, Role: approvalstore.RoleLocal, MayResolve: true,
-		RemoteAddr: approvalstore.RemoteLocal, UserAgent: cliUserAgent, Via: approvalstore.ViaCLI,
-	})
+	res, err := rc.Resolve(cmd.Context(), rc.Pool, approvalstore.ResolveRequest{StepRequest: local(f.tenant, f.runID, f.step, req.Round, resolver),
+		Outcome: req.Outcome, Result: req.Result, Note: req.Note})
 	if errors.Is(err, approvalstore.ErrNotFound) {
 		return approvals.ResolveResponse{}, notInDatabase(conn.env, f.runID, f.step, "needs resolution")
 	}
@@ -200,4 +197,12 @@ func printResolution(out io.Writer, res approvals.ResolveResponse, asJSON bool) 
 	fmt.Fprintf(out, "answered %s%s for round %d of step %d of run %s as %s; the run applies the answer\n",
 		r.Outcome, result, r.Round, r.Step, r.RunID, r.Resolver)
 	return nil
+}
+
+// local is a request of the CLI's, by who, about a round of step of run
+// runID of tenant.
+func local(tenant, runID string, step int64, round int, who string) approvalstore.StepRequest {
+	r := approvalstore.Local(tenant, runID, step, who)
+	r.Round, r.UserAgent = round, cliUserAgent
+	return r
 }

@@ -16,10 +16,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/temporalconn"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/worker"
 )
@@ -135,12 +135,12 @@ func NewRoot(env Env) *cobra.Command {
 }
 
 // Execute runs root with what it prints escaped for a terminal (see
-// edge.TerminalWriter), so that no text from a run, a planner or a server
+// untrusted.TerminalWriter), so that no text from a run, a planner or a server
 // (a goal, a tool's result, an error) can move the cursor, change colours or
 // hide what is shown; JSON output stays valid JSON. main runs the CLI
 // through it.
 func Execute(ctx context.Context, root *cobra.Command, stdout, stderr io.Writer) error {
-	out, errOut := edge.NewTerminalWriter(stdout), edge.NewTerminalWriter(stderr)
+	out, errOut := untrusted.NewTerminalWriter(stdout), untrusted.NewTerminalWriter(stderr)
 	root.SetOut(out)
 	root.SetErr(errOut)
 	err := root.ExecuteContext(ctx)

@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/approvals"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -52,7 +52,7 @@ func ReadPlan(path string, reg *tools.Registry) ([]planner.Call, error) {
 // parsePlan checks the content raw of the plan file named name.
 func parsePlan(name string, raw []byte, reg *tools.Registry) ([]planner.Call, error) {
 	var pf PlanFile
-	if err := edge.Decode(raw, &pf); err != nil {
+	if err := untrusted.Decode(raw, &pf); err != nil {
 		return nil, fmt.Errorf("plan %s is not a valid plan file: %w", name, err)
 	}
 	if len(pf.Steps) == 0 {
@@ -209,7 +209,7 @@ func parseSpend(v string) (map[string]int64, error) {
 	v = strings.TrimSpace(v)
 	out := map[string]int64{}
 	if strings.HasPrefix(v, "{") {
-		if err := edge.Decode([]byte(v), &out); err != nil {
+		if err := untrusted.Decode([]byte(v), &out); err != nil {
 			return nil, fmt.Errorf("--spend: %w", err)
 		}
 		return out, nil

@@ -30,10 +30,10 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/approvals/inbox"
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/payments"
@@ -43,6 +43,7 @@ import (
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/temporalconn"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
@@ -295,7 +296,7 @@ func (d *demo) setUp(ctx context.Context) error {
 		return err
 	}
 	d.dbURL = url
-	d.say("1. Recreated database %q on %s.", demoDatabase, edge.Redact(d.serverURL))
+	d.say("1. Recreated database %q on %s.", demoDatabase, untrusted.Redact(d.serverURL))
 	if d.providers, err = startProviders(ctx, d.dir, &d.ext); err != nil {
 		return err
 	}
@@ -383,11 +384,15 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ib, err := inbox.New(inbox.Config{API: srv})
+	if err != nil {
+		return err
+	}
 	sctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	d.apStop, d.apDone = stop, make(chan error, 1)
 	listening := make(chan string, 1)
 	go func() {
-		d.apDone <- approvals.ListenAndServe(sctx, addr, srv.Handler(), nil, func(a net.Addr) { listening <- a.String() })
+		d.apDone <- approvals.ListenAndServe(sctx, addr, ib.Handler(), nil, func(a net.Addr) { listening <- a.String() })
 	}()
 	select {
 	case a := <-listening:
@@ -645,11 +650,11 @@ func (d *demo) startWorker(ctx context.Context, label, name, crashAfter string) 
 func recreateDatabase(ctx context.Context, serverURL, name string) (string, error) {
 	u, err := url.Parse(serverURL)
 	if err != nil || !strings.HasPrefix(u.Scheme, "postgres") {
-		return "", fmt.Errorf("DATABASE_URL %q: the demo needs a postgres:// URL", edge.Redact(serverURL))
+		return "", fmt.Errorf("DATABASE_URL %q: the demo needs a postgres:// URL", untrusted.Redact(serverURL))
 	}
 	conn, err := pgx.Connect(ctx, serverURL)
 	if err != nil {
-		return "", fmt.Errorf("connect to PostgreSQL (DATABASE_URL %s): %w", edge.Redact(serverURL), err)
+		return "", fmt.Errorf("connect to PostgreSQL (DATABASE_URL %s): %w", untrusted.Redact(serverURL), err)
 	}
 	defer conn.Close(ctx)
 	ident := pgx.Identifier{name}.Sanitize()

@@ -16,9 +16,9 @@ import (
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
 	"github.com/oncerun/oncerun/internal/devserver"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/temporalconn"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -116,7 +116,7 @@ or through the approvals service, as an approver on another machine would:
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
-`, temporalLine, edge.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile,
+`, temporalLine, untrusted.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile,
 			strings.Join(prov.lines, "\n  "), tokenLine,
 			exports(w)+providerExports(prov.env), approvalsURL, self, plan, step)
 	}

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/sandbox/payments"
 	"github.com/oncerun/oncerun/internal/settings"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -51,7 +51,7 @@ func startProviders(ctx context.Context, dataDir string, ext *worker.ExternalCon
 		// The sandbox's key is its well-known default, no secret.
 		p.env = append(p.env, settings.EnvPaymentsBaseURL+"="+run.URL(), settings.EnvPaymentsAPIKey+"="+payments.DefaultAPIKey)
 	} else {
-		p.lines = append(p.lines, fmt.Sprintf("payments    %s (PAYMENTS_BASE_URL)", edge.Redact(ext.Payments.BaseURL)))
+		p.lines = append(p.lines, fmt.Sprintf("payments    %s (PAYMENTS_BASE_URL)", untrusted.Redact(ext.Payments.BaseURL)))
 	}
 	if ext.SMTP.Addr == "" {
 		srv, err := mailtest.Start(mailtest.Config{Addr: "127.0.0.1:0"})

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // MaxResultBytes bounds a result the store keeps, as it bounds a run's
@@ -29,9 +29,9 @@ var ErrUnstorable = errors.New("result cannot be stored")
 
 // UnstorableError reports a result the store refuses, saying why.
 type UnstorableError struct {
-	// Reason says what is wrong and where, from internal/edge.
+	// Reason says what is wrong and where, from internal/untrusted.
 	Reason string
-	// Excerpt is the result, escaped (edge.Escape) and cut to its first 300
+	// Excerpt is the result, escaped (untrusted.Escape) and cut to its first 300
 	// bytes, so that a person who settles it sees what came back.
 	Excerpt string
 }
@@ -47,15 +47,15 @@ func (e *UnstorableError) Is(target error) bool { return target == ErrUnstorable
 
 // CheckResult reports why the store would refuse result, as an
 // [*UnstorableError], or nil. The rules are those of a value kept as it
-// came (internal/edge.Value): valid JSON of at most MaxResultBytes, nesting
-// at most edge.MaxJSONDepth deep, no NUL in a string, numbers that can be
+// came (internal/untrusted.Value): valid JSON of at most MaxResultBytes, nesting
+// at most untrusted.MaxJSONDepth deep, no NUL in a string, numbers that can be
 // read back. Other control characters are data: kept, and escaped wherever
 // a result is shown. An empty result is JSON null.
 func CheckResult(result json.RawMessage) error {
 	if len(result) == 0 {
 		return nil
 	}
-	if err := edge.Value("result", result, MaxResultBytes); err != nil {
+	if err := untrusted.Value("result", result, MaxResultBytes); err != nil {
 		return &UnstorableError{Reason: err.Error(), Excerpt: excerpt(result)}
 	}
 	return nil
@@ -63,11 +63,11 @@ func CheckResult(result json.RawMessage) error {
 
 // excerpt is result escaped, cut to maxExcerptBytes with an ellipsis.
 func excerpt(result json.RawMessage) string {
-	s := edge.Escape(string(result))
+	s := untrusted.Escape(string(result))
 	if len(s) <= maxExcerptBytes {
 		return s
 	}
-	return edge.Cut(s, maxExcerptBytes) + "…"
+	return untrusted.Cut(s, maxExcerptBytes) + "…"
 }
 
 // storedResult returns result as the store keeps it: null when empty,
@@ -83,6 +83,6 @@ func storedResult(result json.RawMessage) (json.RawMessage, error) {
 // answer may hold a NUL, which a jsonb column refuses, or bytes that are
 // not UTF-8) and cut to maxFailureBytes.
 func (f Failure) stored() Failure {
-	f.Message = edge.Clean(f.Message, maxFailureBytes)
+	f.Message = untrusted.Clean(f.Message, maxFailureBytes)
 	return f
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/approvals/inbox"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
@@ -69,7 +70,9 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	}
 	srv, err := approvals.New(cfg)
 	require.NoError(e.t, err)
-	a.srv = httptest.NewServer(srv.Handler())
+	ib, err := inbox.New(inbox.Config{API: srv, MaxBodyBytes: cfg.MaxBodyBytes, DBTimeout: cfg.DBTimeout, Log: e.logger("inbox")})
+	require.NoError(e.t, err)
+	a.srv = httptest.NewServer(ib.Handler())
 	e.t.Cleanup(a.srv.Close)
 	return a
 }

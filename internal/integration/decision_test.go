@@ -27,11 +27,7 @@ func (e *env) decide(runID string, step int64, decision workflows.Decision, appr
 	st, err := e.runs.Status(ctx, "acme", runID)
 	require.NoError(e.t, err)
 	require.Greater(e.t, len(st.Steps), int(step-1))
-	d, err := e.runs.Decide(ctx, e.pool, approvalstore.DecisionRequest{
-		Tenant: "acme", RunID: runID, Step: step, Decision: string(decision), ArgsHash: st.Steps[step-1].ArgsHash,
-		Comment: comment, Approver: approver, Role: approvalstore.RoleLocal, MayDecide: true,
-		RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI,
-	})
+	d, err := e.runs.Decide(ctx, e.pool, approvalstore.DecisionRequest{StepRequest: approvalstore.Local("acme", runID, step, approver), Decision: string(decision), ArgsHash: st.Steps[step-1].ArgsHash, Comment: comment})
 	require.NoError(e.t, err)
 	s, err := e.runs.AwaitDecision(ctx, d.Decision, 30*time.Second)
 	require.NoError(e.t, err)
@@ -129,9 +125,11 @@ func TestCLIDirectDecisionFollowsTheDecisionOfRecord(t *testing.T) {
 	st, err := e.runs.Status(context.Background(), "acme", run)
 	require.NoError(t, err)
 	// Recorded through the approvals service's API, whose signal was lost.
-	_, err = approvalstore.Decide(context.Background(), e.pool, approvalstore.DecisionRequest{Tenant: "acme", RunID: run, Step: 3,
-		Decision: approvalstore.DecisionApprove, ArgsHash: st.Steps[2].ArgsHash, Approver: "olga", Role: "approver", MayDecide: true,
-		RemoteAddr: "127.0.0.1", Via: approvalstore.ViaAPI})
+	_, err = approvalstore.Decide(context.Background(), e.pool, approvalstore.DecisionRequest{
+		StepRequest: approvalstore.StepRequest{Tenant: "acme", RunID: run, Step: 3, By: "olga", Role: "approver", May: true,
+			RemoteAddr: "127.0.0.1", Via: approvalstore.ViaAPI},
+		Decision: approvalstore.DecisionApprove, ArgsHash: st.Steps[2].ArgsHash,
+	})
 	require.NoError(t, err)
 
 	out, err := e.oncerun("reject", "--tenant", "acme", "--run-id", run, "--step", "3")

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/approvals"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -64,7 +64,7 @@ func TestExampleModuleRunsItsOwnTool(t *testing.T) {
 	var pf struct {
 		Steps []tools.ProposedCall `json:"steps"`
 	}
-	require.NoError(t, edge.Decode(raw, &pf))
+	require.NoError(t, untrusted.Decode(raw, &pf))
 
 	// Through the approvals API of `loyalty dev`.
 	_, code, err := api.Start(ctx, approvals.StartRequest{RunID: "r-api", Plan: pf.Steps})

@@ -235,9 +235,10 @@ func (w *decisionFuzzWorld) seedSteps(t *testing.T, tenant, runID string) {
 	t.Helper()
 	ctx := context.Background()
 	now := time.Now()
-	require.NoError(t, approvalstore.RecordPending(ctx, w.e.pool, approvalstore.Approval{
-		Tenant: tenant, RunID: runID, Step: 2, Tool: w.credit.Tool.Name, Args: w.credit.Args, ArgsHash: w.credit.ArgsHash,
-		Goal: "refund order 1001", Reason: "amount_cents above 10000", RequestedBy: "ops", RequestedAt: now, Deadline: now.Add(time.Hour),
+	require.NoError(t, approvalstore.RecordPending(ctx, w.e.pool, approvalstore.Request{
+		Tenant: tenant, RunID: runID, Step: 2, Tool: w.credit.Tool.Name, Args: w.credit.Args,
+		ArgsHash: w.credit.ArgsHash, Goal: "refund order 1001", Reason: "amount_cents above 10000", RequestedBy: "ops",
+		RequestedAt: now, Deadline: now.Add(time.Hour),
 	}))
 	key, err := keys.New(tenant, runID, 3, "refund_payment")
 	require.NoError(t, err)

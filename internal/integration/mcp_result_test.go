@@ -75,10 +75,7 @@ func TestMCPToolWhoseResultCannotBeStoredWaitsForAPerson(t *testing.T) {
 	assert.Contains(t, out, "needs_resolution")
 	assert.Contains(t, out, "result holds a NUL character (U+0000) at note")
 
-	_, err = e.runs.Resolve(context.Background(), e.pool, approvalstore.ResolveRequest{Tenant: "acme", RunID: run, Step: 1,
-		Outcome: approvalstore.ResolutionApplied, Result: json.RawMessage(`{"ticket":1,"note":"a b"}`), Resolver: "dana",
-		Role: approvalstore.RoleLocal, MayResolve: true, RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI,
-		Note: "the ticket is in the desk's view"})
+	_, err = e.runs.Resolve(context.Background(), e.pool, approvalstore.ResolveRequest{StepRequest: approvalstore.Local("acme", run, 1, "dana"), Outcome: approvalstore.ResolutionApplied, Result: json.RawMessage(`{"ticket":1,"note":"a b"}`), Note: "the ticket is in the desk's view"})
 	require.NoError(t, err)
 	st = e.result("acme", run)
 	require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)

@@ -167,9 +167,7 @@ func TestMCPServerThatIgnoresTheKeyIsAtLeastOnce(t *testing.T) {
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "(at-least-once)")
 
-	_, err = w.runs.Resolve(context.Background(), w.pool, approvalstore.ResolveRequest{Tenant: "acme", RunID: run, Step: 1,
-		Outcome: approvalstore.ResolutionNotApplied, Resolver: "dana", Role: approvalstore.RoleLocal, MayResolve: true,
-		RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI, Note: "no ticket in the desk's view"})
+	_, err = w.runs.Resolve(context.Background(), w.pool, approvalstore.ResolveRequest{StepRequest: approvalstore.Local("acme", run, 1, "dana"), Outcome: approvalstore.ResolutionNotApplied, Note: "no ticket in the desk's view"})
 	require.NoError(t, err)
 	st = w.result("acme", run)
 	require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)

@@ -388,9 +388,7 @@ func TestResolveCLI(t *testing.T) {
 	// takes, with the database's credentials, an audit row via cli, and the
 	// signal.
 	direct := func(outcome string) (approvalstore.Resolved, error) {
-		return e.runs.Resolve(context.Background(), e.pool, approvalstore.ResolveRequest{Tenant: "acme", RunID: open, Step: 2,
-			Outcome: outcome, Note: "not in the provider's ledger", Resolver: "sre", Role: approvalstore.RoleLocal, MayResolve: true,
-			RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI})
+		return e.runs.Resolve(context.Background(), e.pool, approvalstore.ResolveRequest{StepRequest: approvalstore.Local("acme", open, 2, "sre"), Outcome: outcome, Note: "not in the provider's ledger"})
 	}
 	res, err := direct("not_applied")
 	require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // roundTripper sends the requests of an http server's session. It puts the
@@ -18,7 +18,7 @@ import (
 // step's key as the Idempotency-Key header; it records whether that request
 // was written and how it was answered. It refuses a redirect to another
 // origin, and one that would turn a POST into a GET
-// (edge.SameOriginRedirects): Go's client would send the next request
+// (untrusted.SameOriginRedirects): Go's client would send the next request
 // through it, token and key added again, wherever the Location points. The
 // refusal is its error rather than the client's CheckRedirect's, which the
 // client would report under the Location as the server sent it.
@@ -39,7 +39,7 @@ func newRoundTripper(base http.RoundTripper, endpoint, bearer string) *roundTrip
 	if err != nil {
 		return rt
 	}
-	if shown, err := url.Parse(edge.Redact(endpoint)); err == nil {
+	if shown, err := url.Parse(untrusted.Redact(endpoint)); err == nil {
 		rt.shown, rt.configured = shown.String(), configured
 	}
 	return rt
@@ -86,7 +86,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	if isCall {
 		st.status.Store(int32(resp.StatusCode))
 	}
-	if err := edge.SameOriginRedirects.Check(resp); err != nil {
+	if err := untrusted.SameOriginRedirects.Check(resp); err != nil {
 		resp.Body.Close()
 		return nil, err
 	}

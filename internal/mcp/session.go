@@ -10,7 +10,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // errClosed is what a tool of a closed [Discovered] answers.
@@ -57,11 +57,11 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 }
 
 // describe names the server and where it is, for errors and logs: the
-// URL redacted (edge.Redact), as every error that names it ends up in
+// URL redacted (untrusted.Redact), as every error that names it ends up in
 // a key's recorded failure and the run's Temporal history.
 func (s *server) describe() string {
 	if s.cfg.Transport == TransportHTTP {
-		return fmt.Sprintf("MCP server %s (http %s)", s.cfg.Name, edge.Redact(s.cfg.URL))
+		return fmt.Sprintf("MCP server %s (http %s)", s.cfg.Name, untrusted.Redact(s.cfg.URL))
 	}
 	return fmt.Sprintf("MCP server %s (stdio %s)", s.cfg.Name, s.cfg.Command)
 }

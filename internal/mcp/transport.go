@@ -14,7 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // transport returns a new transport to the server: each connection needs
@@ -32,7 +32,7 @@ func (s *server) transport() mcpsdk.Transport {
 			// which end up in logs, a key's recorded failure and the run's
 			// history: they are given it redacted, and the roundTripper
 			// puts the credentials back on the requests to it.
-			Endpoint:   edge.Redact(s.cfg.URL),
+			Endpoint:   untrusted.Redact(s.cfg.URL),
 			HTTPClient: &http.Client{Transport: newRoundTripper(base, s.cfg.URL, s.bearer)},
 			// oncerun only calls: it needs no messages the server would
 			// start.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -54,7 +54,7 @@ func (s ServerConfig) validate() []error {
 	case TransportHTTP:
 		u, err := url.Parse(s.URL)
 		if s.URL == "" || err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			bad("url %q: an http server needs an http or https URL", edge.Redact(s.URL))
+			bad("url %q: an http server needs an http or https URL", untrusted.Redact(s.URL))
 		}
 		if s.BearerTokenEnv != "" && !envNamePattern.MatchString(s.BearerTokenEnv) {
 			bad("bearer_token_env %q: not an environment variable name", s.BearerTokenEnv)

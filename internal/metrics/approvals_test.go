@@ -23,11 +23,11 @@ import (
 func pause(t *testing.T, pool *pgxpool.Pool, tenant, runID, tool string, ago time.Duration) approvalstore.Approval {
 	t.Helper()
 	at := time.Now().Add(-ago)
-	a := approvalstore.Approval{
+	a := approvalstore.Approval{Request: approvalstore.Request{
 		Tenant: tenant, RunID: runID, Step: 1, Tool: tool, Args: json.RawMessage(`{}`),
 		ArgsHash: strings.Repeat("c", 64), RequestedAt: at, Deadline: at.Add(72 * time.Hour),
-	}
-	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, a))
+	}}
+	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, a.Request))
 	return a
 }
 

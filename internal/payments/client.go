@@ -20,7 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -63,7 +63,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	u, err := url.Parse(cfg.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("payments: BaseURL %q is not an http or https URL", edge.Redact(cfg.BaseURL))
+		return nil, fmt.Errorf("payments: BaseURL %q is not an http or https URL", untrusted.Redact(cfg.BaseURL))
 	}
 	if cfg.APIKey == "" {
 		return nil, errors.New("payments: APIKey (PAYMENTS_API_KEY) is empty")
@@ -79,7 +79,7 @@ func New(cfg Config) (*Client, error) {
 	// Idempotency-Key wherever a 307 points: the API key must reach the
 	// provider only.
 	httpc := *cfg.HTTP
-	httpc.CheckRedirect = edge.NoRedirects.CheckRedirect
+	httpc.CheckRedirect = untrusted.NoRedirects.CheckRedirect
 	cfg.HTTP = &httpc
 	return &Client{cfg: cfg, base: u}, nil
 }
@@ -204,7 +204,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, key s
 		}
 	}
 	resp, err := c.cfg.HTTP.Do(req)
-	if redirect := (*edge.RedirectError)(nil); errors.As(err, &redirect) {
+	if redirect := (*untrusted.RedirectError)(nil); errors.As(err, &redirect) {
 		// Not err itself: it repeats the Location as the provider sent it.
 		err = fmt.Errorf("%s %s: %w", method, path, redirect)
 		if redirect.Repeat() {

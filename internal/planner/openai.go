@@ -15,7 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // Defaults for [OpenAIConfig].
@@ -77,10 +77,10 @@ func (c OpenAIConfig) validate() error {
 	}
 	u, err := url.Parse(c.BaseURL)
 	if err != nil {
-		return fmt.Errorf("OpenAIConfig.BaseURL %s is not a URL", edge.Redact(c.BaseURL))
+		return fmt.Errorf("OpenAIConfig.BaseURL %s is not a URL", untrusted.Redact(c.BaseURL))
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("OpenAIConfig.BaseURL %q is not an absolute http or https URL", edge.Redact(c.BaseURL))
+		return fmt.Errorf("OpenAIConfig.BaseURL %q is not an absolute http or https URL", untrusted.Redact(c.BaseURL))
 	}
 	return nil
 }

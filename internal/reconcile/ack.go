@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // Bounds on an acknowledgement's text.
@@ -32,10 +32,10 @@ func Ack(ctx context.Context, pool *pgxpool.Pool, id int64, by, note string) (Fi
 	case note == "":
 		return Finding{}, errors.New("acknowledge: note is empty; say why the drift is accepted or how it was repaired")
 	}
-	if err := edge.Text("by", by, MaxAckByBytes); err != nil {
+	if err := untrusted.Text("by", by, MaxAckByBytes); err != nil {
 		return Finding{}, fmt.Errorf("acknowledge: %w", err)
 	}
-	if err := edge.Text("note", note, MaxAckNoteBytes); err != nil {
+	if err := untrusted.Text("note", note, MaxAckNoteBytes); err != nil {
 		return Finding{}, fmt.Errorf("acknowledge: %w", err)
 	}
 	rows, err := pool.Query(ctx, `

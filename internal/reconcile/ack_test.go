@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // open records one finding and returns its id.
@@ -56,7 +56,7 @@ func TestAckRefusesBadText(t *testing.T) {
 	_, err = reconcile.Ack(ctx, f.pool, id, "", "checked")
 	require.ErrorContains(t, err, "no one named")
 	_, err = reconcile.Ack(ctx, f.pool, id, "alice", "ok\x1b[2J")
-	require.ErrorIs(t, err, edge.ErrInvalid)
+	require.ErrorIs(t, err, untrusted.ErrInvalid)
 
 	rep, err := reconcile.Pass(ctx, f.config())
 	require.NoError(t, err)

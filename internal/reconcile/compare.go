@@ -7,9 +7,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // Bounds on the provider's text kept in a finding.
@@ -181,7 +181,7 @@ func providerIDs(g []Entry) string {
 func currency(s string) string { return clean(strings.ToLower(s), maxCurrencyBytes) }
 
 // clean makes a provider's text storable and safe to show.
-func clean(s string, maxBytes int) string { return edge.Clean(s, maxBytes) }
+func clean(s string, maxBytes int) string { return untrusted.Clean(s, maxBytes) }
 
 // jsonValue is raw when it is JSON, else raw as a JSON string; nil stays
 // nil.
@@ -189,7 +189,7 @@ func jsonValue(raw json.RawMessage) json.RawMessage {
 	if len(raw) == 0 || json.Valid(raw) {
 		return raw
 	}
-	b, _ := json.Marshal(edge.Escape(string(raw)))
+	b, _ := json.Marshal(untrusted.Escape(string(raw)))
 	return b
 }
 

@@ -13,7 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -86,16 +86,16 @@ func (c *Client) Decide(ctx context.Context, db approvalstore.DB, r approvalstor
 func checkDecision(r approvalstore.DecisionRequest) error {
 	d := workflows.Decision(r.Decision)
 	if d != workflows.DecisionApprove && d != workflows.DecisionReject && d != workflows.DecisionEdit {
-		return fmt.Errorf("decision %q is not approve, reject or edit", edge.Cut(r.Decision, 64))
+		return fmt.Errorf("decision %q is not approve, reject or edit", untrusted.Cut(r.Decision, 64))
 	}
 	if d == workflows.DecisionEdit && len(bytes.TrimSpace(r.EditedArgs)) == 0 {
 		return errors.New("an edit needs the edited arguments (args): a JSON object for the step's tool")
 	}
 	if !isHash(r.ArgsHash) {
 		return fmt.Errorf("args_hash %q is not the 64 hex digits of the arguments hash you reviewed (GET /v1/approvals lists it)",
-			edge.Cut(r.ArgsHash, 128))
+			untrusted.Cut(r.ArgsHash, 128))
 	}
-	return workflows.Approval{Decision: d, Approver: r.Approver, Comment: r.Comment, Args: r.EditedArgs}.Validate()
+	return workflows.Approval{Decision: d, Approver: r.By, Comment: r.Comment, Args: r.EditedArgs}.Validate()
 }
 
 // checkEdit checks an edit against the deployment's registry: the tool's
@@ -146,7 +146,7 @@ func checkAnswer(r approvalstore.ResolveRequest) error {
 		return fmt.Errorf("round %d is not a round number (1, 2, ...; leave it out for the latest)", r.Round)
 	}
 	return workflows.Resolution{Step: r.Step, Round: r.Round, Outcome: workflows.Outcome(r.Outcome), Result: r.Result,
-		Resolver: r.Resolver, Note: r.Note}.Validate()
+		Resolver: r.By, Note: r.Note}.Validate()
 }
 
 // signal sends a recorded decision or answer to its run and returns at

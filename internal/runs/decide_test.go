@@ -32,7 +32,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *mocks.Client, *runs.Client) {
 	t.Helper()
 	pool := pgtest.NewPool(t, 4)
 	now := time.Now()
-	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, approvalstore.Approval{
+	require.NoError(t, approvalstore.RecordPending(context.Background(), pool, approvalstore.Request{
 		Tenant: "acme", RunID: "r1", Step: 2, Tool: "issue_credit", Args: json.RawMessage(`{}`), ArgsHash: hashA,
 		RequestedAt: now, Deadline: now.Add(time.Hour),
 	}))
@@ -41,9 +41,7 @@ func setup(t *testing.T) (*pgxpool.Pool, *mocks.Client, *runs.Client) {
 }
 
 func request() approvalstore.DecisionRequest {
-	return approvalstore.DecisionRequest{Tenant: "acme", RunID: "r1", Step: 2, Decision: approvalstore.DecisionApprove,
-		ArgsHash: hashA, Comment: "ok", Approver: "dana", Role: approvalstore.RoleLocal, MayDecide: true,
-		RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI}
+	return approvalstore.DecisionRequest{StepRequest: approvalstore.Local("acme", "r1", 2, "dana"), Decision: approvalstore.DecisionApprove, ArgsHash: hashA, Comment: "ok"}
 }
 
 func count(t *testing.T, pool *pgxpool.Pool, where string) int {
@@ -68,7 +66,7 @@ func TestDecideSignalsOnlyARecordedDecision(t *testing.T) {
 	for name, change := range map[string]func(*approvalstore.DecisionRequest){
 		"a malformed args hash":  func(r *approvalstore.DecisionRequest) { r.ArgsHash = "abc" },
 		"a comment with escapes": func(r *approvalstore.DecisionRequest) { r.Comment = "ok\x1b[2J" },
-		"a viewer":               func(r *approvalstore.DecisionRequest) { r.MayDecide, r.Role = false, "viewer" },
+		"a viewer":               func(r *approvalstore.DecisionRequest) { r.May, r.Role = false, "viewer" },
 	} {
 		r := request()
 		change(&r)
@@ -123,8 +121,7 @@ func TestResolveSignalsOnlyARecordedAnswer(t *testing.T) {
 		RequestedAt: time.Now(), Deadline: time.Now().Add(time.Hour)}))
 	tc.On("SignalWorkflow", mock.Anything, workflows.WorkflowID("acme", "r1"), "", workflows.SignalResolve,
 		workflows.Resolution{Step: 3, Round: 1, Outcome: workflows.OutcomeNotApplied, Resolver: "dana"}).Return(nil).Once()
-	answer := approvalstore.ResolveRequest{Tenant: "acme", RunID: "r1", Step: 3, Outcome: approvalstore.ResolutionNotApplied,
-		Resolver: "dana", Role: approvalstore.RoleLocal, MayResolve: true, RemoteAddr: approvalstore.RemoteLocal, Via: approvalstore.ViaCLI}
+	answer := approvalstore.ResolveRequest{StepRequest: approvalstore.Local("acme", "r1", 3, "dana"), Outcome: approvalstore.ResolutionNotApplied}
 
 	bad := answer
 	bad.Result = json.RawMessage(`{"id":"re_1"}`)
@@ -161,8 +158,8 @@ func TestOnlyDecideAndResolveSendDecisions(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
-		if strings.HasPrefix(rel, "workflows/") {
-			return nil // where the signals are defined and received
+		if strings.HasPrefix(rel, "workflows/") || strings.HasPrefix(rel, "internal/approvalstest/") {
+			return nil // where the signals are defined and received, and the tests' fake Temporal that receives them
 		}
 		src, err := os.ReadFile(path)
 		if err != nil {

@@ -7,8 +7,8 @@ import (
 	"fmt"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
-	"github.com/oncerun/oncerun/internal/edge"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -92,7 +92,7 @@ func (c *Client) Operate(ctx context.Context, db approvalstore.DB, r ControlRequ
 func (c *Client) operate(ctx context.Context, r ControlRequest) (Controlled, error) {
 	if _, err := keys.New(r.Tenant, r.RunID, 1, "x"); err != nil {
 		// No run of the tenant can have this id.
-		return Controlled{}, fmt.Errorf("run %q of tenant %s: %w", edge.Cut(r.RunID, keys.MaxRunIDLen), r.Tenant, ErrNotFound)
+		return Controlled{}, fmt.Errorf("run %q of tenant %s: %w", untrusted.Cut(r.RunID, keys.MaxRunIDLen), r.Tenant, ErrNotFound)
 	}
 	if r.Invalid != nil {
 		return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, r.Invalid)
@@ -111,7 +111,7 @@ func (c *Client) operate(ctx context.Context, r ControlRequest) (Controlled, err
 		approvalstore.ActionCancel: c.Cancel, approvalstore.ActionPause: c.Pause, approvalstore.ActionResume: c.Resume,
 	}[r.Action]
 	if send == nil {
-		return Controlled{}, fmt.Errorf("%w: action %q is not cancel, pause, resume or message", ErrInvalidRequest, edge.Cut(r.Action, 32))
+		return Controlled{}, fmt.Errorf("%w: action %q is not cancel, pause, resume or message", ErrInvalidRequest, untrusted.Cut(r.Action, 32))
 	}
 	ctl := workflows.Control{By: r.By, Reason: r.Reason}
 	if err := ctl.Validate(); err != nil {

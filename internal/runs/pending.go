@@ -2,7 +2,6 @@ package runs
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -10,23 +9,8 @@ import (
 )
 
 // PendingApproval is a step waiting for a decision, as `oncerun approvals
-// --json` prints it.
-type PendingApproval struct {
-	Tenant   string          `json:"tenant"`
-	RunID    string          `json:"run_id"`
-	Step     int64           `json:"step"`
-	Tool     string          `json:"tool"`
-	Args     json.RawMessage `json:"args"`
-	ArgsHash string          `json:"args_hash"`
-	Goal     string          `json:"goal"`
-	Reason   string          `json:"reason"`
-	// Kind is "rule" when the tool's approval rule asked, "limit" when
-	// the step would cross a spend limit (Reason says which).
-	Kind        string    `json:"kind"`
-	RequestedBy string    `json:"requested_by"`
-	RequestedAt time.Time `json:"requested_at"`
-	Deadline    time.Time `json:"deadline"`
-}
+// --json` prints it: the step's request (approvalstore.Request).
+type PendingApproval = approvalstore.Request
 
 // Pending lists the steps waiting for a decision, nearest deadline first; tenant ""
 // lists every tenant's.
@@ -40,9 +24,7 @@ func (c *Client) Pending(ctx context.Context, tenant string) ([]PendingApproval,
 	}
 	list := make([]PendingApproval, 0, len(rows))
 	for _, a := range rows {
-		list = append(list, PendingApproval{Tenant: a.Tenant, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args,
-			ArgsHash: a.ArgsHash, Goal: a.Goal, Reason: a.Reason, Kind: a.Kind, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt,
-			Deadline: a.Deadline})
+		list = append(list, a.Request)
 	}
 	return list, nil
 }

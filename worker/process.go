@@ -1,0 +1,253 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.temporal.io/sdk/client"
+	sdkworker "go.temporal.io/sdk/worker"
+	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/alerts"
+	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/metrics"
+	"github.com/oncerun/oncerun/internal/reconcile"
+	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/watchdog"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// webhookWait is how long Close waits for alert deliveries in progress.
+const webhookWait = 5 * time.Second
+
+// errServed refuses a second Serve, or a Serve after Close.
+var errServed = errors.New("the worker process was served or closed already; Build another")
+
+// Process is a worker process as [Build] returns it: its connections to
+// Temporal, PostgreSQL and the MCP servers are open, the schema is
+// migrated, the Temporal worker is built with every workflow and activity
+// registered, and the address of /healthz and /metrics is bound; nothing
+// polls or serves yet. [Process.Serve] runs it, once; [Process.Close]
+// releases it.
+type Process struct {
+	cfg      Config
+	log      *zap.Logger
+	closeMCP func() error
+	tc       client.Client
+	pool     *pgxpool.Pool
+	reg      *tools.Registry
+	promReg  *prometheus.Registry
+	webhook  *alerts.Webhook
+	drift    *reconcile.Metrics
+	worker   sdkworker.Worker
+	fatal    chan error
+	// ln is the HTTP listener until Serve takes it (or Close closes it).
+	ln        net.Listener
+	closeOnce sync.Once
+}
+
+// Build builds the worker process cfg describes, in the order that fails
+// soonest: the MCP servers' tools and the tool registry, the planners, the
+// Temporal client (a server that refuses us stops the process before it has
+// touched the database), the PostgreSQL pool, oncerun's migrations and
+// cfg.Setup, then the dedup store, the metrics, the activities, the HTTP
+// listener (METRICS_ADDR) and the Temporal worker. Nothing polls or serves
+// yet. When a step fails, Build releases what it acquired before returning
+// the error.
+func Build(ctx context.Context, cfg Config) (*Process, error) {
+	cfg = cfg.WithDefaults()
+	p := &Process{log: cfg.Logger}
+	if err := p.build(ctx, cfg); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// build does Build's steps, keeping in p what each acquires, so that Close
+// releases it.
+func (p *Process) build(ctx context.Context, cfg Config) error {
+	var err error
+	cfg, p.closeMCP, err = WithMCP(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	p.cfg = cfg
+	log := cfg.Logger
+	reg, fs, err := workerRegistry(cfg)
+	if err != nil {
+		return err
+	}
+	p.reg = reg
+	planners, err := Planners(cfg.OpenAI)
+	if err != nil {
+		return err
+	}
+	// Temporal first: a server that refuses us stops the process before it
+	// has touched the database.
+	if p.tc, err = DialTemporal(ctx, cfg.TemporalClientOptions(log), cfg.TemporalConnectWait, log); err != nil {
+		return err
+	}
+	if p.pool, err = NewPool(ctx, cfg.DatabaseURL); err != nil {
+		return err
+	}
+	pool := p.pool
+	if err := migrate(ctx, pool, log); err != nil {
+		return err
+	}
+	if cfg.Setup != nil {
+		if err := cfg.Setup(ctx, pool); err != nil {
+			return fmt.Errorf("setup of the deployment's tables: %w", err)
+		}
+	}
+	store, err := idempotency.New(pool, idempotency.Config{Logger: log})
+	if err != nil {
+		return err
+	}
+
+	p.promReg = prometheus.NewRegistry()
+	p.promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	p.webhook = &alerts.Webhook{URL: cfg.AlertWebhookURL, Log: log}
+	sources, err := ReconcileSources(cfg.External)
+	if err != nil {
+		return err
+	}
+	runStates := &runs.Client{Temporal: p.tc}
+	rc := newReconcile(cfg.Reconcile, pool, sources, runStates, log, p.promReg)
+	p.drift = rc.Metrics
+	m := metrics.New(p.promReg)
+	p.promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
+	p.promReg.MustRegister(cfg.mcp.skippedGauge())
+	acts := &activities.Activities{
+		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
+		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
+		Warner:           &alerts.DeadlineWarner{Webhook: p.webhook, Metrics: m},
+		SpendAlerts:      &alerts.SpendAlerts{Webhook: p.webhook, Pool: pool},
+	}
+	wd := &WatchdogActivities{Pool: pool, Tools: reg, Runs: runStates, Alerts: p.webhook, Metrics: m, Log: log}
+	if p.ln, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("METRICS_ADDR %s: %w", cfg.HTTPAddr, err)
+	}
+	p.fatal = make(chan error, 1)
+	opts := sdkworker.Options{
+		WorkerStopTimeout: shutdownTimeout,
+		OnFatalError:      func(err error) { p.fatal <- err },
+	}
+	if cfg.LogActivityAttempts {
+		opts.Interceptors = append(opts.Interceptors, newActivityLog(log))
+	}
+	if len(fs) > 0 {
+		fs.announce()
+		opts.Interceptors = append(opts.Interceptors, &faultInterceptor{fs: fs})
+	}
+	p.worker = NewWorker(p.tc, cfg.TaskQueue, acts, wd, rc, opts)
+	return nil
+}
+
+// Serve runs the process until ctx is done, then stops it gracefully: it
+// starts the Temporal worker, creates or updates the expiry watchdog's and
+// reconciliation's schedules, serves /healthz and /metrics and, when
+// [ApprovalsConfig.Enabled], the approvals service, and calls cfg.Ready.
+// When ctx is done the worker finishes its running activities (up to 30
+// seconds) and the HTTP server drains. It returns early with the error of
+// the HTTP server, the approvals service or a worker that stopped. A
+// Process serves once; call [Process.Close] after Serve returns.
+func (p *Process) Serve(ctx context.Context) error {
+	ln := p.ln
+	if ln == nil {
+		return errServed
+	}
+	p.ln = nil // Serve closes it from here on.
+	cfg, log := p.cfg, p.log
+	if err := p.worker.Start(); err != nil {
+		ln.Close()
+		return fmt.Errorf("start worker: %w", err)
+	}
+	defer p.worker.Stop()
+	if err := watchdog.EnsureSchedule(ctx, p.tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
+		ln.Close()
+		return err
+	}
+	if err := reconcile.EnsureSchedule(ctx, p.tc, cfg.TaskQueue, cfg.Reconcile); err != nil {
+		ln.Close()
+		return err
+	}
+	driftCtx, stopDrift := context.WithCancel(ctx)
+	defer stopDrift()
+	go refreshDrift(driftCtx, p.pool, p.drift, time.Minute, log)
+
+	srv := httpServer(Handler(p.pool, p.promReg), log)
+	serveErr := make(chan error, 2)
+	go func() { serveErr <- srv.Serve(ln) }()
+	apCtx, stopApprovals := context.WithCancel(context.WithoutCancel(ctx))
+	apDone := make(chan struct{})
+	if cfg.Approvals.Enabled() {
+		go func() {
+			defer close(apDone)
+			if err := serveApprovals(apCtx, cfg.Approvals, p.pool, p.tc, cfg.TaskQueue, p.reg, log); err != nil {
+				serveErr <- err
+			}
+		}()
+	} else {
+		close(apDone)
+	}
+	defer func() { stopApprovals(); <-apDone }()
+	log.Info("worker started", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace),
+		zap.String("task_queue", cfg.TaskQueue), zap.String("http", ln.Addr().String()),
+		zap.Strings("tools", p.reg.Names()))
+	if cfg.Ready != nil {
+		cfg.Ready(ln.Addr().String())
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		_ = srv.Close()
+		return fmt.Errorf("http server: %w", err)
+	case err := <-p.fatal:
+		_ = srv.Close()
+		return fmt.Errorf("worker stopped: %w", err)
+	}
+	log.Info("worker stopping")
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("stop http server: %w", err)
+	}
+	return nil
+}
+
+// Close releases what [Build] acquired: the HTTP listener if Serve never
+// took it, then, after waiting up to 5 seconds for alert webhook
+// deliveries in progress, the PostgreSQL pool, the Temporal client and the
+// MCP servers' sessions. Call it once Serve has returned, or instead of
+// Serve; calls after the first do nothing.
+func (p *Process) Close() {
+	p.closeOnce.Do(func() {
+		if p.ln != nil {
+			_ = p.ln.Close()
+			p.ln = nil
+		}
+		if !p.webhook.WaitFor(webhookWait) {
+			p.log.Warn("stopping with alert webhook deliveries still in progress; the alerts stay in key_expiry_alerts")
+		}
+		if p.pool != nil {
+			p.pool.Close()
+		}
+		if p.tc != nil {
+			p.tc.Close()
+		}
+		if p.closeMCP != nil {
+			_ = p.closeMCP()
+		}
+	})
+}
