@@ -76,11 +76,14 @@ bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratio
 	go test -run '^$$' -bench BenchmarkDevStackThroughput -benchtime 1x -count 3 -timeout 30m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkTenStepRunHistory -benchtime 5x -timeout 10m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime 1x -timeout 30m ./internal/watchdog/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 3 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
 	cd bench/peers && go run . $(PEERS_FLAGS) | tee -a ../../$(BENCH_OUT)
 	@echo; echo "== Store.Do against the bare transaction (ratio = 1 + vs base)"
 	go tool benchstat -filter '.name:IssueCredit' -col /impl $(BENCH_OUT)
+	@echo; echo "== A worker's CPU per step, tracing off and on at 100% sampling (ratio = 1 + vs off)"
+	go tool benchstat -filter '.name:TracingCost' -col /tracing $(BENCH_OUT)
 	@echo; echo "== Runs against plain Temporal, history, and pruning (the peer table is above)"
-	go tool benchstat -filter '-.name:IssueCredit -.name:Peers' $(BENCH_OUT)
+	go tool benchstat -filter '-.name:IssueCredit -.name:Peers -.name:TracingCost' $(BENCH_OUT)
 
 # PEERS_FLAGS are bench/peers' flags, e.g. -rounds 6 -temporal sqlite.
 PEERS_FLAGS ?=
@@ -96,6 +99,11 @@ bench-prune: ## Prune 1,000,000 expired keys at the watchdog's pace (about 8 min
 .PHONY: bench-approvals
 bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token lookup, known vs unknown.
 	go test -run '^$$' -bench 'BenchmarkListApprovals|BenchmarkTokensLookup' -count 5 ./approvals/
+
+.PHONY: bench-tracing
+bench-tracing: ## A worker process's CPU per step and steps/s, tracing off and on at 100% sampling to a local OTLP receiver, side by side (about 3 minutes).
+	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 3 -timeout 20m ./internal/integration/ | tee tracing.txt
+	go tool benchstat -col /tracing tracing.txt
 
 .PHONY: bench-run
 bench-run: ## A scripted 10-step run against a plain Temporal workflow making the same 10 inserts, side by side on one server.

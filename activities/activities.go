@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"context"
 	"time"
 
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -64,11 +66,13 @@ type Activities struct {
 	SpendAlerts SpendAlerter
 }
 
-func (a *Activities) log() *zap.Logger {
+// log is the activities' logger, with the trace_id and span_id of ctx's
+// span on every line.
+func (a *Activities) log(ctx context.Context) *zap.Logger {
 	if a.Log == nil {
 		return zap.NewNop()
 	}
-	return a.Log
+	return telemetry.Logger(ctx, a.Log)
 }
 
 // callFields are the fields of every log line about a tool call.

@@ -78,11 +78,11 @@ func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
 	horizon := in.Deadline.Add(tools.DefaultRetryHorizon)
 	keys, err := idempotency.RunKeysExpiringBefore(ctx, a.Pool, in.Tenant, in.RunID, horizon)
 	if err != nil {
-		a.log().Warn("could not check the run's key windows", zap.String("run_id", in.RunID), zap.Error(err))
+		a.log(ctx).Warn("could not check the run's key windows", zap.String("run_id", in.RunID), zap.Error(err))
 		return
 	}
 	for _, k := range keys {
-		a.log().Warn("approval deadline outlives a key of the run: the key expires first",
+		a.log(ctx).Warn("approval deadline outlives a key of the run: the key expires first",
 			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", k.Step),
 			zap.String("tool", k.Tool), zap.String("key", k.Key), zap.Time("key_expires_at", k.ExpiresAt),
 			zap.Int64("pausing_step", in.Step), zap.Time("deadline", in.Deadline),
@@ -96,6 +96,7 @@ func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
 // decision of record the approvals service holds (the deadline came first)
 // marks the row decision_mismatch, for the service's needs_resolution list.
 func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
+	a.traceApproval(ctx, in)
 	pending, err := approvalstore.RecordOutcome(ctx, a.Pool, approvalstore.Approval{
 		Request: approvalstore.Request{Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Round: in.Round},
 		State:   in.State, DecidedBy: in.DecidedBy, DecidedAt: &in.DecidedAt, Comment: in.Comment,
@@ -105,7 +106,7 @@ func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution)
 		return dataError(err)
 	}
 	if !pending {
-		a.log().Info("approval row not pending; resolution left it as it was",
+		a.log(ctx).Info("approval row not pending; resolution left it as it was",
 			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),
 			zap.String("state", in.State))
 	}

@@ -65,7 +65,7 @@ func (a *Activities) WarnApprovalDeadline(ctx context.Context, w DeadlineWarning
 	if activity.IsActivity(ctx) && activity.GetInfo(ctx).Attempt > 1 {
 		return a.deliverWarning(ctx, w)
 	}
-	a.log().Error("approval deadline comes near: the step still waits for a decision",
+	a.log(ctx).Error("approval deadline comes near: the step still waits for a decision",
 		zap.String("tenant", w.Tenant), zap.String("run_id", w.RunID), zap.Int64("step", w.Step),
 		zap.String("tool", w.Tool), zap.Time("deadline", w.Deadline), zap.Duration("before", w.Before),
 		zap.String("on_expiry", w.OnExpiry))

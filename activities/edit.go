@@ -56,7 +56,7 @@ func (a *Activities) RecordEditRefused(ctx context.Context, in EditRefusal) erro
 		return dataError(err)
 	}
 	if !found {
-		a.log().Warn("the edit the run refused is not the step's decision of record",
+		a.log(ctx).Warn("the edit the run refused is not the step's decision of record",
 			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),
 			zap.String("edited_args_hash", in.EditedArgsHash))
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -47,7 +48,12 @@ const externalLease = 12 * time.Second
 func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim idempotency.Claim, call tools.Call) (idempotency.ExternalOutcome, error) {
 	claim.Lease = externalLease
 	ext := idempotency.External{
-		Call:         func(ctx context.Context) (json.RawMessage, error) { return runTool(ctx, tool, call) },
+		Call: func(ctx context.Context) (json.RawMessage, error) {
+			ctx, span := telemetry.Tracer().Start(ctx, "oncerun.external "+tool.Name)
+			res, err := runTool(ctx, tool, call)
+			endCall(span, "oncerun.not_applied", err, errors.Is(err, tools.ErrNotApplied))
+			return res, err
+		},
 		BeforeEffect: func(err error) bool { return errors.Is(err, tools.ErrNotApplied) },
 		KeyLifetime:  tool.KeyLifetime,
 		OnRenew:      func() { heartbeat(ctx) },
@@ -117,6 +123,8 @@ func heartbeat(ctx context.Context) {
 // pairedRead asks the tool's paired read, with the call's own arguments,
 // whether the effect exists.
 func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools.Call) (applied bool, result json.RawMessage, err error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "oncerun.paired_read "+tool.PairedRead)
+	defer func() { endCall(span, "oncerun.found", err, applied) }()
 	read, ok := a.Tools.Lookup(tool.PairedRead)
 	if !ok {
 		return false, nil, fmt.Errorf("paired read %s of %s is not registered", tool.PairedRead, tool.Name)

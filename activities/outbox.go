@@ -7,12 +7,15 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -114,13 +117,22 @@ const (
 // row. An unknown outcome that cannot be resolved is not resent: the
 // message is marked unknown and reconciliation reports it. Errors that may
 // pass (the receiver is away) are returned for Temporal to retry.
-func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverOutput, error) {
+func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (res DeliverOutput, err error) {
 	defer keepAlive(ctx)()
+	ctx, span := telemetry.Tracer().Start(ctx, "oncerun.deliver", trace.WithAttributes(attrTenant.String(in.Tenant),
+		attrRunID.String(in.RunID), attrStep.Int64(in.Step), attribute.Int("oncerun.seq", in.Seq)))
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attrKey.String(res.Key), attribute.String("oncerun.delivery", string(res.State)),
+				attribute.Bool("oncerun.replayed", res.Replayed))
+		}
+		endCall(span, "oncerun.delivered", err, res.State == DeliveryDelivered)
+	}()
 	var (
 		keyStr, toolName, argsHash string
 		args                       json.RawMessage
 	)
-	err := a.Pool.QueryRow(ctx, `SELECT key, tool, args, args_hash FROM outbox WHERE tenant = $1 AND run_id = $2 AND step = $3 AND seq = $4`,
+	err = a.Pool.QueryRow(ctx, `SELECT key, tool, args, args_hash FROM outbox WHERE tenant = $1 AND run_id = $2 AND step = $3 AND seq = $4`,
 		in.Tenant, in.RunID, in.Step, in.Seq).Scan(&keyStr, &toolName, &args, &argsHash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return DeliverOutput{}, temporal.NewNonRetryableApplicationError(
@@ -133,7 +145,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverOutpu
 	if err != nil {
 		return DeliverOutput{}, temporalError(err)
 	}
-	log := a.log().With(callFields(key, zap.Int("seq", in.Seq))...)
+	log := a.log(ctx).With(callFields(key, zap.Int("seq", in.Seq))...)
 	tool, ok := a.Tools.Lookup(toolName)
 	if !ok {
 		return DeliverOutput{}, temporal.NewNonRetryableApplicationError(
@@ -142,7 +154,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (DeliverOutpu
 	call := tools.Call{Key: key, Args: args, ArgsHash: argsHash, DB: a.Pool}
 	claim := idempotency.Claim{Key: key, ArgsHash: argsHash, Retention: tool.Retention}
 	out, err := a.runExternal(ctx, tool, claim, call)
-	res := DeliverOutput{Key: keyStr, State: DeliveryDelivered, Result: out.Result, Replayed: out.Replayed}
+	res = DeliverOutput{Key: keyStr, State: DeliveryDelivered, Result: out.Result, Replayed: out.Replayed}
 	var app *temporal.ApplicationError
 	switch {
 	case err == nil:

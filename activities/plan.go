@@ -89,8 +89,10 @@ type PlannedCall struct {
 // refused call is returned with Invalid set rather than as an error, so that
 // the run can tell the planner. Unknown planners and permanent planner
 // failures are non-retryable; other planner errors are retried.
-func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error) {
+func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, err error) {
 	defer keepAlive(ctx)()
+	ctx, span := startTurn(ctx, in)
+	defer func() { endTurn(span, out, err) }()
 	p, ok := a.Planners[in.Planner]
 	if !ok {
 		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
@@ -112,7 +114,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (PlanOutput, error)
 	if err != nil {
 		return PlanOutput{}, fmt.Errorf("planner %s: %w", in.Planner, err)
 	}
-	out := PlanOutput{Done: prop.Done, Message: untrusted.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes), Parallel: prop.Parallel}
+	out = PlanOutput{Done: prop.Done, Message: untrusted.Cut(strings.ToValidUTF8(prop.Message, "\uFFFD"), MaxMessageBytes), Parallel: prop.Parallel}
 	if prop.Done {
 		return out, nil
 	}

@@ -52,7 +52,7 @@ func (a *Activities) RequestResolution(ctx context.Context, in ResolutionRequest
 	if err != nil {
 		return dataError(err)
 	}
-	a.log().Warn("step needs resolution: its outcome is unknown", zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID),
+	a.log(ctx).Warn("step needs resolution: its outcome is unknown", zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID),
 		zap.Int64("step", in.Step), zap.String("tool", in.Tool), zap.String("key", in.Key), zap.Int("round", in.Round),
 		zap.String("known", in.Known), zap.Time("deadline", in.Deadline))
 	return nil
@@ -129,7 +129,7 @@ func (a *Activities) ApplyResolution(ctx context.Context, in ResolutionAnswer) (
 	if in.Applied {
 		a.spent(spend.Charge{Tenant: in.Tenant, Tool: in.Tool, Amounts: settled})
 	}
-	a.log().Info("resolution applied", callFields(key, zap.String("outcome", state), zap.String("by", in.By), zap.Int("round", in.Round))...)
+	a.log(ctx).Info("resolution applied", callFields(key, zap.String("outcome", state), zap.String("by", in.By), zap.Int("round", in.Round))...)
 	return ApplyResolutionOutput{Result: out.Result, Replayed: out.Replayed}, nil
 }
 
@@ -162,11 +162,11 @@ func (a *Activities) providersRecord(ctx context.Context, t tools.Tool, key keys
 	found, record, err := a.pairedRead(rctx, t, tools.Call{Key: key, Args: in.Args, ArgsHash: in.ArgsHash, DB: a.Pool})
 	switch {
 	case err != nil:
-		a.log().Warn("applied answer: the paired read failed; the answer's result is stored as given",
+		a.log(ctx).Warn("applied answer: the paired read failed; the answer's result is stored as given",
 			callFields(key, zap.String("paired_read", t.PairedRead), zap.Error(err))...)
 		return in.Result
 	case !found:
-		a.log().Warn("applied answer: the paired read does not find the effect; the answer's result is stored as given",
+		a.log(ctx).Warn("applied answer: the paired read does not find the effect; the answer's result is stored as given",
 			callFields(key, zap.String("paired_read", t.PairedRead), zap.String("by", in.By))...)
 		return in.Result
 	}
@@ -190,7 +190,7 @@ type ResolutionOverdue struct {
 // deadline: an error log line and oncerun_resolutions_overdue_total. The
 // run keeps waiting; nothing is guessed.
 func (a *Activities) AlertResolutionOverdue(ctx context.Context, in ResolutionOverdue) error {
-	a.log().Error("step still needs resolution past its deadline: someone must find out whether its effect happened",
+	a.log(ctx).Error("step still needs resolution past its deadline: someone must find out whether its effect happened",
 		zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),
 		zap.String("tool", in.Tool), zap.String("key", in.Key), zap.Time("deadline", in.Deadline))
 	a.Metrics.ResolutionOverdue(in.Tool)

@@ -43,9 +43,9 @@ func chargeOf(in ToolInput, key keys.Key, tool tools.Tool, args []byte) (c spend
 }
 
 // parked is the answer of a step that would cross level: nothing ran.
-func (a *Activities) parked(in ToolInput, level spend.Level) ToolOutput {
+func (a *Activities) parked(ctx context.Context, in ToolInput, level spend.Level) ToolOutput {
 	a.Metrics.StepParked(in.Tenant, level.Kind())
-	a.log().Info("step parked at a spend limit: it waits for approval", zap.String("tenant", in.Tenant),
+	a.log(ctx).Info("step parked at a spend limit: it waits for approval", zap.String("tenant", in.Tenant),
 		zap.String("run_id", in.RunID), zap.Int64("step", in.Step), zap.String("tool", in.Tool),
 		zap.String("reason", level.Reason()))
 	return ToolOutput{Parked: &Parked{Reason: level.Reason(), Level: level}}
@@ -72,14 +72,14 @@ func (a *Activities) counted(ctx context.Context, c spend.Charge, got spend.Coun
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), alertTimeout)
 	defer cancel()
 	for _, l := range alerts {
-		a.log().Warn("spend cap alert", zap.String("tenant", c.Tenant), zap.String("cap", l.Cap),
+		a.log(ctx).Warn("spend cap alert", zap.String("tenant", c.Tenant), zap.String("cap", l.Cap),
 			zap.Int("percent", l.Alert), zap.Int64("spent", l.Spent+l.This), zap.Int64("cap_amount", l.Limit),
 			zap.String("currency", l.Currency))
 		if a.SpendAlerts == nil {
 			continue
 		}
 		if err := a.SpendAlerts.SpendAlert(actx, c.Tenant, l); err != nil {
-			a.log().Warn("spend cap alert not delivered", zap.String("tenant", c.Tenant), zap.String("cap", l.Cap),
+			a.log(ctx).Warn("spend cap alert not delivered", zap.String("tenant", c.Tenant), zap.String("cap", l.Cap),
 				zap.Int("percent", l.Alert), zap.Error(err))
 		}
 	}
@@ -99,7 +99,7 @@ func (a *Activities) spent(c spend.Charge) {
 func (a *Activities) settle(ctx context.Context, c spend.Charge, applied bool) {
 	settled, err := spend.Settle(detachedCtx(ctx), a.Pool, c.Tenant, c.Key, applied)
 	if err != nil {
-		a.log().Warn("spend reservation not settled", zap.String("key", c.Key), zap.Bool("applied", applied), zap.Error(err))
+		a.log(ctx).Warn("spend reservation not settled", zap.String("key", c.Key), zap.Bool("applied", applied), zap.Error(err))
 		return
 	}
 	if applied {
@@ -119,7 +119,7 @@ func (a *Activities) release(ctx context.Context, claim idempotency.Claim, c spe
 		// The key holds other arguments (the step was tried before an
 		// edit): nothing was sent under these.
 	case err != nil:
-		a.log().Warn("spend reservation kept: the step's key could not be read", zap.String("key", c.Key), zap.Error(err))
+		a.log(ctx).Warn("spend reservation kept: the step's key could not be read", zap.String("key", c.Key), zap.Error(err))
 		return
 	case found && (info.State != idempotency.StateFailed || info.Failure == nil || !info.Failure.BeforeEffect):
 		return
@@ -166,6 +166,6 @@ func (a *Activities) reserve(ctx context.Context, in ToolInput, claim idempotenc
 		// store's protocol decides, as for any retry.
 		return nil, nil
 	}
-	out := a.parked(in, *got.Over)
+	out := a.parked(ctx, in, *got.Over)
 	return &out, nil
 }

@@ -98,10 +98,13 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	if err != nil {
 		return ToolOutput{}, temporalError(err)
 	}
-	log := a.log().With(callFields(key)...)
+	ctx, span := startStep(ctx, in, key)
+	st := &stepTrace{span: span}
+	defer st.end()
+	log := a.log(ctx).With(callFields(key)...)
 	tool, ok := a.Tools.Lookup(in.Tool)
 	if !ok {
-		a.Metrics.ToolCall(in.Tool, metrics.OutcomeInvalid)
+		st.called(a.Metrics, in.Tool, metrics.OutcomeInvalid)
 		return ToolOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("step %d: tool %q is not registered on this worker", in.Step, in.Tool), ErrTypeUnknownTool, nil)
 	}
@@ -113,7 +116,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			in.Step, p.ArgsHash, in.ArgsHash, tools.ErrInvalidCall)
 	}
 	if err != nil {
-		a.Metrics.ToolCall(in.Tool, metrics.OutcomeInvalid)
+		st.called(a.Metrics, in.Tool, metrics.OutcomeInvalid)
 		log.Warn("tool call refused", zap.Error(err))
 		return ToolOutput{}, temporalError(err)
 	}
@@ -121,10 +124,11 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	claim := idempotency.Claim{Key: key, ArgsHash: p.ArgsHash, Retention: tool.Retention, Lease: tool.Timeout + leaseMargin}
 	charge, charged, err := chargeOf(in, key, tool, p.Args)
 	if err != nil {
-		a.Metrics.ToolCall(in.Tool, metrics.OutcomeInvalid)
+		st.called(a.Metrics, in.Tool, metrics.OutcomeInvalid)
 		return ToolOutput{}, temporalError(fmt.Errorf("step %d: %w: %w", in.Step, err, tools.ErrInvalidCall))
 	}
 	charged = charged && tool.Class != tools.ClassRead
+	st.class = string(tool.Class)
 
 	var (
 		out       idempotency.Outcome
@@ -165,7 +169,8 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			return runTool(ctx, tool, call)
 		})
 		if level, over := overOf(err); over {
-			return a.parked(in, level), nil
+			st.outcome = outcomeParked
+			return a.parked(ctx, in, level), nil
 		}
 		switch {
 		case err != nil:
@@ -185,6 +190,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 				if perr != nil {
 					return ToolOutput{}, temporalError(perr)
 				}
+				st.outcome = outcomeParked
 				return *parked, nil
 			}
 		}
@@ -212,8 +218,9 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	}
 	if err != nil {
 		outcome = failureOutcome(err)
-		a.Metrics.ToolCall(in.Tool, outcome)
+		st.called(a.Metrics, in.Tool, outcome)
 		log.Warn("tool call did not complete", zap.String("outcome", outcome), zap.Error(err))
+		st.err = err
 		if tool.Class == tools.ClassExternal {
 			return ToolOutput{}, temporalError(err)
 		}
@@ -224,7 +231,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	if out.Replayed {
 		outcome = metrics.OutcomeReplayed
 	}
-	a.Metrics.ToolCall(in.Tool, outcome)
+	st.called(a.Metrics, in.Tool, outcome)
 	log.Info("tool call completed", zap.String("outcome", outcome), zap.String("args_hash", p.ArgsHash))
 	res := ToolOutput{Key: key.String(), Result: out.Result, Replayed: out.Replayed, Resolved: resolved, FollowUps: followUps}
 	if isLocal(ctx) {

@@ -62,9 +62,10 @@
 //
 // # In Go
 //
-// [Server.Decide], [Server.Resolve], [Server.Check], [Server.Control], the
-// lists and [Server.Status] are what the /v1 handlers call, and what the
-// inbox calls: a decision and an answer share their shape (a
+// [Server.Decide], [Server.Resolve], [Server.Check], [Server.Control],
+// [Server.List], [Server.Limits] and [Server.Status] are what the /v1
+// handlers call, and what the inbox calls, with its own lists
+// ([Server.Withdrawn], [Server.Approval], [Server.ListRuns]): a decision and an answer share their shape (a
 // [StepRequest]: the [Caller], the run, the step, the round), and each
 // refusal is an [*APIError] with the status the HTTP API answers.
 package approvals

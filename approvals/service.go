@@ -27,6 +27,12 @@ type RunPage = runs.RunPage
 // maxRunPage bounds the size of a page of ListRuns.
 const maxRunPage = 1000
 
+// DBTimeout is the database budget of one request (Config.DBTimeout).
+func (s *Server) DBTimeout() time.Duration { return s.cfg.DBTimeout }
+
+// MaxBodyBytes bounds the body of one request (Config.MaxBodyBytes).
+func (s *Server) MaxBodyBytes() int64 { return s.cfg.MaxBodyBytes }
+
 // Identify returns the identity of an API token, if it is valid.
 func (s *Server) Identify(token string) (Identity, bool) {
 	return s.cfg.Tokens.Lookup(token)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,6 +16,7 @@ import (
 	"github.com/oncerun/oncerun/approvals/inbox"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/settings"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -66,12 +68,12 @@ func serveApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 	if err != nil {
 		return err
 	}
-	ib, err := inbox.New(inbox.Config{API: srv, SecureCookies: cfg.SecureCookies, DBTimeout: cfg.DBTimeout, Log: log.Named("inbox")})
+	ib, err := inbox.New(inbox.Config{API: srv, SecureCookies: cfg.SecureCookies, Log: log.Named("inbox")})
 	if err != nil {
 		return err
 	}
 	addr := cmp.Or(cfg.Addr, approvals.DefaultAddr)
-	return approvals.ListenAndServe(ctx, addr, ib.Handler(), log, func(a net.Addr) {
+	return approvals.ListenAndServe(ctx, addr, telemetry.Handler(ib.Handler(), "approvals"), log, func(a net.Addr) {
 		log.Info("approvals service listening", zap.String("addr", a.String()), zap.String("tokens_file", cfg.TokensFile),
 			zap.Int("tokens", tokens.Len()))
 		if cfg.Ready != nil {
@@ -88,6 +90,15 @@ func Serve(ctx context.Context, cfg Config) error {
 	if !cfg.Approvals.Enabled() {
 		return fmt.Errorf("oncerun serve needs %s, a tokens file; make one with `oncerun token new --add-to FILE`", settings.EnvApprovalsTokensFile)
 	}
+	tracing, err := telemetry.Start(ctx, os.Getenv, "oncerun-approvals")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookWait)
+		defer cancel()
+		_ = tracing.Shutdown(sctx)
+	}()
 	// The service checks plans and edits against the MCP servers' tools
 	// too, and runs a paired read when a person asks the provider again
 	// about a step whose outcome is unknown; it calls no other tool.

@@ -7,6 +7,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 )
 
@@ -30,5 +31,12 @@ func (c Config) TemporalClientOptions(log *zap.Logger) client.Options {
 	opts := c.TemporalOptions
 	opts.HostPort, opts.Namespace = c.TemporalAddress, c.Namespace
 	opts.Logger = temporalLogger(log)
+	// Traced while OTEL_* configure tracing; the interceptors serve the
+	// client's workers too.
+	if ics, err := telemetry.TemporalInterceptors(); err != nil {
+		log.Warn("Temporal calls are not traced", zap.Error(err))
+	} else {
+		opts.Interceptors = append(opts.Interceptors, ics...)
+	}
 	return opts
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/watchdog"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -53,6 +55,8 @@ type Process struct {
 	// ln is the HTTP listener until Serve takes it (or Close closes it).
 	ln        net.Listener
 	closeOnce sync.Once
+	// tracing exports the process's spans while OTEL_* configure it.
+	tracing *telemetry.Tracing
 }
 
 // Build builds the worker process cfg describes, in the order that fails
@@ -77,6 +81,10 @@ func Build(ctx context.Context, cfg Config) (*Process, error) {
 // releases it.
 func (p *Process) build(ctx context.Context, cfg Config) error {
 	var err error
+	// Tracing first: the clients built below carry its instrumentation.
+	if p.tracing, err = telemetry.Start(ctx, os.Getenv, "oncerun-worker"); err != nil {
+		return err
+	}
 	cfg, p.closeMCP, err = WithMCP(ctx, cfg)
 	if err != nil {
 		return err
@@ -248,6 +256,12 @@ func (p *Process) Close() {
 		}
 		if p.closeMCP != nil {
 			_ = p.closeMCP()
+		}
+		// The spans of the process's last moments are exported too.
+		tctx, cancel := context.WithTimeout(context.Background(), webhookWait)
+		defer cancel()
+		if err := p.tracing.Shutdown(tctx); err != nil {
+			p.log.Warn("traces not exported at shutdown", zap.Error(err))
 		}
 	})
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/tools"
@@ -246,6 +247,9 @@ func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
+	}
+	if t := telemetry.QueryTracer(); t != nil {
+		cfg.ConnConfig.Tracer = t
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -263,7 +263,7 @@ func (s *Inbox) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Inbox) login(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, s.api.MaxBodyBytes())
 	if err := r.ParseForm(); err != nil {
 		s.render(w, "login", page{Title: "Sign in", Error: "The form could not be read.", Status: http.StatusBadRequest})
 		return
@@ -305,7 +305,7 @@ func (s *Inbox) logout(w http.ResponseWriter, r *http.Request) {
 // parseForm reads a form of at most MaxBodyBytes: a larger one is 413, one
 // that does not parse 400.
 func (s *Inbox) parseForm(w http.ResponseWriter, r *http.Request) *approvals.APIError {
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
+	r.Body = http.MaxBytesReader(w, r.Body, s.api.MaxBodyBytes())
 	if err := r.ParseForm(); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {

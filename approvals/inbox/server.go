@@ -1,7 +1,6 @@
 package inbox
 
 import (
-	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -24,6 +23,11 @@ import (
 type API interface {
 	// Handler serves the API, under /v1.
 	Handler() http.Handler
+	// DBTimeout is the database budget of one request, and MaxBodyBytes
+	// the largest body one may carry: a page and a form of the inbox have
+	// the API's.
+	DBTimeout() time.Duration
+	MaxBodyBytes() int64
 	Identify(token string) (approvals.Identity, bool)
 	Tool(name string) (tools.Tool, bool)
 	Status(ctx context.Context, id approvals.Identity, runID string) (workflows.Status, error)
@@ -46,12 +50,6 @@ type Config struct {
 	// did not come over TLS to this process (a proxy in front ends TLS).
 	// Cookies of a request that came over TLS are always Secure.
 	SecureCookies bool
-	// MaxBodyBytes bounds a form. Default approvals.DefaultMaxBodyBytes.
-	MaxBodyBytes int64
-	// DBTimeout bounds the database work of one page, a form's decision
-	// and the lists shown after it together. Default
-	// approvals.DefaultDBTimeout (APPROVALS_DB_TIMEOUT).
-	DBTimeout time.Duration
 	// Log receives one line per refused form, login and failure. Default:
 	// no logging.
 	Log *zap.Logger
@@ -78,11 +76,6 @@ func New(cfg Config) (*Inbox, error) {
 	if cfg.API == nil {
 		return nil, errors.New("inbox config: API is required")
 	}
-	if cfg.MaxBodyBytes < 0 || cfg.DBTimeout < 0 {
-		return nil, errors.New("inbox config: MaxBodyBytes and DBTimeout must not be negative")
-	}
-	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, approvals.DefaultMaxBodyBytes)
-	cfg.DBTimeout = cmp.Or(cfg.DBTimeout, approvals.DefaultDBTimeout)
 	if cfg.Log == nil {
 		cfg.Log = zap.NewNop()
 	}
@@ -140,9 +133,10 @@ func (s *Inbox) recover(next http.Handler) http.Handler {
 	})
 }
 
-// dbContext bounds a page's database work by Config.DBTimeout.
+// dbContext bounds a page's database work by the API's budget of one
+// request: a form's decision and the lists shown after it share it.
 func (s *Inbox) dbContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.cfg.DBTimeout)
+	return context.WithTimeout(ctx, s.api.DBTimeout())
 }
 
 // refused is a refusal of the inbox's own, as the API words one.

@@ -50,7 +50,7 @@ func setupInbox(t *testing.T, adjust ...func(*approvals.Config)) *inboxEnv {
 	}
 	api, err := approvals.New(cfg)
 	require.NoError(t, err)
-	ib, err := New(Config{API: api, MaxBodyBytes: cfg.MaxBodyBytes, DBTimeout: cfg.DBTimeout})
+	ib, err := New(Config{API: api})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(ib.Handler())
 	t.Cleanup(e.srv.Close)

@@ -42,6 +42,7 @@ import (
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/migrations"
@@ -103,6 +104,18 @@ It recreates the database "oncerun_demo" on the DATABASE_URL server.`,
 				return err
 			}
 			d := &demo{out: cmd.OutOrStdout(), exe: exe, serverURL: cmp.Or(env.DatabaseURL, worker.DefaultDatabaseURL), wait: wait, ext: ext}
+			// With OTEL_EXPORTER_OTLP_ENDPOINT set, the demo's approvals
+			// service and its workers (which inherit the variables) trace
+			// the run, and the demo says which trace is the run's.
+			tracing, err := telemetry.Start(cmd.Context(), getenv, "oncerun-demo")
+			if err != nil {
+				return err
+			}
+			defer func() {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(cmd.Context()), 5*time.Second)
+				defer cancel()
+				_ = tracing.Shutdown(sctx)
+			}()
 			return d.run(cmd.Context())
 		},
 	}
@@ -176,13 +189,18 @@ func (d *demo) run(ctx context.Context) (err error) {
 		return err
 	}
 	rc := &runs.Client{Temporal: d.tc, Pool: d.pool}
-	res, code, err := d.operator.Start(ctx, demoStart())
+	sctx, span := telemetry.Tracer().Start(ctx, "oncerun.demo start")
+	res, code, err := d.operator.Start(sctx, demoStart())
+	span.End()
 	if err != nil {
 		return err
 	}
 	d.temporalRunID = res.TemporalRunID
 	d.say("\n4. ops@acme started run %q of tenant %q through the API (POST /v1/runs → %d): look order 1001 up, note it, credit 259.00 EUR, refund the 15.00 EUR delivery charge, open a ticket at the support desk (an MCP tool).",
 		res.RunID, res.Tenant, code)
+	if telemetry.On() {
+		d.say("   The run's trace is %s, at OTEL_EXPORTER_OTLP_ENDPOINT.", span.SpanContext().TraceID())
+	}
 	seen := map[int64]workflows.StepState{}
 	st, err := d.follow(ctx, rc, func(s workflows.Status) bool { return s.State == workflows.RunWaitingForApproval }, seen)
 	if err != nil {
@@ -323,7 +341,12 @@ func (d *demo) setUp(ctx context.Context) error {
 		}
 	}
 	d.say("2. Started an embedded Temporal server on %s (Temporal's own server code, SQLite).", d.temporal.Address())
-	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(), Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler))}); err != nil {
+	ics, err := telemetry.TemporalInterceptors()
+	if err != nil {
+		return err
+	}
+	if d.tc, err = client.DialContext(ctx, client.Options{HostPort: d.temporal.Address(), Namespace: d.temporal.Namespace(),
+		Logger: sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)), Interceptors: ics}); err != nil {
 		return fmt.Errorf("connect to the embedded Temporal server: %w", err)
 	}
 	if d.pool, err = worker.NewPool(ctx, d.dbURL); err != nil {
@@ -392,7 +415,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	d.apStop, d.apDone = stop, make(chan error, 1)
 	listening := make(chan string, 1)
 	go func() {
-		d.apDone <- approvals.ListenAndServe(sctx, addr, ib.Handler(), nil, func(a net.Addr) { listening <- a.String() })
+		d.apDone <- approvals.ListenAndServe(sctx, addr, telemetry.Handler(ib.Handler(), "approvals"), nil, func(a net.Addr) { listening <- a.String() })
 	}()
 	select {
 	case a := <-listening:
@@ -400,7 +423,9 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	case err := <-d.apDone:
 		return err
 	}
-	d.operator = &approvals.Client{BaseURL: d.inboxURL, Token: tokens["ops@acme"]}
+	// The operator's requests carry the demo's trace context.
+	d.operator = &approvals.Client{BaseURL: d.inboxURL, Token: tokens["ops@acme"],
+		HTTP: &http.Client{Timeout: 30 * time.Second, Transport: telemetry.Transport(nil)}}
 	d.approver = &approvals.Client{BaseURL: d.inboxURL, Token: tokens["dana@acme"]}
 	d.apToken = tokens["dana@acme"]
 	d.say("   It serves the approvals service (API and inbox) on %s, with tokens for ops@acme (operator) and dana@acme (approver).", d.inboxURL)

@@ -10,6 +10,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oncerun/oncerun/internal/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -38,7 +42,12 @@ type Effect func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error)
 // Errors: [ErrInvalidClaim], [ErrKeyReuse], [ErrInFlight], [ErrContended] and
 // [ErrOutcomeUnknown] (the key is held by an external call through
 // [Store.Begin]), or effect's own error, wrapped.
-func (s *Store) Do(ctx context.Context, claim Claim, effect Effect) (Outcome, error) {
+func (s *Store) Do(ctx context.Context, claim Claim, effect Effect) (out Outcome, err error) {
+	if telemetry.On() {
+		var span trace.Span
+		ctx, span = telemetry.Tracer().Start(ctx, "oncerun.do", trace.WithAttributes(attribute.String("oncerun.key", claim.Key.String())))
+		defer func() { endDo(span, out, err) }()
+	}
 	a, err := s.prepare(claim)
 	if err != nil {
 		return Outcome{}, err
@@ -245,3 +254,14 @@ type effectTx struct{ pgx.Tx }
 
 func (effectTx) Commit(context.Context) error   { return errEffectEndsTx }
 func (effectTx) Rollback(context.Context) error { return errEffectEndsTx }
+
+// endDo ends the span of one Do with what it did: the effect committed with
+// its key, or the key's result replayed, or the error.
+func endDo(span trace.Span, out Outcome, err error) {
+	span.SetAttributes(attribute.Bool("oncerun.replayed", out.Replayed))
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, "the effect did not commit")
+	}
+	span.End()
+}

@@ -70,7 +70,7 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	}
 	srv, err := approvals.New(cfg)
 	require.NoError(e.t, err)
-	ib, err := inbox.New(inbox.Config{API: srv, MaxBodyBytes: cfg.MaxBodyBytes, DBTimeout: cfg.DBTimeout, Log: e.logger("inbox")})
+	ib, err := inbox.New(inbox.Config{API: srv, Log: e.logger("inbox")})
 	require.NoError(e.t, err)
 	a.srv = httptest.NewServer(ib.Handler())
 	e.t.Cleanup(a.srv.Close)

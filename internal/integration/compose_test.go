@@ -600,3 +600,25 @@ func publishes(s composeService, p string) bool {
 	}
 	return false
 }
+
+// TestComposeTracingRecipeNamesItsReceiver: the commented recipe of the
+// worker points OTEL_EXPORTER_OTLP_ENDPOINT at the tracing profile's Jaeger
+// service, on the OTLP/HTTP port it listens on, a variable the worker reads.
+func TestComposeTracingRecipeNamesItsReceiver(t *testing.T) {
+	t.Parallel()
+	f := readCompose(t, composeBase)
+	raw, err := os.ReadFile("../../" + composeBase)
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^\s*# ` + settings.EnvOTelEndpoint + `: http://([a-z-]+):(\d+)$`).FindStringSubmatch(string(raw))
+	require.NotNil(t, m, "the worker's environment has a commented %s", settings.EnvOTelEndpoint)
+	assert.Contains(t, settings.EnvNames, settings.EnvOTelEndpoint)
+	jaeger, ok := f.Services[m[1]]
+	require.True(t, ok, "the recipe names service %s", m[1])
+	repo, tag := splitImage(jaeger.Image)
+	assert.Equal(t, "jaegertracing/jaeger", repo)
+	assert.Regexp(t, `^2\.\d+\.\d+$`, tag, "Jaeger v2, pinned")
+	assert.Equal(t, "4318", m[2], "Jaeger's OTLP/HTTP receiver")
+	assert.True(t, publishes(jaeger, "4318"), "a worker on the host can send to it")
+	assert.True(t, publishes(jaeger, "16686"), "the UI is published")
+	assert.Contains(t, string(raw), "profiles: [\"tracing\"]", "Jaeger starts only with the tracing profile")
+}

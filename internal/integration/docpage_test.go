@@ -2,8 +2,11 @@ package integration
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode"
@@ -25,18 +28,31 @@ type docCommand struct {
 	line int
 	// text is the line as written.
 	text string
+	// export is set for a line `export NAME=value ...`, which runs nothing:
+	// it sets variables for the commands below it.
+	export bool
+	// assigns are the line's NAME=value words: an export's, or those
+	// before the program's name, which the shell gives that program only.
+	assigns []string
 	// args are the words after the program's name, as the shell passes
 	// them.
 	args []string
+	// vars are the variables the command runs with, beyond the test's
+	// world: those the export lines above it set, then its own assigns.
+	vars map[string]string
 	// claim is what the page says of the command: its trailing comment,
 	// then the comment lines under it, joined by spaces.
 	claim string
 }
 
-// words are the command's words before its first flag: "limits set
-// credits", "approvals".
+// words are the command's assignments, then its words before its first
+// flag: "limits set credits", "approvals", "ONCERUN_MCP_CONFIG=mcp.yaml
+// tools", "export ONCERUN_API=https://approvals.example.com".
 func (c docCommand) words() string {
-	var ws []string
+	ws := slices.Clone(c.assigns)
+	if c.export {
+		ws = append([]string{"export"}, ws...)
+	}
 	for _, a := range c.args {
 		if strings.HasPrefix(a, "-") {
 			break
@@ -74,13 +90,18 @@ func readBlock(t *testing.T, path, lang, marker string) ([]string, int) {
 }
 
 // parseCommands reads a block's lines, first numbered first: a line
-// starting with prog and a space is a command, a line of spaces then "#"
-// goes on with the comment of the command above, a blank line is nothing,
-// and a line that outOfScope accepts is left out. Any other line fails the
-// test, so that no line of the page escapes it.
+// running prog (its first word after any NAME=value words is prog) is a
+// command, and so is a line `export NAME=value ...`, whose variables the
+// commands below it run with; a line of spaces then "#" goes on with the
+// comment of the line above, a blank line is nothing, and a line that
+// outOfScope accepts is left out. Any other line fails the test, so that
+// no line of the page escapes it.
 func parseCommands(t *testing.T, path string, lines []string, first int, prog string, outOfScope func(string) bool) []docCommand {
 	t.Helper()
-	var cmds []docCommand
+	var (
+		cmds     []docCommand
+		exported = map[string]string{}
+	)
 	for i, l := range lines {
 		n := first + i
 		trimmed := strings.TrimSpace(l)
@@ -90,16 +111,61 @@ func parseCommands(t *testing.T, path string, lines []string, first int, prog st
 			require.NotEmpty(t, cmds, "%s:%d: a comment line with no command above it", path, n)
 			c := &cmds[len(cmds)-1]
 			c.claim = strings.TrimSpace(c.claim + " " + strings.TrimSpace(strings.TrimPrefix(trimmed, "#")))
-		case strings.HasPrefix(l, prog+" "):
+		case strings.HasPrefix(l, "export "):
 			words, comment, err := shellWords(l)
 			require.NoError(t, err, "%s:%d: %s", path, n, l)
-			cmds = append(cmds, docCommand{line: n, text: l, args: words[1:], claim: comment})
+			assigns := leadingAssignments(words[1:])
+			require.True(t, len(assigns) > 0 && len(assigns) == len(words)-1, "%s:%d: an export line sets NAME=value words only: %s", path, n, l)
+			maps.Copy(exported, assignedVars(assigns))
+			cmds = append(cmds, docCommand{line: n, text: l, export: true, assigns: assigns, claim: comment})
+		case runsProgram(l, prog):
+			words, comment, err := shellWords(l)
+			require.NoError(t, err, "%s:%d: %s", path, n, l)
+			assigns := leadingAssignments(words)
+			require.True(t, len(words) > len(assigns) && words[len(assigns)] == prog, "%s:%d: the shell would not run %s: %s", path, n, prog, l)
+			vars := maps.Clone(exported)
+			maps.Copy(vars, assignedVars(assigns))
+			cmds = append(cmds, docCommand{line: n, text: l, assigns: assigns, args: words[len(assigns)+1:], vars: vars, claim: comment})
 		case outOfScope(l):
 		default:
 			t.Fatalf("%s:%d: a line this test does not know: %s", path, n, l)
 		}
 	}
 	return cmds
+}
+
+// assignment is a word the shell reads as a variable's assignment.
+var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
+
+// runsProgram reports whether the shell line l runs prog: its first
+// blank-separated word that is not NAME=value is prog. (A quoted value
+// holding a blank misleads it; parseCommands then fails the line.)
+func runsProgram(l, prog string) bool {
+	for _, w := range strings.Fields(l) {
+		if !assignment.MatchString(w) {
+			return w == prog
+		}
+	}
+	return false
+}
+
+// leadingAssignments returns the NAME=value words words starts with.
+func leadingAssignments(words []string) []string {
+	n := 0
+	for n < len(words) && assignment.MatchString(words[n]) {
+		n++
+	}
+	return words[:n]
+}
+
+// assignedVars maps each variable of NAME=value words to its value.
+func assignedVars(assigns []string) map[string]string {
+	vars := map[string]string{}
+	for _, a := range assigns {
+		name, value, _ := strings.Cut(a, "=")
+		vars[name] = value
+	}
+	return vars
 }
 
 // docStep is what a test knows of one command of a page.
@@ -111,14 +177,29 @@ type docStep struct {
 	// assumes: what a reader of the page would have done or waited for.
 	before func()
 	// check checks what the command printed and returned against the
-	// page's claim.
+	// page's claim; for an export (which prints nothing) it may be nil.
 	check func(out string, err error)
+}
+
+// docRunner runs a page's command: args are its words after the
+// program's name (passed through fromTheRoot or the like), vars the
+// variables it runs with (docCommand.vars).
+type docRunner func(vars map[string]string, args ...string) (string, error)
+
+// noVars is the docRunner of a page whose commands set no variables: run
+// gets their arguments, and a command with variables fails the test.
+func noVars(t *testing.T, run func(args ...string) (string, error)) docRunner {
+	return func(vars map[string]string, args ...string) (string, error) {
+		t.Helper()
+		require.Empty(t, vars, "the line sets variables this test does not pass on")
+		return run(args...)
+	}
 }
 
 // runPage runs the page's commands in order, each with the world its
 // step makes and checked by it, passing their arguments through sub first
 // (see fromTheRoot). The page and the steps must agree one for one.
-func runPage(t *testing.T, path string, cmds []docCommand, steps []docStep, sub func([]string) []string, run func(args ...string) (string, error)) {
+func runPage(t *testing.T, path string, cmds []docCommand, steps []docStep, sub func([]string) []string, run docRunner) {
 	t.Helper()
 	var page, known []string
 	for _, c := range cmds {
@@ -137,8 +218,9 @@ func runPage(t *testing.T, path string, cmds []docCommand, steps []docStep, sub 
 }
 
 // runStep runs one command of a page with its step, naming the page's
-// line when the step fails, whether by assert or by require.
-func runStep(t *testing.T, path string, c docCommand, s docStep, sub func([]string) []string, run func(args ...string) (string, error)) {
+// line when the step fails, whether by assert or by require. An export
+// runs nothing: its step's check, when set, gets no output and no error.
+func runStep(t *testing.T, path string, c docCommand, s docStep, sub func([]string) []string, run docRunner) {
 	t.Helper()
 	defer func() {
 		if t.Failed() {
@@ -148,9 +230,15 @@ func runStep(t *testing.T, path string, c docCommand, s docStep, sub func([]stri
 	if s.before != nil {
 		s.before()
 	}
+	if c.export {
+		if s.check != nil {
+			s.check("", nil)
+		}
+		return
+	}
 	args := sub(c.args)
-	out, err := run(args...)
-	t.Logf("%s:%d: %q\n%s(error: %v)", path, c.line, args, out, err)
+	out, err := run(c.vars, args...)
+	t.Logf("%s:%d: %s\n%s(error: %v)", path, c.line, strings.TrimSpace(strings.Join(c.assigns, " ")+fmt.Sprintf(" %q", args)), out, err)
 	s.check(out, err)
 }
 
@@ -275,4 +363,23 @@ func TestShellWordsSplitsAsTheShellDoes(t *testing.T) {
 		_, _, err := shellWords(line)
 		assert.Error(t, err, line)
 	}
+}
+
+func TestParseCommandsReadsExportsAndAssignments(t *testing.T) {
+	t.Parallel()
+	cmds := parseCommands(t, "page.md", []string{
+		"export A=1 B='two words'   # the environment",
+		"A=3 ./oncerun tools --json # lists",
+		"    # every tool",
+		"./oncerun-dev dev",
+		"./oncerun status --run-id r1",
+	}, 10, "./oncerun", func(l string) bool { return runsProgram(l, "./oncerun-dev") })
+	require.Len(t, cmds, 3)
+	assert.Equal(t, docCommand{line: 10, text: cmds[0].text, export: true, assigns: []string{"A=1", "B=two words"}, claim: "the environment"}, cmds[0])
+	assert.Equal(t, "export A=1 B=two words", cmds[0].words())
+	assert.Equal(t, docCommand{line: 11, text: cmds[1].text, assigns: []string{"A=3"}, args: []string{"tools", "--json"},
+		vars: map[string]string{"A": "3", "B": "two words"}, claim: "lists every tool"}, cmds[1])
+	assert.Equal(t, "A=3 tools", cmds[1].words())
+	assert.Equal(t, map[string]string{"A": "1", "B": "two words"}, cmds[2].vars, "an export holds for every command below it")
+	assert.Equal(t, 14, cmds[2].line)
 }

@@ -46,7 +46,7 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	addr, err := devserver.FreeAddr("127.0.0.1")
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ type binary struct {
 }
 
 // build builds b once and returns its path.
-func (b *binary) build(t *testing.T) string {
+func (b *binary) build(t testing.TB) string {
 	t.Helper()
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "oncerun-it-")
@@ -200,7 +200,7 @@ var (
 )
 
 // buildOncerun builds the production command, cmd/oncerun.
-func buildOncerun(t *testing.T) string { return oncerunBin.build(t) }
+func buildOncerun(t testing.TB) string { return oncerunBin.build(t) }
 
 // buildDev builds the development command, cmd/oncerun-dev: every
 // production command and dev, demo, chaos, temporal-server and the

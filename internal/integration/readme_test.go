@@ -249,7 +249,7 @@ VALUES ('acme', $1, $2, 1, 'refund_payment', 'completed', repeat('a', 64),
 			assert.Contains(t, status, "spend: 50.00 EUR spent, 0.00 EUR held, of a budget of 500.00 EUR (10.0% used)")
 		},
 	}}
-	runPage(t, readmePath, cmds, steps, fromTheRoot(t, map[string]string{"r1": r1, "r2": r2, "r3": r3}), oncerun)
+	runPage(t, readmePath, cmds, steps, fromTheRoot(t, map[string]string{"r1": r1, "r2": r2, "r3": r3}), noVars(t, oncerun))
 }
 
 // TestTheREADMELimitsDocRunsAsWritten runs the commands of docs/limits.md
@@ -290,5 +290,5 @@ func TestTheREADMELimitsDocRunsAsWritten(t *testing.T) {
 			assert.Regexp(t, `(?m)^credits\s`, left)
 		},
 	}}
-	runPage(t, limitsDocPath, cmds, steps, fromTheRoot(t, nil), e.oncerun)
+	runPage(t, limitsDocPath, cmds, steps, fromTheRoot(t, nil), noVars(t, e.oncerun))
 }

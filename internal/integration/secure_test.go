@@ -84,7 +84,7 @@ func temporalEnv(t *testing.T, vars ...string) []string {
 // localEnv is environ for a process of a test: no TEMPORAL_ variable and
 // no temporal.toml of the machine's user reach it; the test adds the
 // TEMPORAL_ variables the process needs.
-func localEnv(t *testing.T, environ []string) []string {
+func localEnv(t testing.TB, environ []string) []string {
 	t.Helper()
 	return temporalconn.LocalEnv(environ, t.TempDir())
 }

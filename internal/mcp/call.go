@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -70,8 +71,14 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 			}
 		}
 		st := &callState{key: key}
+		meta := mcpsdk.Meta{MetaIdempotencyKey: key}
+		// The call's trace context goes with it, in _meta as the MCP
+		// discussions on trace context propose (traceparent, tracestate).
+		if telemetry.On() {
+			telemetry.Propagator().Inject(ctx, metaCarrier(meta))
+		}
 		res, callErr := cs.CallTool(withCallState(ctx, st), &mcpsdk.CallToolParams{
-			Meta:      mcpsdk.Meta{MetaIdempotencyKey: key},
+			Meta:      meta,
 			Name:      name,
 			Arguments: args,
 		})
@@ -193,4 +200,22 @@ func contentText(content []mcpsdk.Content) string {
 		parts = append(parts, fmt.Sprintf("[%T]", c))
 	}
 	return strings.Join(parts, "\n")
+}
+
+// metaCarrier carries trace context in a request's _meta.
+type metaCarrier mcpsdk.Meta
+
+func (m metaCarrier) Get(key string) string {
+	v, _ := m[key].(string)
+	return v
+}
+
+func (m metaCarrier) Set(key, value string) { m[key] = value }
+
+func (m metaCarrier) Keys() []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
@@ -33,7 +34,7 @@ func (s *server) transport() mcpsdk.Transport {
 			// history: they are given it redacted, and the roundTripper
 			// puts the credentials back on the requests to it.
 			Endpoint:   untrusted.Redact(s.cfg.URL),
-			HTTPClient: &http.Client{Transport: newRoundTripper(base, s.cfg.URL, s.bearer)},
+			HTTPClient: &http.Client{Transport: telemetry.Transport(newRoundTripper(base, s.cfg.URL, s.bearer))},
 			// oncerun only calls: it needs no messages the server would
 			// start.
 			DisableStandaloneSSE: true,

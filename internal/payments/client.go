@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -72,7 +73,8 @@ func New(cfg Config) (*Client, error) {
 	if cfg.HTTP == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.DisableKeepAlives = true
-		cfg.HTTP = &http.Client{Transport: t}
+		// Traced while OTEL_* configure tracing: the provider gets our traceparent.
+		cfg.HTTP = &http.Client{Transport: telemetry.Transport(t)}
 	}
 	// Go's client keeps the Authorization header on a redirect to another
 	// port of the same host or to a subdomain, and resends the body and its

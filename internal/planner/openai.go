@@ -15,7 +15,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults for [OpenAIConfig].
@@ -63,7 +67,8 @@ func (c OpenAIConfig) WithDefaults() OpenAIConfig {
 	c.BaseURL = cmp.Or(c.BaseURL, DefaultOpenAIBaseURL)
 	c.Timeout = cmp.Or(c.Timeout, DefaultOpenAITimeout)
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: c.Timeout}
+		// Traced while OTEL_* configure tracing.
+		c.HTTPClient = &http.Client{Timeout: c.Timeout, Transport: telemetry.Transport(nil)}
 	}
 	return c
 }
@@ -107,7 +112,20 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 // and 5xx answers are ordinary errors, to be retried; other refusals wrap
 // [ErrPermanent]. A tool call whose arguments are not valid JSON is returned
 // with Call.Malformed set, not as an error.
-func (p *OpenAI) Next(ctx context.Context, req Request) (Proposal, error) {
+func (p *OpenAI) Next(ctx context.Context, req Request) (prop Proposal, err error) {
+	// The model call's span, in the GenAI semantic conventions' terms.
+	ctx, span := telemetry.Tracer().Start(ctx, "chat "+p.cfg.Model, trace.WithSpanKind(trace.SpanKindClient))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "the model call failed")
+		}
+		span.End()
+	}()
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", "openai"),
+			attribute.String("gen_ai.request.model", p.cfg.Model))
+	}
 	chat, err := p.chatRequest(req)
 	if err != nil {
 		return Proposal{}, err
@@ -146,7 +164,10 @@ func (p *OpenAI) Next(ctx context.Context, req Request) (Proposal, error) {
 	if len(raw) > maxResponseBytes {
 		return Proposal{}, fmt.Errorf("openai: response body exceeds %d bytes", maxResponseBytes)
 	}
-	prop, err := parseResponse(raw)
+	if span.IsRecording() {
+		recordUsage(span, raw)
+	}
+	prop, err = parseResponse(raw)
 	prop.Parallel = !p.cfg.Sequential && len(prop.Calls) > 1
 	return prop, err
 }
@@ -337,4 +358,36 @@ func excerpt(body []byte) string {
 		cut--
 	}
 	return strconv.Quote(s[:cut] + "…")
+}
+
+// recordUsage sets the model's own account of a chat response on span:
+// the model that answered and the tokens it counted.
+func recordUsage(span trace.Span, raw []byte) {
+	var r struct {
+		Model string `json:"model"`
+		Usage *struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(raw, &r) != nil {
+		return
+	}
+	if r.Model != "" {
+		span.SetAttributes(attribute.String("gen_ai.response.model", r.Model))
+	}
+	if r.Usage != nil {
+		span.SetAttributes(attribute.Int64("gen_ai.usage.input_tokens", r.Usage.PromptTokens),
+			attribute.Int64("gen_ai.usage.output_tokens", r.Usage.CompletionTokens))
+	}
+	var reasons []string
+	for _, c := range r.Choices {
+		reasons = append(reasons, c.FinishReason)
+	}
+	if len(reasons) > 0 {
+		span.SetAttributes(attribute.StringSlice("gen_ai.response.finish_reasons", reasons))
+	}
 }

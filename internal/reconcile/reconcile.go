@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/oncerun/oncerun/internal/telemetry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.uber.org/zap"
 )
 
@@ -223,7 +226,19 @@ const MaxReportFindings = 1000
 // and reports on every open finding. A source whose ledger cannot be read
 // is left out of this pass, which goes on with the others and then returns
 // the error beside the report.
-func Pass(ctx context.Context, cfg Config) (Report, error) {
+func Pass(ctx context.Context, cfg Config) (rep Report, err error) {
+	ctx, span := telemetry.Tracer().Start(ctx, "oncerun.reconcile")
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(attribute.Int("oncerun.checked", rep.Checked), attribute.Int("oncerun.recorded", rep.Recorded),
+				attribute.Int("oncerun.drift_count", rep.DriftCount))
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "the pass failed")
+			}
+		}
+		span.End()
+	}()
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return Report{}, err
@@ -235,10 +250,7 @@ func Pass(ctx context.Context, cfg Config) (Report, error) {
 		cutoff: now.Add(-cfg.Settlement),
 		margin: cfg.Settlement,
 	}
-	var (
-		rep  Report
-		errs []error
-	)
+	var errs []error
 	for _, s := range cfg.Sources {
 		found, checked, err := compare(ctx, cfg, s, w)
 		if err != nil {

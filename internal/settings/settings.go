@@ -8,6 +8,7 @@ package settings
 
 import (
 	"github.com/oncerun/oncerun/internal/mcp"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 )
 
@@ -52,6 +53,15 @@ const (
 	// EnvLimitsFile is a limits file (spend.LoadFile): the spend caps set
 	// when a process starts.
 	EnvLimitsFile = "ONCERUN_LIMITS_FILE"
+	// OpenTelemetry's standard variables, which configure tracing
+	// (internal/telemetry): off unless an endpoint is set.
+	EnvOTelEndpoint       = telemetry.EnvEndpoint
+	EnvOTelTracesEndpoint = telemetry.EnvTracesEndpoint
+	EnvOTelProtocol       = telemetry.EnvProtocol
+	EnvOTelServiceName    = "OTEL_SERVICE_NAME"
+	EnvOTelResource       = "OTEL_RESOURCE_ATTRIBUTES"
+	EnvOTelSampler        = "OTEL_TRACES_SAMPLER"
+	EnvOTelSDKDisabled    = telemetry.EnvSDKDisabled
 )
 
 // EnvNames lists every environment variable a worker reads, but the
@@ -65,7 +75,8 @@ var EnvNames = []string{
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
-	EnvLimitsFile,
+	EnvLimitsFile, EnvOTelEndpoint, EnvOTelTracesEndpoint, EnvOTelProtocol, EnvOTelServiceName, EnvOTelResource,
+	EnvOTelSampler, EnvOTelSDKDisabled,
 }
 
 func init() {

@@ -35,6 +35,9 @@ type Ticket struct {
 	// Key is the idempotency key of the call that opened it, if any.
 	Key     string `json:"idempotency_key,omitempty"`
 	Created int64  `json:"created"`
+	// Traceparent is the W3C trace context the call that opened it
+	// carried in its _meta, if any.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Voucher is a voucher the desk issued.
@@ -45,6 +48,8 @@ type Voucher struct {
 	Currency    string `json:"currency"`
 	Key         string `json:"idempotency_key,omitempty"`
 	Created     int64  `json:"created"`
+	// Traceparent is as a Ticket's.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // Config configures a desk.
@@ -178,6 +183,12 @@ func keyOf(req *mcpsdk.CallToolRequest) string {
 	return ""
 }
 
+// traceparentOf is the trace context a call carries in its _meta.
+func traceparentOf(req *mcpsdk.CallToolRequest) string {
+	tp, _ := req.Params.Meta["traceparent"].(string)
+	return tp
+}
+
 // TicketArgs are open_ticket's and find_ticket's arguments.
 type TicketArgs struct {
 	OrderID string `json:"order_id" jsonschema:"the order the ticket is about"`
@@ -214,7 +225,7 @@ func (d *Desk) Server() *mcpsdk.Server {
 			if in.OrderID == "" || in.Subject == "" {
 				return nil, Ticket{}, errors.New("order_id and subject are required")
 			}
-			t, err := d.openTicket(keyOf(req), in)
+			t, err := d.openTicket(keyOf(req), traceparentOf(req), in)
 			return nil, t, err
 		})
 	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_ticket", Description: "Find the ticket this call's idempotency key opened."},
@@ -226,7 +237,7 @@ func (d *Desk) Server() *mcpsdk.Server {
 			if in.OrderID == "" || in.AmountCents <= 0 || len(in.Currency) != 3 {
 				return nil, Voucher{}, errors.New("order_id, a positive amount_cents and a 3-letter currency are required")
 			}
-			v, err := d.issueVoucher(keyOf(req), in)
+			v, err := d.issueVoucher(keyOf(req), traceparentOf(req), in)
 			return nil, v, err
 		})
 	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_voucher", Description: "Find the voucher this call's idempotency key issued."},
@@ -236,7 +247,7 @@ func (d *Desk) Server() *mcpsdk.Server {
 	return s
 }
 
-func (d *Desk) openTicket(key string, in TicketArgs) (Ticket, error) {
+func (d *Desk) openTicket(key, traceparent string, in TicketArgs) (Ticket, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.reload(); err != nil {
@@ -250,7 +261,7 @@ func (d *Desk) openTicket(key string, in TicketArgs) (Ticket, error) {
 		}
 	}
 	t := Ticket{ID: fmt.Sprintf("tk_%d", len(d.led.Tickets)+1), OrderID: in.OrderID, Subject: in.Subject, Body: in.Body,
-		Key: key, Created: d.cfg.Now().Unix()}
+		Key: key, Created: d.cfg.Now().Unix(), Traceparent: traceparent}
 	d.led.Tickets = append(d.led.Tickets, t)
 	if err := d.save(); err != nil {
 		d.led.Tickets = d.led.Tickets[:len(d.led.Tickets)-1]
@@ -271,7 +282,7 @@ func (d *Desk) findTicket(key string) Found {
 	return Found{}
 }
 
-func (d *Desk) issueVoucher(key string, in VoucherArgs) (Voucher, error) {
+func (d *Desk) issueVoucher(key, traceparent string, in VoucherArgs) (Voucher, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err := d.reload(); err != nil {
@@ -285,7 +296,7 @@ func (d *Desk) issueVoucher(key string, in VoucherArgs) (Voucher, error) {
 		}
 	}
 	v := Voucher{ID: fmt.Sprintf("vo_%d", len(d.led.Vouchers)+1), OrderID: in.OrderID, AmountCents: in.AmountCents,
-		Currency: in.Currency, Key: key, Created: d.cfg.Now().Unix()}
+		Currency: in.Currency, Key: key, Created: d.cfg.Now().Unix(), Traceparent: traceparent}
 	d.led.Vouchers = append(d.led.Vouchers, v)
 	if err := d.save(); err != nil {
 		d.led.Vouchers = d.led.Vouchers[:len(d.led.Vouchers)-1]

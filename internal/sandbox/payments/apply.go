@@ -14,6 +14,8 @@ type refundRequest struct {
 	PaymentID string
 	Amount    int64
 	Currency  string // lower case
+	// Traceparent is the request's W3C trace context, as it came.
+	Traceparent string
 }
 
 // applyRefund answers a refund request made with key at now. A key still
@@ -48,7 +50,7 @@ func (l *ledger) applyRefund(key string, req refundRequest, now time.Time, reten
 	}
 	refund = Refund{
 		ID: id, PaymentID: p.ID, Amount: req.Amount, Currency: p.Currency,
-		Status: RefundStatusSucceeded, IdempotencyKey: key, Created: now.Unix(),
+		Status: RefundStatusSucceeded, IdempotencyKey: key, Created: now.Unix(), Traceparent: req.Traceparent,
 	}
 	l.pruneKeys(now, retention)
 	prev, hadPrev := l.keys[key]

@@ -44,6 +44,10 @@ type Refund struct {
 	IdempotencyKey string `json:"idempotency_key"`
 	// Created is when it was made, in unix seconds.
 	Created int64 `json:"created"`
+	// Traceparent is the W3C trace context the request that made it
+	// carried, if any: a test joins the sandbox's side of a trace to the
+	// caller's by it.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // APIError is the object inside every error answer:

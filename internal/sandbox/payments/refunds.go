@@ -29,6 +29,7 @@ func (s *Server) createRefund(w *recorder, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	req.Traceparent = r.Header.Get("traceparent")
 	f, faulty, err := s.pickFault(r, false)
 	if err != nil {
 		return err
