@@ -96,7 +96,6 @@ func (a *Activities) warnShortWindows(ctx context.Context, in ApprovalRequest) {
 // decision of record the approvals service holds (the deadline came first)
 // marks the row decision_mismatch, for the service's needs_resolution list.
 func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution) error {
-	a.traceApproval(ctx, in)
 	pending, err := approvalstore.RecordOutcome(ctx, a.Pool, approvalstore.Approval{
 		Request: approvalstore.Request{Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Round: in.Round},
 		State:   in.State, DecidedBy: in.DecidedBy, DecidedAt: &in.DecidedAt, Comment: in.Comment,
@@ -105,6 +104,8 @@ func (a *Activities) ResolveApproval(ctx context.Context, in ApprovalResolution)
 	if err != nil {
 		return dataError(err)
 	}
+	// Once recorded: an attempt that failed says nothing of the wait.
+	a.traceApproval(ctx, in)
 	if !pending {
 		a.log(ctx).Info("approval row not pending; resolution left it as it was",
 			zap.String("tenant", in.Tenant), zap.String("run_id", in.RunID), zap.Int64("step", in.Step),

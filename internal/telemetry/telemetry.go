@@ -152,7 +152,9 @@ func TemporalInterceptors() ([]interceptor.ClientInterceptor, error) {
 	if !On() {
 		return nil, nil
 	}
-	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{TextMapPropagator: Propagator()})
+	// Status queries are reads that the inbox, the API and the CLI make
+	// often: a span each would bury a run's steps in its trace.
+	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{TextMapPropagator: Propagator(), DisableQueryTracing: true})
 	if err != nil {
 		return nil, fmt.Errorf("Temporal tracing interceptor: %w", err)
 	}
