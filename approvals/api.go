@@ -278,7 +278,7 @@ func (s *Server) decideWith(w http.ResponseWriter, r *http.Request, id Identity,
 		s.fail(w, r, err)
 		return
 	}
-	in := DecideInput{StepRequest: s.stepRequest(r, id, approvalstore.ViaAPI, step), Decision: d}
+	in := DecideInput{StepRequest: StepRequestOf(r, id, approvalstore.ViaAPI, step), Decision: d}
 	// A body that does not decode is refused once the request is audited,
 	// if it names a step.
 	in.Invalid = s.decodeBody(w, r, req)

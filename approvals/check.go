@@ -102,7 +102,7 @@ func (s *Server) checkAPI(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.fail(w, r, err)
 		return
 	}
-	res, err := s.Check(r.Context(), s.stepRequest(r, id, approvalstore.ViaAPI, step))
+	res, err := s.Check(r.Context(), StepRequestOf(r, id, approvalstore.ViaAPI, step))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -1,7 +1,6 @@
 package approvals
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -313,7 +312,7 @@ func resolutionProblem(it Item, now time.Time) string {
 	info := it.Resolution
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s was sent under key %s, first at %s, and nobody could tell whether it was applied",
-		it.Tool, untrusted.Cut(compactJSON(it.Args), 200), info.Key, info.FirstSentAt.UTC().Format(time.RFC3339))
+		it.Tool, untrusted.Cut(untrusted.Compact(it.Args), 200), info.Key, info.FirstSentAt.UTC().Format(time.RFC3339))
 	if info.Known != "" {
 		fmt.Fprintf(&b, "; what we know: %s", info.Known)
 	}
@@ -331,14 +330,6 @@ func resolutionProblem(it Item, now time.Time) string {
 		fmt.Fprintf(&b, ". Say whether the provider applied it; nobody has answered since the deadline %s passed.", info.Deadline.UTC().Format(time.RFC3339))
 	}
 	return b.String()
-}
-
-func compactJSON(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
-		return string(raw)
-	}
-	return buf.String()
 }
 
 // mergeItems merges two lists sorted oldest first into one of at most limit

@@ -71,8 +71,9 @@ func CallerOf(r *http.Request, id Identity, via string) Caller {
 	return Caller{Identity: id, Via: via, RemoteAddr: RemoteAddr(r), UserAgent: r.UserAgent()}
 }
 
-// stepRequest is request r's about step of the run its path names.
-func (s *Server) stepRequest(r *http.Request, id Identity, via string, step int64) StepRequest {
+// StepRequestOf is request r's about step of the run its path names
+// ({run_id}), by id, through via: the API's and the inbox's alike.
+func StepRequestOf(r *http.Request, id Identity, via string, step int64) StepRequest {
 	return StepRequest{Caller: CallerOf(r, id, via), RunID: r.PathValue("run_id"), Step: step}
 }
 

@@ -95,7 +95,7 @@ func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity)
 	// A body that does not decode is refused once the request is audited,
 	// if it names a step.
 	bad := s.decodeBody(w, r, &req)
-	sr := s.stepRequest(r, id, approvalstore.ViaAPI, step)
+	sr := StepRequestOf(r, id, approvalstore.ViaAPI, step)
 	sr.Invalid = bad
 	res, err := s.Resolve(r.Context(), ResolveRequestInput(sr, req))
 	if err != nil {

@@ -116,7 +116,7 @@ func (s *Inbox) decideForm(w http.ResponseWriter, r *http.Request) {
 // decideInput is decision form r's decision about step, by id: the
 // reviewed hash, the comment and the round the form carries.
 func (s *Inbox) decideInput(r *http.Request, id approvals.Identity, step int64, d workflows.Decision) approvals.DecideInput {
-	sr := s.stepRequest(r, id, step)
+	sr := approvals.StepRequestOf(r, id, approvalstore.ViaInbox, step)
 	sr.Round = formRound(r.PostForm.Get("round"))
 	return approvals.DecideInput{StepRequest: sr, Decision: d, ArgsHash: r.PostForm.Get("args_hash"), Comment: r.PostForm.Get("comment")}
 }
@@ -142,7 +142,7 @@ func (s *Inbox) resolveForm(w http.ResponseWriter, r *http.Request) {
 	runID := r.PathValue("run_id")
 	req := approvals.ResolveRequest{Outcome: r.PostForm.Get("outcome"), Result: json.RawMessage(r.PostForm.Get("result")),
 		Note: r.PostForm.Get("note")}
-	sr := s.stepRequest(r, sess.id, step)
+	sr := approvals.StepRequestOf(r, sess.id, approvalstore.ViaInbox, step)
 	if v := r.PostForm.Get("round"); v != "" {
 		var err error
 		if req.Round, err = strconv.Atoi(v); err != nil {
@@ -167,7 +167,7 @@ func (s *Inbox) checkForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	runID := r.PathValue("run_id")
-	res, err := s.api.Check(r.Context(), s.stepRequest(r, sess.id, step))
+	res, err := s.api.Check(r.Context(), approvals.StepRequestOf(r, sess.id, approvalstore.ViaInbox, step))
 	if err != nil {
 		s.formFailed(r.Context(), w, r, s.formError(p, "check", runID, step, err), err)
 		return
@@ -177,10 +177,4 @@ func (s *Inbox) checkForm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.redirectWithFlash(w, r, fmt.Sprintf("The provider holds step %d of run %s: it is answered applied, with the provider's record.", step, runID))
-}
-
-// stepRequest is form r's request about step of the run its path names,
-// by id, through the inbox.
-func (s *Inbox) stepRequest(r *http.Request, id approvals.Identity, step int64) approvals.StepRequest {
-	return approvals.StepRequest{Caller: approvals.CallerOf(r, id, approvalstore.ViaInbox), RunID: r.PathValue("run_id"), Step: step}
 }

@@ -45,7 +45,7 @@ func (s *Inbox) resultLine(toolName string, raw json.RawMessage) string {
 	}
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil || obj == nil {
-		return ellipsis(compactJSON(raw), resultLineBytes)
+		return ellipsis(untrusted.Compact(raw), resultLineBytes)
 	}
 	var amounts map[string]string
 	if t, ok := s.api.Tool(toolName); ok {
@@ -74,7 +74,7 @@ func (s *Inbox) resultLine(toolName string, raw json.RawMessage) string {
 		}
 	}
 	if len(parts) == 0 {
-		return ellipsis(compactJSON(raw), resultLineBytes)
+		return ellipsis(untrusted.Compact(raw), resultLineBytes)
 	}
 	return ellipsis(strings.Join(parts, " · "), resultLineBytes)
 }
@@ -194,15 +194,6 @@ func (s *Inbox) stepViews(steps []workflows.Step) []stepView {
 func indentJSON(raw json.RawMessage) string {
 	var buf bytes.Buffer
 	if json.Indent(&buf, raw, "", "  ") != nil {
-		return string(raw)
-	}
-	return buf.String()
-}
-
-// compactJSON is raw without its spacing, or as it is when it is not JSON.
-func compactJSON(raw json.RawMessage) string {
-	var buf bytes.Buffer
-	if json.Compact(&buf, raw) != nil {
 		return string(raw)
 	}
 	return buf.String()

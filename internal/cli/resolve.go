@@ -187,7 +187,7 @@ func printResolution(out io.Writer, res approvals.ResolveResponse, asJSON bool) 
 	r := res.Resolution
 	result := ""
 	if len(r.Result) > 0 {
-		result = " with result " + oneLine(compact(r.Result))
+		result = " with result " + oneLine(untrusted.Compact(r.Result))
 	}
 	if res.Repeated {
 		fmt.Fprintf(out, "round %d of step %d of run %s was already answered %s%s by %s at %s\n",

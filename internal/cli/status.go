@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/internal/money"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -93,9 +92,9 @@ result, summary, error, replayed, approval and its timestamps.`,
 				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", s.Step, s.Tool, state, s.ArgsHash[:12], oneLine(result))
 				if e := s.Edit; e != nil {
 					fmt.Fprintf(tw, "\t  edited by %s at %s\tproposed\t%s\t%s\n", e.EditedBy, e.EditedAt.UTC().Format(time.RFC3339),
-						e.OriginalArgsHash[:12], oneLine(compact(e.OriginalArgs)))
+						e.OriginalArgsHash[:12], oneLine(untrusted.Compact(e.OriginalArgs)))
 					fmt.Fprintf(tw, "\t  %s\tran\t%s\t%s\n", oneLine(cmp.Or(e.Comment, "(no comment)")), e.ArgsHash[:12],
-						oneLine(compact(e.Args)))
+						oneLine(untrusted.Compact(e.Args)))
 				}
 				for _, fu := range s.FollowUps {
 					fmt.Fprintf(tw, "\t  follow-up %d\t%s\t%s\t%s\n", fu.Seq, fu.Tool, fu.State, oneLine(fu.Error))
@@ -199,13 +198,4 @@ func oneLine(s string) string {
 		s = s[:cut] + "…"
 	}
 	return s
-}
-
-// compact is raw JSON on one line.
-func compact(raw json.RawMessage) string {
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
 }

@@ -1,6 +1,8 @@
 package untrusted
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -187,4 +189,14 @@ func typeName(t reflect.Type) string {
 		return "an object"
 	}
 	return t.String()
+}
+
+// Compact is a JSON value on one line, without its spacing, for a terminal
+// or a page; raw as it is when it is not JSON.
+func Compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return string(raw)
+	}
+	return b.String()
 }

@@ -137,7 +137,7 @@ func isInternal(path string) bool {
 // that exports fewer lowers it, so that the budget stays the surface.
 var exportBudget = map[string]int{
 	"github.com/oncerun/oncerun/activities":         74,
-	"github.com/oncerun/oncerun/approvals":          117,
+	"github.com/oncerun/oncerun/approvals":          118,
 	"github.com/oncerun/oncerun/approvals/inbox":    5,
 	"github.com/oncerun/oncerun/migrations":         5,
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
