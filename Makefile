@@ -76,7 +76,7 @@ bench: ## Every speed goal side by side, raw figures in $(BENCH_OUT), then ratio
 	go test -run '^$$' -bench BenchmarkDevStackThroughput -benchtime 1x -count 3 -timeout 30m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkTenStepRunHistory -benchtime 5x -timeout 10m ./internal/integration/ | tee -a $(BENCH_OUT)
 	go test -run '^$$' -bench BenchmarkPruneExpiredKeys -benchtime 1x -timeout 30m ./internal/watchdog/ | tee -a $(BENCH_OUT)
-	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 3 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
+	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 6 -timeout 20m ./internal/integration/ | tee -a $(BENCH_OUT)
 	cd bench/peers && go run . $(PEERS_FLAGS) | tee -a ../../$(BENCH_OUT)
 	@echo; echo "== Store.Do against the bare transaction (ratio = 1 + vs base)"
 	go tool benchstat -filter '.name:IssueCredit' -col /impl $(BENCH_OUT)
@@ -101,8 +101,8 @@ bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token l
 	go test -run '^$$' -bench 'BenchmarkListApprovals|BenchmarkTokensLookup' -count 5 ./approvals/
 
 .PHONY: bench-tracing
-bench-tracing: ## A worker process's CPU per step and steps/s, tracing off and on at 100% sampling to a local OTLP receiver, side by side (about 3 minutes).
-	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 3 -timeout 20m ./internal/integration/ | tee tracing.txt
+bench-tracing: ## A worker process's CPU per step and steps/s, tracing off and on at 100% sampling to a local OTLP receiver, side by side (about 2 minutes).
+	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 6 -timeout 20m ./internal/integration/ | tee tracing.txt
 	go tool benchstat -col /tracing tracing.txt
 
 .PHONY: bench-run
