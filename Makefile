@@ -101,8 +101,8 @@ bench-approvals: ## Approvals lists among 200,000 steps vs a bare query; token l
 	go test -run '^$$' -bench 'BenchmarkListApprovals|BenchmarkTokensLookup' -count 5 ./approvals/
 
 .PHONY: bench-tracing
-bench-tracing: ## A worker process's CPU per step and steps/s, tracing off and on at 100% sampling to a local OTLP receiver, side by side (about 2 minutes).
-	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 6 -timeout 20m ./internal/integration/ | tee tracing.txt
+bench-tracing: ## A worker process's CPU per step and steps/s, tracing off, on at 100% sampling to a local OTLP receiver, and on at 10%, side by side (about 3 minutes).
+	go test -run '^$$' -bench BenchmarkTracingCost -benchtime 5x -count 8 -timeout 20m ./internal/integration/ | tee tracing.txt
 	go tool benchstat -col /tracing tracing.txt
 
 .PHONY: bench-run

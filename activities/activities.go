@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/telemetry"
@@ -50,6 +51,9 @@ type Activities struct {
 	Tools *tools.Registry
 	// Planners maps a planner name, as runs spell it, to the planner.
 	Planners map[string]Planner
+	// Agents are the deployment's sub-agents, which a planner sees as
+	// tools (agent_<name>) and a run starts as child runs. Nil: none.
+	Agents *AgentSet
 	// Log receives one line per tool call outcome. Default: none.
 	Log *zap.Logger
 	// Metrics counts tool calls. Nil counts nothing.
@@ -65,6 +69,9 @@ type Activities struct {
 	// beyond the log line (the alert webhook). Nil: the log line only.
 	SpendAlerts SpendAlerter
 }
+
+// AgentSet is a deployment's checked sub-agents (see docs/agent-runs.md).
+type AgentSet = agents.Set
 
 // log is the activities' logger, with the trace_id and span_id of ctx's
 // span on every line.

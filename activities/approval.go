@@ -11,6 +11,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -58,6 +59,7 @@ type ApprovalResolution struct {
 // arguments belongs to an earlier run under the same run id (one whose
 // workflow Temporal no longer keeps); it is refused, without retries.
 func (a *Activities) RequestApproval(ctx context.Context, in ApprovalRequest) (ApprovalRecorded, error) {
+	in.Traceparent = telemetry.Traceparent(ctx)
 	err := approvalstore.RecordPending(ctx, a.Pool, in)
 	if errors.Is(err, approvalstore.ErrOtherArguments) {
 		return ApprovalRecorded{}, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeKeyReuse, nil)

@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"go.temporal.io/sdk/temporal"
 
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
@@ -41,6 +43,15 @@ type PlanInput struct {
 	// local planning turn asks for it: its input reaches the activity as
 	// the run holds it, not through a round trip of JSON.
 	Compact bool `json:"compact,omitempty"`
+	// Granted says the run is a child run, which may use only the tools
+	// Grant lists (none, when it is empty): the planner sees only these,
+	// and a call of another is refused. A run a person started may use
+	// every tool.
+	Granted bool     `json:"granted,omitempty"`
+	Grant   []string `json:"grant,omitempty"`
+	// Depth is how deep the run is among child runs: 0 for a run a person
+	// started.
+	Depth int `json:"depth,omitempty"`
 }
 
 // MaxMessageBytes bounds the planner's final message as a run records it.
@@ -83,6 +94,32 @@ type PlannedCall struct {
 	// Local says the call's step may run as a local activity (see
 	// tools.Tool.Local).
 	Local bool `json:"local,omitempty"`
+	// Delegate, for a call of a sub-agent's tool (class delegate), is the
+	// child run to start.
+	Delegate *Delegation `json:"delegate,omitempty"`
+}
+
+// ClassDelegate is the class of a call of a sub-agent's tool: the run
+// starts a child run for it, and no tool runs.
+const ClassDelegate tools.Class = "delegate"
+
+// Delegation is the child run a delegating call starts, as the parent's
+// planning turn checked it: recorded in the parent's history, so that a
+// replay starts the same child.
+type Delegation struct {
+	// Agent is the sub-agent's name.
+	Agent   string `json:"agent"`
+	Planner string `json:"planner"`
+	Goal    string `json:"goal"`
+	// Plan is a scripted sub-agent's plan, from the call.
+	Plan []tools.ProposedCall `json:"plan,omitempty"`
+	// Grant lists the tools the child may use: the sub-agent's, less any
+	// its parent may not use.
+	Grant    []string `json:"grant"`
+	MaxSteps int      `json:"max_steps,omitempty"`
+	Parallel int      `json:"parallel,omitempty"`
+	// MaxChildren bounds the child runs the parent starts.
+	MaxChildren int `json:"max_children"`
 }
 
 // Plan asks the run's planner for the next calls and checks each one. A
@@ -105,7 +142,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, er
 		Plan:     in.Plan,
 		Proposed: in.Proposed,
 		History:  in.History,
-		Tools:    a.Tools.Specs(),
+		Tools:    a.specs(in),
 	})
 	if errors.Is(err, planner.ErrPermanent) {
 		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
@@ -119,7 +156,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, er
 		return out, nil
 	}
 	for _, c := range prop.Calls {
-		pc := a.check(c)
+		pc := a.check(c, in)
 		if in.Compact {
 			if pc.Invalid == "" && bytes.Equal(pc.Args, pc.Proposed.Args) {
 				pc.Args = nil
@@ -144,7 +181,28 @@ func (c PlannedCall) Expand(proposed tools.ProposedCall) PlannedCall {
 	return c
 }
 
-func (a *Activities) check(c planner.Call) PlannedCall {
+// specs are the tools a run's planner sees: the worker's and the
+// sub-agents', those of its grant alone for a child run.
+func (a *Activities) specs(in PlanInput) []tools.Spec {
+	all := append(a.Tools.Specs(), a.Agents.Specs()...)
+	if !in.Granted {
+		return all
+	}
+	return slices.DeleteFunc(all, func(s tools.Spec) bool { return !slices.Contains(in.Grant, s.Name) })
+}
+
+func (a *Activities) check(c planner.Call, in PlanInput) PlannedCall {
+	if in.Granted && !slices.Contains(in.Grant, c.Tool) {
+		may := "none"
+		if len(in.Grant) > 0 {
+			may = strings.Join(in.Grant, ", ")
+		}
+		return PlannedCall{Proposed: c, Invalid: fmt.Sprintf("tool %q is not granted to this run (this child run may use: %s)",
+			untrusted.Cut(c.Tool, 2*tools.MaxNameLen), may)}
+	}
+	if ag, ok := a.Agents.Lookup(c.Tool); ok {
+		return a.delegation(c, ag, in)
+	}
 	p, err := a.Tools.Prepare(c)
 	if err != nil {
 		return PlannedCall{Proposed: c, Invalid: err.Error()}
@@ -160,5 +218,31 @@ func (a *Activities) check(c planner.Call) PlannedCall {
 		Guarantee:      p.Tool.Guarantee(),
 		OncePerRun:     p.Tool.OncePerRun(),
 		Local:          p.Tool.Local(),
+	}
+}
+
+// delegation checks a call of sub-agent ag's tool: its arguments, and the
+// depth the child would be at.
+func (a *Activities) delegation(c planner.Call, ag agents.Agent, in PlanInput) PlannedCall {
+	maxDepth, maxChildren := a.Agents.Bounds()
+	if in.Depth+1 > maxDepth {
+		return PlannedCall{Proposed: c, Invalid: fmt.Sprintf("%s: a child run here would be at depth %d, past the bound of %d: do it in this run",
+			c.Tool, in.Depth+1, maxDepth)}
+	}
+	p, err := a.Agents.Prepare(c)
+	if err != nil {
+		return PlannedCall{Proposed: c, Invalid: err.Error()}
+	}
+	var args struct {
+		Goal string               `json:"goal"`
+		Plan []tools.ProposedCall `json:"plan"`
+	}
+	if err := json.Unmarshal(p.Args, &args); err != nil {
+		return PlannedCall{Proposed: c, Invalid: fmt.Sprintf("%s: %v", c.Tool, err)}
+	}
+	return PlannedCall{
+		Proposed: c, Args: p.Args, ArgsHash: p.ArgsHash, Class: ClassDelegate, Guarantee: tools.GuaranteeOnce,
+		Delegate: &Delegation{Agent: ag.Name, Planner: ag.Planner, Goal: args.Goal, Plan: args.Plan,
+			Grant: agents.Grant(ag, in.Granted, in.Grant), MaxSteps: ag.Limits.MaxSteps, Parallel: ag.Limits.Parallel, MaxChildren: maxChildren},
 	}
 }

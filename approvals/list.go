@@ -40,6 +40,10 @@ const (
 	MaxListLimit     = 500
 )
 
+// Hop is one step of a child run's lineage: a run, and its step that
+// delegated to the child.
+type Hop = approvalstore.Hop
+
 // Item is a step that asked for approval, or whose outcome waits to be
 // resolved, as the approvals list shows it.
 type Item struct {
@@ -55,6 +59,12 @@ type Item struct {
 	// written as money, in the tool's order.
 	Amounts []Money `json:"amounts,omitempty"`
 	Goal    string  `json:"goal"`
+	// Lineage, for a step of a child run (a sub-agent's), lists the runs
+	// and steps from the first run of the tree down to the step that
+	// started the child; ParentGoal is the parent run's goal. Both absent
+	// for a run a person started.
+	Lineage    []Hop  `json:"lineage,omitempty"`
+	ParentGoal string `json:"parent_goal,omitempty"`
 	// Reason is why the step needs approval: the tool's rule, or, for an
 	// ApprovalKind of "limit", the spend limit the step would cross.
 	Reason string `json:"reason"`
@@ -182,7 +192,10 @@ func itemOf(row approvalstore.Listed, now time.Time) Item {
 	it := Item{Kind: KindApproval, RunID: a.RunID, Step: a.Step, Tool: a.Tool, Args: a.Args, ArgsHash: a.ArgsHash,
 		Goal: a.Goal, Reason: a.Reason, RequestedBy: a.RequestedBy, RequestedAt: a.RequestedAt, Deadline: a.Deadline,
 		State: a.State, DecidedBy: a.DecidedBy, DecidedAt: a.DecidedAt, Comment: a.Comment,
-		OnExpiry: a.OnExpiry, ApprovalKind: a.Kind, Round: a.Round}
+		OnExpiry: a.OnExpiry, ApprovalKind: a.Kind, Round: a.Round, ParentGoal: a.ParentGoal}
+	if len(a.Lineage) > 0 {
+		it.Lineage = a.Lineage
+	}
 	if a.State == approvalstore.StatePending {
 		it.SecondsLeft = secondsLeft(now, a.Deadline)
 	}

@@ -95,6 +95,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		},
 		ApprovalDeadlineWarnings: warnings,
 		MCPConfig:                getenv(settings.EnvMCPConfig),
+		AgentsConfig:             getenv(settings.EnvAgentsConfig),
 	}, getenv(settings.EnvLogLevel), nil
 }
 

@@ -96,6 +96,10 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 		return err
 	}
 	p.reg = reg
+	subAgents, err := agentSet(cfg, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
+	if err != nil {
+		return err
+	}
 	planners, err := Planners(cfg.OpenAI)
 	if err != nil {
 		return err
@@ -136,7 +140,7 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	p.promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
 	p.promReg.MustRegister(cfg.mcp.skippedGauge())
 	acts := &activities.Activities{
-		Pool: pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
+		Pool: pool, Store: store, Tools: reg, Planners: planners, Agents: subAgents, Log: log, Metrics: m,
 		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
 		Warner:           &alerts.DeadlineWarner{Webhook: p.webhook, Metrics: m},
 		SpendAlerts:      &alerts.SpendAlerts{Webhook: p.webhook, Pool: pool},

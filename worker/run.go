@@ -111,6 +111,12 @@ type Config struct {
 	// must know of their tools (ONCERUN_MCP_CONFIG). [WithMCP] connects to
 	// the servers and adds their tools to Tools; Build does it at start.
 	MCPConfig string
+	// Agents are the deployment's sub-agents, beside those of the file
+	// AgentsConfig names (ONCERUN_AGENTS_CONFIG, YAML or JSON, read
+	// strictly). Build refuses a sub-agent that names a tool the worker
+	// does not have.
+	Agents       []Agent
+	AgentsConfig string
 	// mcp is what WithMCP found: where each MCP tool comes from, and the
 	// optional servers left out.
 	mcp *mcpFound

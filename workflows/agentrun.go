@@ -152,7 +152,7 @@ func (r *run) version(ctx workflow.Context, changeID string) workflow.Version {
 func newRun(ctx workflow.Context, in RunInput) *run {
 	now := workflow.Now(ctx)
 	r := &run{in: in, status: Status{
-		Tenant: in.Tenant, RunID: in.RunID, Goal: in.Goal, Planner: in.Planner,
+		Tenant: in.Tenant, RunID: in.RunID, Goal: in.Goal, Parent: in.Parent, Planner: in.Planner,
 		State: RunRunning, StartedAt: now, UpdatedAt: now, Budget: in.Limits.Spend,
 	}}
 	if c := in.Carry; c != nil {
@@ -200,6 +200,12 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash}
 	if r.limits {
 		in.Spend = &activities.SpendInput{Budget: r.in.Limits.Spend, Exception: s.Limit != nil && s.Limit.Exception}
+		if p := r.in.Parent; p != nil {
+			in.Spend.BudgetRun = p.BudgetRun
+		}
+	}
+	if call.Delegate != nil {
+		return r.delegate(ctx, s, call)
 	}
 	if r.localStep(call) {
 		return r.executeLocal(ctx, call, in)
@@ -245,6 +251,10 @@ const localScriptPlanning = "local-script-planning"
 // with the square of its length.
 func (r *run) planInput() activities.PlanInput {
 	in := activities.PlanInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Planner: r.in.Planner}
+	if p := r.in.Parent; p != nil {
+		// A child run may use only its grant, empty or not.
+		in.Depth, in.Granted, in.Grant = p.Depth, true, r.in.Grant
+	}
 	if r.in.Planner == planner.NameScript {
 		next := min(r.proposed, len(r.in.Plan))
 		in.Plan = r.in.Plan[next:min(next+r.scriptBatch(next), len(r.in.Plan))]

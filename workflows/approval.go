@@ -63,7 +63,7 @@ func (r *run) awaitWait(ctx workflow.Context, s *Step, reason, kind string, roun
 	requested := workflow.ExecuteActivity(bctx, a.RequestApproval, activities.ApprovalRequest{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
 		Goal: r.in.Goal, Reason: reason, RequestedBy: r.in.StartedBy, RequestedAt: now, Deadline: deadline,
-		OnExpiry: onExpiry, Kind: kind, Round: round,
+		OnExpiry: onExpiry, Kind: kind, Round: round, Lineage: r.lineage(), ParentGoal: r.parentGoal(),
 	})
 	var err error
 	if warnings == 1 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/money"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -133,7 +134,41 @@ type RunInput struct {
 	// Carry is the state handed over by Continue-As-New; callers leave it
 	// nil.
 	Carry *Carry `json:"carry,omitempty"`
+	// Grant, for a child run (Parent set), lists the tools it may use, and
+	// none when it is empty (see docs/agent-runs.md). A run a person
+	// started may use every tool of the deployment.
+	Grant []string `json:"grant,omitempty"`
+	// Parent is set by the run that started this one as its child run;
+	// callers leave it nil.
+	Parent *Parent `json:"parent,omitempty"`
 }
+
+// Parent is where a child run comes from: the run and step that delegated
+// to it.
+type Parent struct {
+	RunID string `json:"run_id"`
+	Step  int64  `json:"step"`
+	// Goal is the parent run's goal, shown beside the child's.
+	Goal string `json:"goal,omitempty"`
+	// Agent names the sub-agent the child runs as.
+	Agent string `json:"agent"`
+	// Depth is the child's: 1 for a child of a run a person started.
+	Depth int `json:"depth"`
+	// BudgetRun is the run whose budget (limits.spend) the child's amounts
+	// count against: the first run of the tree.
+	BudgetRun string `json:"budget_run"`
+	// Lineage lists the runs and steps from the first run of the tree down
+	// to the step that started this run.
+	Lineage []Hop `json:"lineage"`
+}
+
+// Hop is one step of a child run's lineage: the run, and its step that
+// delegated.
+type Hop = approvalstore.Hop
+
+// ChildRunID is the run id of the child run that step of run starts:
+// "<run>.<step>".
+func ChildRunID(run string, step int64) string { return fmt.Sprintf("%s.%d", run, step) }
 
 // WithDefaults returns in with its planner and limits defaulted.
 func (in RunInput) WithDefaults() RunInput {
@@ -185,6 +220,8 @@ func (in RunInput) Validate() error {
 		return fmt.Errorf("%w: the plan has %d calls; at most %d", ErrInvalidInput, len(in.Plan), MaxPlanCalls)
 	case in.Carry != nil:
 		return fmt.Errorf("%w: carry is set only by Continue-As-New", ErrInvalidInput)
+	case in.Parent != nil:
+		return fmt.Errorf("%w: parent is set only by the run that delegates", ErrInvalidInput)
 	}
 	for _, code := range slices.Sorted(maps.Keys(in.Limits.Spend)) {
 		if _, unit, ok := money.Scale(code); !ok || unit != code {
@@ -446,11 +483,14 @@ type Step struct {
 	Step int64 `json:"step"`
 	// Turn is the planning turn that proposed the step: the steps of one
 	// turn share it, and CallID is the id the planner gave the call.
-	Turn     int             `json:"turn,omitempty"`
-	CallID   string          `json:"call_id,omitempty"`
-	Tool     string          `json:"tool"`
-	Class    tools.Class     `json:"class"`
-	Key      string          `json:"key"`
+	Turn   int         `json:"turn,omitempty"`
+	CallID string      `json:"call_id,omitempty"`
+	Tool   string      `json:"tool"`
+	Class  tools.Class `json:"class"`
+	Key    string      `json:"key"`
+	// Child, for a step that delegates to a sub-agent, is the child run's
+	// id (ChildRunID).
+	Child    string          `json:"child_run_id,omitempty"`
 	Args     json.RawMessage `json:"args"`
 	ArgsHash string          `json:"args_hash"`
 	State    StepState       `json:"state"`
@@ -489,9 +529,11 @@ type Step struct {
 // Status is a run's state, as the status query returns it and as the
 // workflow's result.
 type Status struct {
-	Tenant  string   `json:"tenant"`
-	RunID   string   `json:"run_id"`
-	Goal    string   `json:"goal,omitempty"`
+	Tenant string `json:"tenant"`
+	RunID  string `json:"run_id"`
+	Goal   string `json:"goal,omitempty"`
+	// Parent, for a child run, is the run and step that started it.
+	Parent  *Parent  `json:"parent,omitempty"`
 	Planner string   `json:"planner"`
 	State   RunState `json:"state"`
 	Steps   []Step   `json:"steps"`

@@ -10,8 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
@@ -102,7 +104,8 @@ func notFound(runID string, step int64) error {
 // lockStepSQL reads a step's row for a decision; lockStepForUpdateSQL also
 // locks it until the decision's transaction ends.
 const (
-	lockStepSQL = `SELECT state, args_hash, deadline, tool, args, coalesce(decided_by, ''), decided_at, comment, kind, round
+	lockStepSQL = `SELECT state, args_hash, deadline, tool, args, coalesce(decided_by, ''), decided_at, comment, kind, round,
+    traceparent
 FROM approvals WHERE tenant = $1 AND run_id = $2 AND step = $3`
 	lockStepForUpdateSQL = lockStepSQL + ` FOR UPDATE`
 )
@@ -140,15 +143,19 @@ func decide(ctx context.Context, db DB, r DecisionRequest) (Decided, error) {
 		decidedAt          *time.Time
 		kind               string
 		round              int
+		traceparent        string
 	)
 	err = tx.QueryRow(ctx, lock, r.Tenant, r.RunID, r.Step).Scan(&state, &argsHash, &deadline, &tool, &proposed,
-		&decidedBy, &decidedAt, &comment, &kind, &round)
+		&decidedBy, &decidedAt, &comment, &kind, &round, &traceparent)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Decided{}, notFound(r.RunID, r.Step)
 	}
 	if err != nil {
 		return Decided{}, fmt.Errorf("decide: read step %d of run %s: %w", r.Step, r.RunID, err)
 	}
+	// The request is a trace of its own (a person's click); it links to
+	// the run's, where the run asked.
+	telemetry.Link(ctx, traceparent, attribute.String("oncerun.link", "approval_request"))
 	a := audit{tx: tx, r: r, round: round, exception: kind == KindLimit && r.Decision == DecisionApprove}
 	if !r.May {
 		return Decided{}, a.refuse(ctx, OutcomeForbidden, "the role "+r.Role+" may not decide",

@@ -43,7 +43,8 @@ type Page struct {
 // approvalColumns are the columns of an Approval, from approvals a.
 const approvalColumns = `a.tenant, a.run_id, a.step, a.tool, a.args, a.args_hash, a.goal, a.reason, a.requested_by,
     a.requested_at, a.deadline, a.state, coalesce(a.decided_by, '') AS decided_by, a.decided_at, a.comment, a.decision_mismatch,
-    a.edited_args, coalesce(a.edited_args_hash, '') AS edited_args_hash, a.on_expiry, a.kind, a.round`
+    a.edited_args, coalesce(a.edited_args_hash, '') AS edited_args_hash, a.on_expiry, a.kind, a.round,
+    a.lineage, a.parent_goal`
 
 // recordColumns are the columns of the decision of record d, which may be
 // absent.
@@ -97,6 +98,7 @@ ORDER BY a.deadline, a.run_id, a.step LIMIT $3`
 	// now, $3: the cutoff); newest first.
 	listDecidedSQL = `SELECT tenant, run_id, step, tool, args, args_hash, goal, reason, requested_by, requested_at, deadline,
        state, decided_by, decided_at, comment, decision_mismatch, edited_args, edited_args_hash, on_expiry, kind, round,
+       lineage, parent_goal,
        d_id, d_decision, d_outcome, d_args_hash, d_approver,
        d_role, d_comment, d_remote_addr, d_user_agent, d_via, d_detail, d_decided_at, d_edited_args, d_edited_args_hash,
        d_round, d_exception
@@ -165,7 +167,7 @@ func scanListed(row pgx.CollectableRow) (Listed, error) {
 	)
 	err := row.Scan(&a.Tenant, &a.RunID, &a.Step, &a.Tool, &a.Args, &a.ArgsHash, &a.Goal, &a.Reason, &a.RequestedBy,
 		&a.RequestedAt, &a.Deadline, &a.State, &a.DecidedBy, &a.DecidedAt, &a.Comment, &a.DecisionMismatch,
-		&a.EditedArgs, &a.EditedArgsHash, &a.OnExpiry, &a.Kind, &a.Round,
+		&a.EditedArgs, &a.EditedArgsHash, &a.OnExpiry, &a.Kind, &a.Round, &a.Lineage, &a.ParentGoal,
 		&id, &decision, &outcome, &argsHash, &approver, &role, &comment, &remote, &agent, &via, &detail, &decidedAt,
 		&editedArgs, &editedHash, &round, &exception)
 	if err != nil || id == nil {

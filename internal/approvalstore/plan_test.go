@@ -68,8 +68,8 @@ FROM resolutions WHERE state = 'applied' AND $1 > 0`,
 	}{
 		// A run's pause and its outcome (the activities).
 		{"record_pending", recordPendingSQL,
-			keyArgs + ", text, jsonb, text, text, text, timestamptz, timestamptz, text, text, text, integer",
-			key + ", 'issue_credit', '{}', 'h', '', '', now(), now(), '', 'expire', 'rule', 1", []string{"approvals_pkey"}},
+			keyArgs + ", text, jsonb, text, text, text, timestamptz, timestamptz, text, text, text, integer, text, jsonb, text",
+			key + ", 'issue_credit', '{}', 'h', '', '', now(), now(), '', 'expire', 'rule', 1, '', '[]', ''", []string{"approvals_pkey"}},
 		{"record_outcome", recordOutcomeSQL, keyArgs + ", text, text, timestamptz, text, jsonb, text, integer",
 			key + ", 'approved', 'dana', now(), '', NULL, '', 1", []string{"approvals_pkey", "approval_decisions_accepted_round_idx"}},
 		{"record_edit_refused", recordEditRefusedSQL, keyArgs + ", text, text", key + ", 'h', 'why'",

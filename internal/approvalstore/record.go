@@ -15,11 +15,12 @@ import (
 const recordPendingSQL = `
 WITH ins AS (
     INSERT INTO approvals AS a (tenant, run_id, step, tool, args, args_hash, goal, reason, requested_at, deadline, requested_by,
-        on_expiry, kind, round)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce(nullif($12, ''), 'expire'), coalesce(nullif($13, ''), 'rule'), $14)
+        on_expiry, kind, round, traceparent, lineage, parent_goal)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce(nullif($12, ''), 'expire'), coalesce(nullif($13, ''), 'rule'), $14, $15,
+        $16, $17)
     ON CONFLICT (tenant, run_id, step) DO UPDATE SET
         args = EXCLUDED.args, args_hash = EXCLUDED.args_hash, reason = EXCLUDED.reason, kind = EXCLUDED.kind,
-        round = EXCLUDED.round, state = 'pending', requested_at = EXCLUDED.requested_at, deadline = EXCLUDED.deadline,
+        round = EXCLUDED.round, traceparent = EXCLUDED.traceparent, state = 'pending', requested_at = EXCLUDED.requested_at, deadline = EXCLUDED.deadline,
         decided_by = NULL, decided_at = NULL, comment = '', edited_args = NULL, edited_args_hash = NULL,
         decision_mismatch = false
     WHERE a.round < EXCLUDED.round AND a.state = 'approved'
@@ -46,7 +47,8 @@ func RecordPending(ctx context.Context, db DB, a Request) error {
 	)
 	a.Round = max(a.Round, 1)
 	err := db.QueryRow(ctx, recordPendingSQL, a.Tenant, a.RunID, a.Step, a.Tool, a.Args, a.ArgsHash, storable(a.Goal),
-		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy), a.OnExpiry, a.Kind, a.Round).Scan(&stored, &round)
+		storable(a.Reason), a.RequestedAt, a.Deadline, storable(a.RequestedBy), a.OnExpiry, a.Kind, a.Round,
+		untrusted.Cut(a.Traceparent, 256), lineage(a.Lineage), storable(a.ParentGoal)).Scan(&stored, &round)
 	if err != nil {
 		return fmt.Errorf("record pending approval of run %s step %d: %w", a.RunID, a.Step, err)
 	}
@@ -144,4 +146,13 @@ func RecordEditRefused(ctx context.Context, db DB, tenant, runID string, step in
 		return false, fmt.Errorf("record that run %s refused the edit of step %d: %w", runID, step, err)
 	}
 	return tag.RowsAffected() == 1, nil
+}
+
+// lineage is a's lineage as the row stores it: [] for a run a person
+// started.
+func lineage(hops []Hop) []Hop {
+	if hops == nil {
+		return []Hop{}
+	}
+	return hops
 }

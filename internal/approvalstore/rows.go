@@ -127,6 +127,23 @@ type Request struct {
 	// met a limit when it ran waits again, in round 2 of the same row.
 	// Each round has its own decision of record. Empty: the first.
 	Round int `json:"round,omitempty" db:"round"`
+	// Traceparent is the trace context of the run when it asked (W3C
+	// traceparent), which a decision's request links to; the worker's
+	// activity fills it in, so it is not part of the run's history.
+	Traceparent string `json:"-" db:"-"`
+	// Lineage, for a step of a child run, lists the runs and steps from
+	// the first run of the tree down to the step that started the child;
+	// ParentGoal is the parent run's goal. Both empty for a run a person
+	// started.
+	Lineage    []Hop  `json:"lineage,omitempty" db:"lineage"`
+	ParentGoal string `json:"parent_goal,omitempty" db:"parent_goal"`
+}
+
+// Hop is one step of a child run's lineage: a run, and its step that
+// delegated.
+type Hop struct {
+	RunID string `json:"run_id"`
+	Step  int64  `json:"step"`
 }
 
 // Approval is a row of the approvals table: a step's request, pending or

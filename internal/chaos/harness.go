@@ -34,6 +34,9 @@ const (
 	tenant    = "acme"
 	namespace = "default"
 	taskQueue = "oncerun-chaos"
+	// mailFrom is the workers' SMTP_FROM, whose domain is their
+	// Message-IDs'.
+	mailFrom = "shop@oncerun.example"
 )
 
 // harness holds the processes and what happened to them.
@@ -319,7 +322,7 @@ func (h *harness) env() []string {
 		"TEMPORAL_CONNECT_WAIT=5m", "DATABASE_URL=" + h.dbURL, "LOG_LEVEL=warn",
 		"PAYMENTS_BASE_URL=" + h.sandboxURL, "PAYMENTS_API_KEY=" + sandbox.DefaultAPIKey,
 		"PAYMENTS_KEY_LIFETIME=" + h.cfg.ProviderKeyRetention.String(),
-		"SMTP_ADDR=" + h.mail.Addr(), "SMTP_FROM=shop@oncerun.example",
+		"SMTP_ADDR=" + h.mail.Addr(), "SMTP_FROM=" + mailFrom,
 	}
 }
 

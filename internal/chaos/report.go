@@ -36,8 +36,11 @@ type Counts struct {
 	Lost             int            `json:"lost"`
 	MailRepeats      int            `json:"email_repeats"`
 	MailSettled      int            `json:"emails_settled_from_mailbox"`
-	InFlightKeys     int            `json:"in_flight_keys_of_closed_runs"`
-	Drift            int            `json:"reconciliation_drift"`
+	// MailResent counts the e-mails of unknown delivery that were not in
+	// the mailbox, which the harness sent by hand as a person would.
+	MailResent   int `json:"emails_resent_by_hand"`
+	InFlightKeys int `json:"in_flight_keys_of_closed_runs"`
+	Drift        int `json:"reconciliation_drift"`
 	// CapRejections counts the harness's rejections of steps parked at a
 	// daily cap (Config.DailyCap), among Decisions.
 	CapRejections int `json:"cap_rejections,omitempty"`
@@ -109,6 +112,7 @@ func (r *Report) Print(w io.Writer) {
 	row("lost effects", r.Lost)
 	row("e-mails (repeats)", fmt.Sprintf("%d (%d)", r.Mails, r.MailRepeats))
 	row("e-mails of unknown delivery found in the mailbox", r.MailSettled)
+	row("e-mails of unknown delivery resent by hand", r.MailResent)
 	row("dedup keys in flight, closed runs", r.InFlightKeys)
 	row("reconciliation drift", r.Drift)
 	if c := r.Caps; c != nil {

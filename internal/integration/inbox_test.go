@@ -283,14 +283,9 @@ func TestInboxInBrowser(t *testing.T) {
 	run := e.id("browser")
 	a.startPending("ops", run)
 
-	article := chromedp.CSS(`article[data-run="` + run + `"][data-step="2"]`)
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(a.srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), a.tokens["dana"]),
-		chromedp.Submit(chromedp.CSS(`#token`)),
-		chromedp.WaitVisible(article),
-	))
+	card := `article[data-run="` + run + `"][data-step="2"]`
+	article := chromedp.CSS(card)
+	a.logIn(ctx, "dana", card)
 	pending, err := chromedp.Run(ctx, chromedp.Text(article))
 	require.NoError(t, err)
 	shotPending, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
@@ -376,6 +371,19 @@ func TestInboxInBrowser(t *testing.T) {
 	checkLayoutAtBothSizes(t, ctx, dir, `table.runs`, "runs")
 }
 
+// logIn logs who in to the inbox in the browser of ctx, and waits until
+// the page shows selector.
+func (a *approvalsEnv) logIn(ctx context.Context, who, selector string) {
+	a.t.Helper()
+	require.NoError(a.t, chromedp.Do(ctx,
+		chromedp.Navigate(a.srv.URL+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`#token`)),
+		chromedp.SendKeys(chromedp.CSS(`#token`), a.tokens[who]),
+		chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(selector)),
+	))
+}
+
 // Checks of a page's layout, run in the browser.
 const (
 	// overflowJS is how far the page is wider than the window, in CSS
@@ -443,14 +451,8 @@ func TestInboxEditInBrowser(t *testing.T) {
 	article := `article[data-run="` + run + `"][data-step="2"]`
 	amount := chromedp.CSS(article + ` input[name="arg.amount_cents"]`)
 	send := chromedp.CSS(article + ` form.edit-form button[type=submit]`)
-	require.NoError(t, chromedp.Do(ctx,
-		phone,
-		chromedp.Navigate(a.srv.URL+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`#token`)),
-		chromedp.SendKeys(chromedp.CSS(`#token`), a.tokens["dana"]),
-		chromedp.Submit(chromedp.CSS(`#token`)),
-		chromedp.WaitVisible(chromedp.CSS(article)),
-	))
+	require.NoError(t, chromedp.Do(ctx, phone))
+	a.logIn(ctx, "dana", article)
 	card, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(article)))
 	require.NoError(t, err)
 	assert.Contains(t, card, "259.00 EUR", "the amount as money")

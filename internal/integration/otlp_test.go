@@ -27,6 +27,8 @@ type receivedSpan struct {
 	Start    uint64
 	End      uint64
 	Status   int32
+	// Links are the spans this one links to, as trace id/span id.
+	Links []string
 }
 
 // otlpReceiver is an OTLP/HTTP endpoint (POST /v1/traces, protobuf) that
@@ -72,7 +74,11 @@ func (r *otlpReceiver) export(w http.ResponseWriter, req *http.Request) {
 				for _, kv := range s.Attributes {
 					attrs[kv.Key] = anyString(kv.Value)
 				}
-				got = append(got, receivedSpan{Service: service, Name: s.Name, TraceID: hex.EncodeToString(s.TraceId),
+				var links []string
+				for _, l := range s.Links {
+					links = append(links, hex.EncodeToString(l.TraceId)+"/"+hex.EncodeToString(l.SpanId))
+				}
+				got = append(got, receivedSpan{Links: links, Service: service, Name: s.Name, TraceID: hex.EncodeToString(s.TraceId),
 					SpanID: hex.EncodeToString(s.SpanId), ParentID: hex.EncodeToString(s.ParentSpanId), Attrs: attrs,
 					Start: s.StartTimeUnixNano, End: s.EndTimeUnixNano, Status: int32(s.GetStatus().GetCode())})
 			}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
@@ -79,6 +80,8 @@ type env struct {
 	log *zap.Logger
 	// openai, when set before startWorker, configures its openai planner.
 	openai planner.OpenAIConfig
+	// agents, when set before startWorker, are its sub-agents.
+	agents agents.Config
 }
 
 // logger returns the logger of the world's part called name.
@@ -125,8 +128,13 @@ func (e *env) startWorker(name string, opts sdkworker.Options) *testWorker {
 	store, err := idempotency.New(e.pool, idempotency.Config{Logger: log, Owner: name + "-" + e.queue})
 	require.NoError(e.t, err)
 	m := metrics.New(prometheus.NewRegistry())
+	var subAgents *agents.Set
+	if len(e.agents.Agents) > 0 {
+		subAgents, err = agents.New(e.agents, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
+		require.NoError(e.t, err)
+	}
 	w := worker.NewWorker(e.tc, e.queue, &activities.Activities{
-		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Log: log, Metrics: m,
+		Pool: e.pool, Store: store, Tools: reg, Planners: planners, Agents: subAgents, Log: log, Metrics: m,
 	}, &worker.WatchdogActivities{
 		Pool: e.pool, Tools: reg, Runs: &runs.Client{Temporal: e.tc}, Alerts: e.webhook, Metrics: m, Log: log,
 	}, &worker.ReconcileActivities{Log: log}, opts)

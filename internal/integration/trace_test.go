@@ -17,9 +17,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
 	"github.com/oncerun/oncerun/internal/settings"
@@ -45,6 +47,8 @@ type tracedWorld struct {
 	// ONCERUN_MCP_CONFIG naming it.
 	deskDir   string
 	mcpConfig string
+	// mailbox is the SMTP server the credit's e-mail goes to.
+	mailbox *mailtest.Server
 }
 
 func newTracedWorld(t testing.TB) *tracedWorld {
@@ -58,6 +62,9 @@ func newTracedWorld(t testing.TB) *tracedWorld {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.provider.Close() })
 	require.NoError(t, w.provider.SeedPayment(sandbox.Payment{ID: "pay_1001", Amount: 25900, Currency: "eur"}))
+	w.mailbox, err = mailtest.Start(mailtest.Config{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.mailbox.Close() })
 	w.deskDir = t.TempDir()
 	d, err := desk.Serve(ctx, "127.0.0.1:0", desk.Config{DataDir: w.deskDir})
 	require.NoError(t, err)
@@ -101,6 +108,7 @@ func (w *tracedWorld) start(env ...string) *tracedWorker {
 		"APPROVALS_ADDR="+apAddr, "APPROVALS_TOKENS_FILE="+w.tokensFile,
 		"PAYMENTS_BASE_URL="+w.provider.URL(), "PAYMENTS_API_KEY="+sandbox.DefaultAPIKey,
 		settings.EnvMCPConfig+"="+w.mcpConfig,
+		settings.EnvSMTPAddr+"="+w.mailbox.Addr(), settings.EnvSMTPFrom+"=support@"+mailDomain,
 		"OTEL_EXPORTER_OTLP_ENDPOINT="+w.recv.URL(), "OTEL_SERVICE_NAME=oncerun-traced",
 		// Export within a fifth of a second, not the default five: a
 		// worker that is killed loses only what it had not sent.
@@ -259,6 +267,33 @@ func TestOneTraceFollowsARun(t *testing.T) {
 	assert.Equal(t, "dana", approval[0].Attrs["oncerun.approver"])
 	assert.Equal(t, "approved", approval[0].Attrs["oncerun.decision"])
 	assert.Less(t, approval[0].Start, approval[0].End)
+	// dana's decision is a request of its own, linked to the run's trace
+	// where the run asked.
+	var decisions []receivedSpan
+	for _, s := range w.recv.Spans() {
+		if s.Name == "approvals" && s.TraceID != trace && strings.Contains(s.Attrs["url.path"], "/v1/runs/"+run+"/steps/2/") {
+			decisions = append(decisions, s)
+		}
+	}
+	require.Len(t, decisions, 1, "dana's decision is one request")
+	require.Len(t, decisions[0].Links, 1, "the decision's request links to the run")
+	asked := strings.Split(decisions[0].Links[0], "/")
+	assert.Equal(t, trace, asked[0], "the decision links to the run's trace")
+	var requested bool
+	for _, s := range w.inTrace(trace, "RunActivity:RequestApproval") {
+		requested = requested || s.SpanID == asked[1]
+	}
+	assert.True(t, requested, "the link names the run's request for approval")
+
+	// The credit's e-mail to the customer is delivered in the run's trace,
+	// under the follow-up's key.
+	require.Len(t, st.Steps[1].FollowUps, 1)
+	fu := st.Steps[1].FollowUps[0]
+	deliver := w.inTrace(trace, "oncerun.deliver")
+	require.Len(t, deliver, 1, "the e-mail's delivery is one span of the run's trace")
+	assert.Equal(t, fu.Key, deliver[0].Attrs["oncerun.key"])
+	assert.Equal(t, "delivered", deliver[0].Attrs["oncerun.delivery"])
+	require.Len(t, w.mailbox.Messages(), 1)
 
 	var queries int
 	for _, s := range w.recv.Spans() {
@@ -277,6 +312,40 @@ func TestOneTraceFollowsARun(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 4, logged, "a log line per step:\n%s", p.logs)
+}
+
+// TestOneTraceAcrossContinueAsNew: a run whose history passes its limit
+// continues as new, twice or more; its generations and all their steps are
+// one trace, whose only root is the first generation's.
+func TestOneTraceAcrossContinueAsNew(t *testing.T) {
+	t.Parallel()
+	w := newTracedWorld(t)
+	p := w.start()
+	run := "r-" + w.queue
+	var plan []planner.Call
+	// Steps of a database tool run as local activities, a marker each in
+	// the history: at a limit of 16 events a generation holds about 12.
+	for i := range 30 {
+		plan = append(plan, call(shop.ToolLookupOrder, fmt.Sprintf(`{"order_id":"%d"}`, 1001+i%2)))
+	}
+	rc := &runs.Client{Temporal: temporalClient, TaskQueue: w.queue}
+	_, err := rc.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan,
+		Limits: workflows.Limits{HistoryLimit: workflows.MinHistoryLimit}})
+	require.NoError(t, err)
+	w.await(run, "the run completes", func(s workflows.Status) bool { return s.State == workflows.RunCompleted })
+	p.stop()
+
+	trace, byTool := w.trace(run)
+	require.Len(t, byTool[shop.ToolLookupOrder], 30, "a span per step, across generations")
+	generations := w.inTrace(trace, "RunWorkflow:AgentRun")
+	require.GreaterOrEqual(t, len(generations), 3, "the run continued as new at least twice, each generation in the run's trace")
+	var roots []string
+	for _, s := range w.recv.Spans() {
+		if s.TraceID == trace && s.ParentID == "" {
+			roots = append(roots, s.Name)
+		}
+	}
+	assert.Equal(t, []string{"RunWorkflow:AgentRun"}, roots, "one root: the first generation")
 }
 
 // TestOneTraceSurvivesACrashAndADroppedAnswer: the worker is SIGKILLed

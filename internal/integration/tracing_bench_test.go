@@ -38,10 +38,11 @@ const clockTicks = 100
 
 // BenchmarkTracingCost measures what tracing costs a worker: an `oncerun
 // worker` process runs scripted runs of 10 steps (5 reads, 5 keyed
-// inserts), with tracing off, and on at 100% sampling to an OTLP/HTTP
-// receiver in this process; it reports the worker's CPU per step (user and
-// system, from /proc, measured from the first run's start to the last
-// one's end) and steps/s. benchstat's /tracing column compares them (the
+// inserts), with tracing off, on at 100% sampling to an OTLP/HTTP
+// receiver in this process, and on with a tenth of the runs sampled
+// (tracing=tenth); it reports the worker's CPU per step (user and system,
+// from /proc, measured from the first run's start to the last one's end)
+// and steps/s. benchstat's /tracing column compares them (the
 // goal: off costs nothing measurable, on at most 10% CPU per step).
 func BenchmarkTracingCost(b *testing.B) {
 	const (
@@ -56,12 +57,16 @@ func BenchmarkTracingCost(b *testing.B) {
 			plan = append(plan, call(shop.ToolAddOrderNote, fmt.Sprintf(`{"order_id":"1001","text":"note %d"}`, i)))
 		}
 	}
-	for _, mode := range []string{"off", "on"} {
+	for _, mode := range []string{"off", "on", "tenth"} {
 		b.Run("tracing="+mode, func(b *testing.B) {
 			w := newTracedWorld(b)
 			var env []string
-			if mode == "off" {
+			switch mode {
+			case "off":
 				env = append(env, "OTEL_SDK_DISABLED=true")
+			case "tenth":
+				// A tenth of the runs, whole: a production's sampling.
+				env = append(env, "OTEL_TRACES_SAMPLER=parentbased_traceidratio", "OTEL_TRACES_SAMPLER_ARG=0.1")
 			}
 			p := w.start(env...)
 			rc := &runs.Client{Temporal: temporalClient, TaskQueue: w.queue}
@@ -88,7 +93,7 @@ func BenchmarkTracingCost(b *testing.B) {
 			b.ReportMetric(float64(ticks)*1e3/clockTicks/total, "worker-cpu-ms/step")
 			b.ReportMetric(total/wall.Seconds(), "steps/s")
 			p.stop()
-			if mode == "on" {
+			if mode != "off" {
 				require.NotEmpty(b, w.recv.named("oncerun.step ", nil), "the spans reached the receiver")
 			} else {
 				require.Empty(b, w.recv.Spans(), "tracing off sends nothing")

@@ -1,19 +1,16 @@
 package mcp
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/go-json-experiment/json"
-	"go.yaml.in/yaml/v3"
 
+	"github.com/oncerun/oncerun/internal/configfile"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -217,18 +214,12 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Durat
 // repeated field is refused, with its path in the file), and the result is
 // validated.
 func LoadConfig(path string) (Config, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
+	raw, format, err := configfile.Read(path)
+	if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
 		return Config{}, fmt.Errorf("mcp config: %w", err)
 	}
-	var format string
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".json":
-		format = "json"
-	case ".yaml", ".yml":
-		format = "yaml"
-	default:
-		return Config{}, fmt.Errorf("mcp config %s: unknown file type %q: name it .json, .yaml or .yml", path, filepath.Ext(path))
+	if err != nil {
+		return Config{}, fmt.Errorf("mcp config %s: %w", path, err)
 	}
 	cfg, err := ParseConfig(raw, format)
 	if err != nil {
@@ -240,114 +231,12 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig decodes a configuration in format "json" or "yaml", strictly,
 // and validates it.
 func ParseConfig(raw []byte, format string) (Config, error) {
-	switch format {
-	case "json":
-	case "yaml":
-		// YAML is decoded as the JSON it stands for, so that both formats
-		// are held to one strict decoder and their errors name the same
-		// paths.
-		var doc any
-		if err := yaml.Unmarshal(raw, &doc); err != nil {
-			return Config{}, err // "yaml: line 3: ..."
-		}
-		v, err := jsonValue(doc, "")
-		if err != nil {
-			return Config{}, err
-		}
-		if raw, err = json.Marshal(v); err != nil {
-			return Config{}, fmt.Errorf("yaml: %w", err)
-		}
-	default:
-		return Config{}, fmt.Errorf("unknown config format %q (want json or yaml)", format)
-	}
 	var cfg Config
-	if len(bytes.TrimSpace(raw)) == 0 {
-		raw = []byte("{}")
-	}
-	if err := json.Unmarshal(raw, &cfg, json.RejectUnknownMembers(true)); err != nil {
-		return Config{}, decodeError(err)
+	if err := configfile.Decode(raw, format, &cfg); err != nil {
+		return Config{}, err
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, err
 	}
 	return cfg, nil
-}
-
-// jsonValue turns a decoded YAML document into one json.Marshal takes:
-// YAML allows mapping keys that are not strings, JSON does not.
-func jsonValue(v any, path string) (any, error) {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			var err error
-			if v[k], err = jsonValue(e, path+"/"+k); err != nil {
-				return nil, err
-			}
-		}
-		return v, nil
-	case map[any]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			ks, ok := k.(string)
-			if !ok {
-				return nil, fmt.Errorf("%s: key %v is not a string", displayPath(path), k)
-			}
-			var err error
-			if out[ks], err = jsonValue(e, path+"/"+ks); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	case []any:
-		for i, e := range v {
-			var err error
-			if v[i], err = jsonValue(e, path+"/"+strconv.Itoa(i)); err != nil {
-				return nil, err
-			}
-		}
-		return v, nil
-	}
-	return v, nil
-}
-
-// decodeError rewrites a decoding error to name the field by its path
-// (servers[0].tools.refund.class).
-func decodeError(err error) error {
-	var se *json.SemanticError
-	if !errors.As(err, &se) {
-		return fmt.Errorf("decode: %w", err)
-	}
-	at := displayPath(string(se.JSONPointer))
-	switch {
-	case errors.Is(se.Err, json.ErrUnknownName):
-		return fmt.Errorf("%s: unknown field", at)
-	case se.Err != nil:
-		return fmt.Errorf("%s: %w", at, se.Err)
-	}
-	want := "a value of another type"
-	if se.GoType != nil {
-		want = se.GoType.String()
-	}
-	return fmt.Errorf("%s: got %s, want %s", at, cmp.Or(se.JSONKind.String(), "a value"), want)
-}
-
-// displayPath spells a JSON pointer the way a reader of the file thinks of
-// it: /servers/0/tools/refund becomes servers[0].tools.refund.
-func displayPath(pointer string) string {
-	if pointer == "" {
-		return "(top level)"
-	}
-	var b strings.Builder
-	for tok := range strings.SplitSeq(strings.TrimPrefix(pointer, "/"), "/") {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
-		if _, err := strconv.Atoi(tok); err == nil {
-			b.WriteString("[" + tok + "]")
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteByte('.')
-		}
-		b.WriteString(tok)
-	}
-	return b.String()
 }

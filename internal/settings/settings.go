@@ -7,6 +7,7 @@
 package settings
 
 import (
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/temporalconn"
@@ -39,6 +40,9 @@ const (
 	// ("24h,1h"), or "none". Unset: activities.DefaultDeadlineWarnings.
 	EnvApprovalDeadlineWarnings = "APPROVAL_DEADLINE_WARNINGS"
 	EnvMCPConfig                = mcp.ConfigEnv
+	// EnvAgentsConfig names the file of the deployment's sub-agents
+	// (docs/agent-runs.md).
+	EnvAgentsConfig = agents.Env
 	// EnvApprovalsAddr is where the approvals service listens.
 	EnvApprovalsAddr = "APPROVALS_ADDR"
 	// EnvApprovalsTokensFile is the approvals service's tokens file; a
@@ -76,7 +80,7 @@ var EnvNames = []string{
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
 	EnvLimitsFile, EnvOTelEndpoint, EnvOTelTracesEndpoint, EnvOTelProtocol, EnvOTelServiceName, EnvOTelResource,
-	EnvOTelSampler, EnvOTelSDKDisabled,
+	EnvOTelSampler, EnvOTelSDKDisabled, EnvAgentsConfig,
 }
 
 func init() {

@@ -8,7 +8,7 @@
 // Tracing is off unless an endpoint is set, and then nothing is wrapped or
 // installed: no Temporal interceptor, no HTTP middleware, no database
 // tracer; oncerun's own spans start on OpenTelemetry's no-op provider and
-// build no attributes (see [Recording]).
+// build no attributes (they check trace.Span.IsRecording first).
 package telemetry
 
 import (
@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -189,7 +190,71 @@ func QueryTracer() pgx.QueryTracer {
 	}
 	// No span per wait for a pooled connection: a step would have one per
 	// statement, and the query spans say the time anyway.
-	return otelpgx.NewTracer(otelpgx.WithDisableAcquireTracer())
+	return queryTracer{otelpgx.NewTracer(otelpgx.WithDisableAcquireTracer())}
+}
+
+// queryTracer is otelpgx's tracer without the spans of BEGIN, COMMIT and
+// ROLLBACK: a transaction's span (oncerun.do) and its statements' say
+// when it began and ended, and a span each would be a third of a step's
+// query spans.
+type queryTracer struct{ *otelpgx.Tracer }
+
+// untracedKey marks a statement whose span queryTracer left out.
+type untracedKey struct{}
+
+func (t queryTracer) TraceQueryStart(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if transactionControl(data.SQL) {
+		return context.WithValue(ctx, untracedKey{}, true)
+	}
+	return t.Tracer.TraceQueryStart(ctx, conn, data)
+}
+
+func (t queryTracer) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
+	if ctx.Value(untracedKey{}) != nil {
+		return
+	}
+	t.Tracer.TraceQueryEnd(ctx, conn, data)
+}
+
+func (t queryTracer) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchQueryData) {
+	if !transactionControl(data.SQL) {
+		t.Tracer.TraceBatchQuery(ctx, conn, data)
+	}
+}
+
+// transactionControl reports whether sql begins, commits or rolls back a
+// transaction.
+func transactionControl(sql string) bool {
+	word, _, _ := strings.Cut(strings.TrimSpace(sql), " ")
+	return strings.EqualFold(word, "begin") || strings.EqualFold(word, "commit") || strings.EqualFold(word, "rollback")
+}
+
+// Traceparent is the W3C traceparent of the span ctx carries, for a record
+// that another trace will link to; empty while tracing is off or outside a
+// span.
+func Traceparent(ctx context.Context) string {
+	if !On() {
+		return ""
+	}
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	return carrier["traceparent"]
+}
+
+// Link adds to the span ctx carries a link to the span traceparent names
+// (as [Traceparent] wrote it), with attrs: a request of its own, such as
+// a person's decision, joined to the run it is about. An empty or
+// malformed traceparent adds nothing.
+func Link(ctx context.Context, traceparent string, attrs ...attribute.KeyValue) {
+	span := trace.SpanFromContext(ctx)
+	if traceparent == "" || !span.IsRecording() {
+		return
+	}
+	remote := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+		propagation.MapCarrier{"traceparent": traceparent}))
+	if remote.IsValid() {
+		span.AddLink(trace.Link{SpanContext: remote, Attributes: attrs})
+	}
 }
 
 // LogFields are the trace_id and span_id of the span ctx carries, for a

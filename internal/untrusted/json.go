@@ -79,11 +79,12 @@ func where(p jsontext.Pointer) string {
 	if p == "" {
 		return "the top level"
 	}
-	return path(p)
+	return JSONPath(p)
 }
 
-// path spells a JSON pointer as a path: /plan/0/tool is plan[0].tool.
-func path(p jsontext.Pointer) string {
+// JSONPath spells a JSON pointer as a path for people: /plan/0/tool is
+// plan[0].tool.
+func JSONPath(p jsontext.Pointer) string {
 	var b strings.Builder
 	for tok := range p.Tokens() {
 		if tok != "" && strings.Trim(tok, "0123456789") == "" {
@@ -141,14 +142,14 @@ func in(p jsontext.Pointer) string {
 	if p == "" {
 		return ""
 	}
-	return " in " + path(p)
+	return " in " + JSONPath(p)
 }
 
 func field(p jsontext.Pointer) string {
 	if p == "" {
 		return "the document"
 	}
-	return path(p)
+	return JSONPath(p)
 }
 
 func kindName(k jsontext.Kind) string {
