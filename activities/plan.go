@@ -49,6 +49,9 @@ type PlanInput struct {
 	// every tool.
 	Granted bool     `json:"granted,omitempty"`
 	Grant   []string `json:"grant,omitempty"`
+	// Model, for a child run of a sub-agent that names one, is the model
+	// its planner asks.
+	Model string `json:"model,omitempty"`
 	// Depth is how deep the run is among child runs: 0 for a run a person
 	// started.
 	Depth int `json:"depth,omitempty"`
@@ -110,7 +113,9 @@ type Delegation struct {
 	// Agent is the sub-agent's name.
 	Agent   string `json:"agent"`
 	Planner string `json:"planner"`
-	Goal    string `json:"goal"`
+	// Model is the sub-agent's own model, if it names one.
+	Model string `json:"model,omitempty"`
+	Goal  string `json:"goal"`
 	// Plan is a scripted sub-agent's plan, from the call.
 	Plan []tools.ProposedCall `json:"plan,omitempty"`
 	// Grant lists the tools the child may use: the sub-agent's, less any
@@ -143,6 +148,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, er
 		Proposed: in.Proposed,
 		History:  in.History,
 		Tools:    a.specs(in),
+		Model:    in.Model,
 	})
 	if errors.Is(err, planner.ErrPermanent) {
 		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
@@ -242,7 +248,7 @@ func (a *Activities) delegation(c planner.Call, ag agents.Agent, in PlanInput) P
 	}
 	return PlannedCall{
 		Proposed: c, Args: p.Args, ArgsHash: p.ArgsHash, Class: ClassDelegate, Guarantee: tools.GuaranteeOnce,
-		Delegate: &Delegation{Agent: ag.Name, Planner: ag.Planner, Goal: args.Goal, Plan: args.Plan,
+		Delegate: &Delegation{Agent: ag.Name, Planner: ag.Planner, Model: ag.Model, Goal: args.Goal, Plan: args.Plan,
 			Grant: agents.Grant(ag, in.Granted, in.Grant), MaxSteps: ag.Limits.MaxSteps, Parallel: ag.Limits.Parallel, MaxChildren: maxChildren},
 	}
 }

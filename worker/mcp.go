@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
@@ -104,10 +105,13 @@ type ToolInfo struct {
 	IdempotencyKey bool   `json:"idempotency_key"`
 	Edits          string `json:"edits"`
 	OncePerRun     bool   `json:"once_per_run"`
+	// Grant, for a sub-agent's tool (source "agents", class delegate), is
+	// what its child run may use, less what its parent may not.
+	Grant []string `json:"grant,omitempty"`
 }
 
 // Describe lists the tools of cfg's registry, sorted by name, with where
-// each comes from.
+// each comes from, then the sub-agents' tools (agent_<name>).
 func Describe(cfg Config) ([]ToolInfo, error) {
 	reg, err := Registry(cfg)
 	if err != nil {
@@ -137,6 +141,15 @@ func Describe(cfg Config) ([]ToolInfo, error) {
 			}
 		}
 		out = append(out, info)
+	}
+	set, err := agentSet(cfg, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range set.Names() {
+		a, _ := set.Lookup(name)
+		out = append(out, ToolInfo{Name: name, Description: a.Description, Source: "agents", Class: string(activities.ClassDelegate),
+			Approval: tools.ApprovalRule{}.String(), Guarantee: tools.GuaranteeOnce, Edits: tools.EditForbidden.String(), Grant: a.Tools})
 	}
 	return out, nil
 }

@@ -49,6 +49,16 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 			r.onApproval(ctx, sig)
 		}
 	})
+	// A child run takes the cancel, pause and resume its parent passes
+	// down (see passDown).
+	fromParent := workflow.GetSignalChannel(ctx, signalParentControl)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var pc parentControl
+			fromParent.Receive(ctx, &pc)
+			r.onParentControl(ctx, pc)
+		}
+	})
 	resolves := workflow.GetSignalChannel(ctx, SignalResolve)
 	workflow.Go(ctx, func(ctx workflow.Context) {
 		for {
@@ -82,6 +92,25 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 				break
 			}
 			r.onResolve(ctx, sig)
+		}
+		// A control from the parent is not dropped with this generation:
+		// a cancel ends the run here, a pause or resume goes with it.
+		controlled := false
+		for {
+			var pc parentControl
+			if !fromParent.ReceiveAsync(&pc) {
+				break
+			}
+			r.onParentControl(ctx, pc)
+			controlled = true
+		}
+		switch {
+		case controlled && r.cancelled():
+			r.status.State, r.status.Message, r.ctl.ended = RunCancelled, r.cancelledBy(), true
+			r.touch(ctx)
+			return r.snapshot(), nil
+		case controlled:
+			return Status{}, r.continueAsNew(ctx)
 		}
 		return Status{}, err
 	case err != nil:
@@ -253,7 +282,7 @@ func (r *run) planInput() activities.PlanInput {
 	in := activities.PlanInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Planner: r.in.Planner}
 	if p := r.in.Parent; p != nil {
 		// A child run may use only its grant, empty or not.
-		in.Depth, in.Granted, in.Grant = p.Depth, true, r.in.Grant
+		in.Depth, in.Granted, in.Grant, in.Model = p.Depth, true, r.in.Grant, r.in.Model
 	}
 	if r.in.Planner == planner.NameScript {
 		next := min(r.proposed, len(r.in.Plan))

@@ -89,6 +89,7 @@ func (r *run) onCancel(ctx workflow.Context, c Control) (Status, error) {
 	if r.status.Cancel == nil {
 		r.status.Cancel = &ControlRecord{By: c.By, Reason: c.Reason, At: workflow.Now(ctx)}
 		r.stopSteps(ctx)
+		r.passDown(ctx, UpdateCancel, c)
 		r.touch(ctx)
 		workflow.GetLogger(ctx).Info("run cancelled", "by", c.By, "reason", c.Reason)
 	}
@@ -118,6 +119,7 @@ func (r *run) onPause(ctx workflow.Context, c Control) (Status, error) {
 	if r.status.Paused == nil {
 		r.status.Paused = &ControlRecord{By: c.By, Reason: c.Reason, At: workflow.Now(ctx)}
 		r.settle()
+		r.passDown(ctx, UpdatePause, c)
 		r.touch(ctx)
 		workflow.GetLogger(ctx).Info("run paused", "by", c.By, "reason", c.Reason)
 	}
@@ -128,6 +130,7 @@ func (r *run) onResume(ctx workflow.Context, c Control) (Status, error) {
 	if r.status.Paused != nil {
 		r.status.Paused = nil
 		r.settle()
+		r.passDown(ctx, UpdateResume, c)
 		r.touch(ctx)
 		workflow.GetLogger(ctx).Info("run resumed", "by", c.By, "reason", c.Reason)
 	}

@@ -66,13 +66,13 @@ func (r *run) delegate(ctx workflow.Context, s *Step, call activities.PlannedCal
 	}
 	child := ChildRunID(r.in.RunID, s.Step)
 	parent := &Parent{RunID: r.in.RunID, Step: s.Step, Goal: r.in.Goal, Agent: d.Agent, Depth: 1, BudgetRun: r.in.RunID,
-		Lineage: []Hop{{RunID: r.in.RunID, Step: s.Step}}}
+		Lineage: []Hop{{RunID: r.in.RunID, Step: s.Step}}, Applied: r.treeApplied()}
 	if p := r.in.Parent; p != nil {
 		parent.Depth, parent.BudgetRun = p.Depth+1, p.BudgetRun
 		parent.Lineage = append(slices.Clone(p.Lineage), parent.Lineage...)
 	}
 	in := RunInput{
-		Tenant: r.in.Tenant, RunID: child, Goal: d.Goal, Planner: d.Planner, Plan: d.Plan,
+		Tenant: r.in.Tenant, RunID: child, Goal: d.Goal, Planner: d.Planner, Plan: d.Plan, Model: d.Model,
 		Limits: Limits{MaxSteps: d.MaxSteps, Parallel: d.Parallel, ApprovalDeadline: r.in.Limits.ApprovalDeadline,
 			HistoryLimit: r.in.Limits.HistoryLimit, Spend: r.in.Limits.Spend},
 		StartedBy: r.in.StartedBy, OnApprovalExpiry: r.in.OnApprovalExpiry, Grant: d.Grant, Parent: parent,
@@ -88,29 +88,54 @@ func (r *run) delegate(ctx workflow.Context, s *Step, call activities.PlannedCal
 		// to stop.
 		ParentClosePolicy: enumspb.PARENT_CLOSE_POLICY_REQUEST_CANCEL,
 	}
+	fut := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), AgentRun, in)
+	if err := fut.GetChildWorkflowExecution().Get(ctx, nil); err != nil {
+		return activities.ToolOutput{}, delegationError("child run %s (%s) could not be started: %s", child, d.Agent, failureMessage(err))
+	}
+	// Only a started child can take a signal: a cancel or pause that came
+	// while it was being started goes to it now.
+	s.childStarted = true
+	if r.status.Cancel != nil {
+		r.signalChild(ctx, s, UpdateCancel, Control{By: r.status.Cancel.By, Reason: r.status.Cancel.Reason})
+	} else if p := r.status.Paused; p != nil {
+		r.signalChild(ctx, s, UpdatePause, Control{By: p.By, Reason: p.Reason})
+	}
 	var st Status
-	if err := workflow.ExecuteChildWorkflow(workflow.WithChildOptions(ctx, opts), AgentRun, in).Get(ctx, &st); err != nil {
+	if err := fut.Get(ctx, &st); err != nil {
 		return activities.ToolOutput{}, delegationError("child run %s (%s) failed: %s", child, d.Agent, failureMessage(err))
 	}
 	out := Delegated{RunID: child, Agent: d.Agent, State: st.State, Message: st.Message, Effects: []Effect{}}
-	var undone []string
+	var undone, applied []string
 	for _, cs := range st.Steps {
 		e := Effect{Step: cs.Step, Tool: cs.Tool, Key: cs.Key, State: string(cs.State), Error: cs.Error, Child: cs.Child}
+		// What the child's tree applied is this run's tree's: a step of
+		// this run, or of another child, does not make it again.
+		s.Applied = append(s.Applied, cs.Applied...)
 		switch cs.State {
 		case StepDone, StepDuplicate:
 			e.Result = cs.Result
+			if cs.State == StepDone {
+				s.Applied = append(s.Applied, Intent{RunID: child, Step: cs.Step, Tool: cs.Tool, ArgsHash: cs.ArgsHash, Result: cs.Result})
+			}
+			applied = append(applied, fmt.Sprintf("step %d %s (key %s)", cs.Step, cs.Tool, cs.Key))
 		default:
 			undone = append(undone, fmt.Sprintf("step %d %s %s%s", cs.Step, cs.Tool, cs.State, decidedBy(cs)))
 		}
 		out.Effects = append(out.Effects, e)
 	}
+	// A child that did not do all it was asked says what it did do, so
+	// that the parent's planner does not make it again.
+	did := "; it applied nothing"
+	if len(applied) > 0 {
+		did = "; it applied " + strings.Join(applied, ", ")
+	}
 	switch {
 	case st.State != RunCompleted:
-		return activities.ToolOutput{}, delegationError("child run %s (%s) ended %s: %s", child, d.Agent, st.State,
-			strings.TrimSpace(st.Error+" "+st.Message))
+		return activities.ToolOutput{}, delegationError("child run %s (%s) ended %s: %s%s", child, d.Agent, st.State,
+			strings.TrimSpace(st.Error+" "+st.Message), did)
 	case len(undone) > 0:
-		return activities.ToolOutput{}, delegationError("child run %s (%s) did not do what it was asked: %s", child, d.Agent,
-			strings.Join(undone, "; "))
+		return activities.ToolOutput{}, delegationError("child run %s (%s) did not do what it was asked: %s%s", child, d.Agent,
+			strings.Join(undone, "; "), did)
 	}
 	// A struct of strings, numbers and raw JSON encodes the same on every
 	// replay; workflowcheck flags encoding/json for its type cache only.
@@ -156,4 +181,93 @@ func (r *run) parentGoal() string {
 		return ""
 	}
 	return r.in.Parent.Goal
+}
+
+// signalParentControl carries a [parentControl]: a cancel, pause or
+// resume of a child run's parent, passed down to the child.
+const signalParentControl = "parent-control"
+
+// parentControl is a cancel, pause or resume (Action: UpdateCancel,
+// UpdatePause or UpdateResume) of a child run's parent, as the parent
+// passes it down.
+type parentControl struct {
+	Action string `json:"action"`
+	Control
+}
+
+// passDown passes a cancel, pause or resume of this run to its running
+// child runs, which pass it to theirs. A child still being started gets
+// the controls in force once it has started (see delegate); one that has
+// ended does not get it (a signal to it fails, and nothing waits for the
+// answer). A step that had not started is cancelled with its parent, and
+// a paused parent starts none.
+func (r *run) passDown(ctx workflow.Context, action string, c Control) {
+	for i := range r.status.Steps {
+		if s := &r.status.Steps[i]; s.childStarted && s.State == StepRunning {
+			r.signalChild(ctx, s, action, c)
+		}
+	}
+}
+
+// signalChild sends the child run of step s a control of this run's.
+func (r *run) signalChild(ctx workflow.Context, s *Step, action string, c Control) {
+	pc := parentControl{Action: action, Control: Control{By: c.By, Reason: c.Reason}}
+	workflow.SignalExternalWorkflow(ctx, WorkflowID(r.in.Tenant, s.Child), "", signalParentControl, pc)
+}
+
+// onParentControl applies a control its parent passed down, as the
+// parent took it: a cancel, pause or resume the run can no longer take
+// (it has ended) is dropped.
+func (r *run) onParentControl(ctx workflow.Context, pc parentControl) {
+	if err := r.canControl(pc.Action, pc.Control); err != nil {
+		workflow.GetLogger(ctx).Info("a control from the parent run was not taken", "action", pc.Action, "error", err)
+		return
+	}
+	switch pc.Action {
+	case UpdateCancel:
+		_, _ = r.onCancel(ctx, pc.Control)
+	case UpdatePause:
+		_, _ = r.onPause(ctx, pc.Control)
+	case UpdateResume:
+		_, _ = r.onResume(ctx, pc.Control)
+	}
+}
+
+// treeIntent returns the applied step of another run of this run's tree
+// (a child's, through this run's delegating steps, or an ancestor's, as
+// the parent passed them down) with tool and argsHash, if any.
+func (r *run) treeIntent(tool, argsHash string) *Intent {
+	for i := range r.status.Steps {
+		for j := range r.status.Steps[i].Applied {
+			if a := &r.status.Steps[i].Applied[j]; a.Tool == tool && a.ArgsHash == argsHash {
+				return a
+			}
+		}
+	}
+	if p := r.in.Parent; p != nil {
+		for j := range p.Applied {
+			if a := &p.Applied[j]; a.Tool == tool && a.ArgsHash == argsHash {
+				return a
+			}
+		}
+	}
+	return nil
+}
+
+// treeApplied lists what this run's tree has applied, as this run knows
+// it: its ancestors' (as passed down), its own done steps, and its
+// children's.
+func (r *run) treeApplied() []Intent {
+	var out []Intent
+	if p := r.in.Parent; p != nil {
+		out = append(out, p.Applied...)
+	}
+	for i := range r.status.Steps {
+		s := &r.status.Steps[i]
+		out = append(out, s.Applied...)
+		if s.State == StepDone && s.Child == "" {
+			out = append(out, Intent{RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, ArgsHash: s.ArgsHash, Result: s.Result})
+		}
+	}
+	return out
 }

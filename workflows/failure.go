@@ -38,6 +38,12 @@ func failure(err error) string {
 			err = cause
 		}
 	}
+	var child *temporal.ChildWorkflowExecutionError
+	if errors.As(err, &child) {
+		if cause := errors.Unwrap(child); cause != nil {
+			err = cause
+		}
+	}
 	switch e := err.(type) {
 	case *temporal.ApplicationError:
 		return e.Message()

@@ -166,6 +166,8 @@ func TestValidateBoundsWhatStartsARun(t *testing.T) {
 			in.Plan[0].Args = []byte(`{"t":"` + strings.Repeat("x", MaxRunInputBytes) + `"}`)
 		}, "the run input (goal and plan included) is"},
 		{"a carry from a caller", func(in *RunInput) { in.Carry = &Carry{} }, "carry is set only by Continue-As-New"},
+		{"a child run's id", func(in *RunInput) { in.RunID = "r1.3" }, `run_id "r1.3" ends in .<number>, which names child runs`},
+		{"a grant from a caller", func(in *RunInput) { in.Grant = []string{"lookup_order"} }, "grant is set only by the run that delegates"},
 		{"a parent from a caller", func(in *RunInput) { in.Parent = &Parent{RunID: "r0", Step: 1, BudgetRun: "r0"} }, "parent is set only by the run that delegates"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -489,7 +489,18 @@ func (r *run) duplicate(ctx workflow.Context, s *Step, call activities.PlannedCa
 	}
 	done := r.appliedIntent(s.Tool, s.ArgsHash)
 	if done == nil {
-		return planner.Observation{}, false
+		// Another run of the tree (a child, or an ancestor) may have
+		// made it.
+		in := r.treeIntent(s.Tool, s.ArgsHash)
+		if in == nil {
+			return planner.Observation{}, false
+		}
+		s.State, s.DuplicateOf, s.DuplicateRun, s.Result = StepDuplicate, in.Step, in.RunID, in.Result
+		s.FinishedAt = workflow.Now(ctx)
+		workflow.GetLogger(ctx).Info("call repeats a step another run of the tree applied; not executed again", "step", s.Step,
+			"tool", s.Tool, "duplicate_of_run", in.RunID, "duplicate_of", in.Step, "args_hash", s.ArgsHash)
+		r.touch(ctx)
+		return r.observation(s, planner.OutcomeDuplicate), true
 	}
 	s.State, s.DuplicateOf, s.Result, s.Summary = StepDuplicate, done.Step, done.Result, done.Summary
 	s.FinishedAt = workflow.Now(ctx)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/oncerun/oncerun/activities"
@@ -134,6 +135,9 @@ type RunInput struct {
 	// Carry is the state handed over by Continue-As-New; callers leave it
 	// nil.
 	Carry *Carry `json:"carry,omitempty"`
+	// Model, for a child run of a sub-agent that names one, is the model
+	// its openai planner asks instead of the worker's.
+	Model string `json:"model,omitempty"`
 	// Grant, for a child run (Parent set), lists the tools it may use, and
 	// none when it is empty (see docs/agent-runs.md). A run a person
 	// started may use every tool of the deployment.
@@ -160,6 +164,20 @@ type Parent struct {
 	// Lineage lists the runs and steps from the first run of the tree down
 	// to the step that started this run.
 	Lineage []Hop `json:"lineage"`
+	// Applied are the effects the run tree had applied when the child
+	// started (its ancestors' steps and their other children's): a tool
+	// that makes each intent once per run makes it once per tree.
+	Applied []Intent `json:"applied,omitempty"`
+}
+
+// Intent is an applied step of a run tree: its run, its number, its tool
+// and the hash of the arguments it ran with, and its result.
+type Intent struct {
+	RunID    string          `json:"run_id"`
+	Step     int64           `json:"step"`
+	Tool     string          `json:"tool"`
+	ArgsHash string          `json:"args_hash"`
+	Result   json.RawMessage `json:"result,omitempty"`
 }
 
 // Hop is one step of a child run's lineage: the run, and its step that
@@ -167,8 +185,19 @@ type Parent struct {
 type Hop = approvalstore.Hop
 
 // ChildRunID is the run id of the child run that step of run starts:
-// "<run>.<step>".
+// "<run>.<step>". Runs started otherwise may not have such an id
+// (Validate), so that no child run's id, keys or approvals are ever a
+// run's that a person started.
 func ChildRunID(run string, step int64) string { return fmt.Sprintf("%s.%d", run, step) }
+
+// childRunID reports whether id has the form of a child run's id.
+func childRunID(id string) bool {
+	dot := strings.LastIndexByte(id, '.')
+	if dot <= 0 || dot == len(id)-1 {
+		return false
+	}
+	return strings.Trim(id[dot+1:], "0123456789") == ""
+}
 
 // WithDefaults returns in with its planner and limits defaulted.
 func (in RunInput) WithDefaults() RunInput {
@@ -201,6 +230,9 @@ func (in RunInput) Validate() error {
 	if err := untrusted.Name("run_id", in.RunID, keys.MaxRunIDLen); err != nil {
 		return invalid(err)
 	}
+	if childRunID(in.RunID) {
+		return invalid(fmt.Errorf("run_id %q ends in .<number>, which names child runs (<run>.<step>): choose another", in.RunID))
+	}
 	if err := untrusted.Text("goal", in.Goal, MaxGoalBytes); err != nil {
 		return invalid(err)
 	}
@@ -222,6 +254,8 @@ func (in RunInput) Validate() error {
 		return fmt.Errorf("%w: carry is set only by Continue-As-New", ErrInvalidInput)
 	case in.Parent != nil:
 		return fmt.Errorf("%w: parent is set only by the run that delegates", ErrInvalidInput)
+	case in.Grant != nil:
+		return fmt.Errorf("%w: grant is set only by the run that delegates", ErrInvalidInput)
 	}
 	for _, code := range slices.Sorted(maps.Keys(in.Limits.Spend)) {
 		if _, unit, ok := money.Scale(code); !ok || unit != code {
@@ -490,10 +524,13 @@ type Step struct {
 	Key    string      `json:"key"`
 	// Child, for a step that delegates to a sub-agent, is the child run's
 	// id (ChildRunID).
-	Child    string          `json:"child_run_id,omitempty"`
-	Args     json.RawMessage `json:"args"`
-	ArgsHash string          `json:"args_hash"`
-	State    StepState       `json:"state"`
+	Child string `json:"child_run_id,omitempty"`
+	// childStarted is set once the child run has started: it can take
+	// signals from then on.
+	childStarted bool
+	Args         json.RawMessage `json:"args"`
+	ArgsHash     string          `json:"args_hash"`
+	State        StepState       `json:"state"`
 	// Result is the tool's result once done; Summary is its first bytes.
 	Result  json.RawMessage `json:"result,omitempty"`
 	Summary string          `json:"summary,omitempty"`
@@ -507,8 +544,14 @@ type Step struct {
 	Edit *StepEdit `json:"edit,omitempty"`
 	// Limit is set once the step met a spend limit (see StepLimit).
 	Limit *StepLimit `json:"limit,omitempty"`
-	// DuplicateOf is the earlier step a StepDuplicate repeated.
-	DuplicateOf int64 `json:"duplicate_of,omitempty"`
+	// DuplicateOf is the earlier step a StepDuplicate repeated, and
+	// DuplicateRun, when that step is another run's of the tree (a
+	// parent's, or a child's), that run.
+	DuplicateOf  int64  `json:"duplicate_of,omitempty"`
+	DuplicateRun string `json:"duplicate_of_run,omitempty"`
+	// Applied, for a step that delegated, are the effects its child run
+	// (and the child's own children) applied, done or not.
+	Applied []Intent `json:"applied,omitempty"`
 	// Resolution is set once the step's outcome was unknown and waited for
 	// a person.
 	Resolution *StepResolution `json:"resolution,omitempty"`

@@ -31,6 +31,10 @@ const (
 	DefaultMaxChildren = 8
 	// MaxGoalBytes bounds the goal a run gives a child.
 	MaxGoalBytes = 4000
+	// MaxSteps and MaxParallel bound a sub-agent's limits, as a run's are
+	// (workflows.MaxStepsLimit, workflows.MaxParallel).
+	MaxSteps    = 10000
+	MaxParallel = 64
 )
 
 // Agent declares one sub-agent.
@@ -47,6 +51,9 @@ type Agent struct {
 	// Planner names the child's planner: "openai" (the default) or
 	// "script", whose plan the parent's call then gives.
 	Planner string `json:"planner,omitempty"`
+	// Model is the model an openai sub-agent's planner asks; default the
+	// worker's (OPENAI_MODEL).
+	Model string `json:"model,omitempty"`
 	// Limits bound the child run.
 	Limits Limits `json:"limits,omitzero"`
 }
@@ -141,11 +148,17 @@ func New(cfg Config, known func(tool string) bool) (*Set, error) {
 		if a.Planner != PlannerOpenAI && a.Planner != PlannerScript {
 			errs = append(errs, fmt.Errorf("%s: planner %q is neither %s nor %s", at, a.Planner, PlannerOpenAI, PlannerScript))
 		}
+		if a.Model != "" && a.Planner != PlannerOpenAI {
+			errs = append(errs, fmt.Errorf("%s: model %q is for the %s planner, not %s", at, a.Model, PlannerOpenAI, a.Planner))
+		}
 		if len(a.Tools) == 0 {
 			errs = append(errs, fmt.Errorf("%s: tools is empty: a sub-agent may use only the tools it is granted", at))
 		}
-		if a.Limits.MaxSteps < 0 || a.Limits.Parallel < 0 {
-			errs = append(errs, fmt.Errorf("%s: limits are negative", at))
+		if a.Limits.MaxSteps < 0 || a.Limits.MaxSteps > MaxSteps || a.Limits.Parallel < 0 || a.Limits.Parallel > MaxParallel {
+			errs = append(errs, fmt.Errorf("%s: limits.max_steps must be 0 to %d and limits.parallel 0 to %d", at, MaxSteps, MaxParallel))
+		}
+		if known(ToolPrefix + a.Name) {
+			errs = append(errs, fmt.Errorf("%s: the worker has a tool named %s%s already", at, ToolPrefix, a.Name))
 		}
 		s.byTool[ToolPrefix+a.Name] = a
 		pseudo = append(pseudo, tools.Tool{Name: ToolPrefix + a.Name, Description: a.Description, Class: tools.ClassRead,

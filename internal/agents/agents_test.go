@@ -15,7 +15,8 @@ import (
 
 // builtin are the tools of a worker with the shop, the payment provider
 // and e-mail configured.
-var builtin = []string{"lookup_order", "issue_credit", "add_order_note", "refund_payment", "get_refund", "send_email"}
+var builtin = []string{"lookup_order", "issue_credit", "add_order_note", "refund_payment", "get_refund", "send_email",
+	"agent_lookup"}
 
 func known(tool string) bool { return slices.Contains(builtin, tool) }
 
@@ -56,7 +57,9 @@ func TestNewNamesEveryProblemWithItsSubAgent(t *testing.T) {
 		{Name: "refunds", Description: "again", Tools: []string{"issue_credit"}},
 		{Name: "Bad Name", Description: "b", Tools: []string{"issue_credit"}},
 		{Name: "quiet", Tools: []string{"agent_nobody"}, Planner: "llama"},
-		{Name: "idle", Description: "i"},
+		{Name: "idle", Description: "i", Limits: agents.Limits{MaxSteps: 1 << 20}},
+		{Name: "lookup", Description: "l", Tools: []string{"lookup_order"}},
+		{Name: "scripted", Description: "s", Tools: []string{"lookup_order"}, Planner: agents.PlannerScript, Model: "gpt-4o"},
 	}}, known)
 	require.Error(t, err)
 	for _, want := range []string{
@@ -67,7 +70,10 @@ func TestNewNamesEveryProblemWithItsSubAgent(t *testing.T) {
 		`agent quiet: planner "llama" is neither openai nor script`,
 		`agent quiet: tool "agent_nobody" does not exist`,
 		"agent idle: tools is empty",
+		"agent idle: limits.max_steps must be 0 to 10000 and limits.parallel 0 to 64",
+		"agent lookup: the worker has a tool named agent_lookup already",
 		"max_depth 11 is not between 1 and 10",
+		`agent scripted: model "gpt-4o" is for the openai planner, not script`,
 	} {
 		assert.Contains(t, err.Error(), want)
 	}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -19,15 +20,16 @@ func newToolsCmd(env Env) *cobra.Command {
 		Long: `List every tool of the deployment's registry, as its workers build it: the
 built-in tools, the deployment's own, and the tools of the MCP servers that
 ONCERUN_MCP_CONFIG lists (the command connects to each server and asks it
-for its tools). For each: where it comes from, its effect class, its
+for its tools), and the sub-agents of ONCERUN_AGENTS_CONFIG (agent_<name>,
+class delegate, with the tools their child runs are granted). For each: where it comes from, its effect class, its
 approval rule, what it guarantees (once, or at-least-once for an external
 effect whose provider neither honours the idempotency key nor can be
 asked), its paired read, and what an approver may edit.
 
 --json prints an array of objects with name, description, source
-(built-in, deployment or mcp), server, server_tool and transport (MCP
-tools), class, approval, guarantee, paired_read, idempotency_key, edits
-and once_per_run.`,
+(built-in, deployment, mcp or agents), server, server_tool and transport
+(MCP tools), class, approval, guarantee, paired_read, idempotency_key,
+edits, once_per_run and, for a sub-agent, grant.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := env.WorkerConfig()
@@ -53,8 +55,11 @@ and once_per_run.`,
 			fmt.Fprintln(tw, "TOOL\tSOURCE\tCLASS\tAPPROVAL\tGUARANTEE\tPAIRED READ\tEDITS")
 			for _, t := range list {
 				source := t.Source
-				if t.Server != "" {
+				switch {
+				case t.Server != "":
 					source = fmt.Sprintf("mcp %s (%s, tool %s)", t.Server, t.Transport, t.ServerTool)
+				case t.Grant != nil:
+					source = "agents (grant: " + strings.Join(t.Grant, ", ") + ")"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, t.Class, t.Approval,
 					cmp.Or(t.Guarantee, "-"), cmp.Or(t.PairedRead, "-"), t.Edits)

@@ -76,3 +76,35 @@ func TestToolsNeverPrintsTheMCPServersPassword(t *testing.T) {
 		})
 	}
 }
+
+// `oncerun tools` lists the sub-agents of ONCERUN_AGENTS_CONFIG as tools of
+// class delegate with the tools their child runs are granted, and refuses
+// a sub-agent that names a tool the worker does not have.
+func TestToolsListsTheSubAgents(t *testing.T) {
+	t.Parallel()
+	p := filepath.Join(t.TempDir(), "agents.yaml")
+	env := Env{Getenv: func(k string) string {
+		if k == settings.EnvAgentsConfig {
+			return p
+		}
+		return ""
+	}}
+	require.NoError(t, os.WriteFile(p, []byte("agents:\n  - name: refunds\n    description: credits\n    tools: [lookup_order, issue_credit]\n"), 0o600))
+	out, err := run(t, env, "tools", "--json")
+	require.NoError(t, err)
+	var list []struct {
+		Name, Source, Class string
+		Grant               []string
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &list))
+	last := list[len(list)-1]
+	assert.Equal(t, "agent_refunds", last.Name)
+	assert.Equal(t, "agents", last.Source)
+	assert.Equal(t, "delegate", last.Class)
+	assert.Equal(t, []string{"lookup_order", "issue_credit"}, last.Grant)
+
+	require.NoError(t, os.WriteFile(p, []byte("agents:\n  - name: refunds\n    description: credits\n    tools: [wire_money]\n"), 0o600))
+	_, err = run(t, env, "tools")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `agent refunds: tool "wire_money" does not exist`)
+}

@@ -18,16 +18,26 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
+// reports counts the tool messages of req: the outcomes of the calls the
+// model proposed before.
+func reports(req modelRequest) int {
+	n := 0
+	for _, m := range req.Messages {
+		if m.Role == "tool" {
+			n++
+		}
+	}
+	return n
+}
+
 // delegatingModel answers the parent run's goal with one turn of two
 // delegations, each child's goal with one credit, and every later turn
 // with done.
 func delegatingModel(parentGoal string, children map[string]modelCall) func(int, modelRequest) []modelCall {
 	return func(_ int, req modelRequest) []modelCall {
 		goal := req.Messages[1].Content
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				return nil // the turn after the calls: done
-			}
+		if reports(req) > 0 {
+			return nil // the turn after the calls: done
 		}
 		if goal == parentGoal {
 			return []modelCall{
@@ -50,7 +60,8 @@ func TestAParentDelegatesToTwoChildrenWhoseApprovalsShareTheInbox(t *testing.T) 
 	t.Parallel()
 	e := setup(t)
 	e.agents = agents.Config{Agents: []agents.Agent{
-		{Name: "refunds", Description: "Refunds and credits for shipping problems.", Tools: []string{"issue_credit", "lookup_order"}},
+		{Name: "refunds", Description: "Refunds and credits for shipping problems.", Tools: []string{"issue_credit", "lookup_order"},
+			Model: "fake-refunds-model"},
 		{Name: "goodwill", Description: "Goodwill gestures.", Tools: []string{"issue_credit"}},
 	}}
 	const parentGoal = "make good on order 1001"
@@ -111,6 +122,9 @@ func TestAParentDelegatesToTwoChildrenWhoseApprovalsShareTheInbox(t *testing.T) 
 		"exactly one credit")
 	assert.Equal(t, 1, e.count("credits", "tenant = 'acme' AND order_id = '1001' AND reason = 'shipping'"))
 
+	e.saveHistoryOf(workflows.WorkflowID("acme", run), t.Name()+"-parent")
+	e.saveHistoryOf(workflows.WorkflowID("acme", refunds), t.Name()+"-approved-child")
+	e.saveHistoryOf(workflows.WorkflowID("acme", goodwill), t.Name()+"-rejected-child")
 	child := e.result("acme", goodwill)
 	require.NotNil(t, child.Parent)
 	assert.Equal(t, run, child.Parent.RunID)
@@ -125,6 +139,12 @@ func TestAParentDelegatesToTwoChildrenWhoseApprovalsShareTheInbox(t *testing.T) 
 		}
 	}
 	require.NotNil(t, second, "the parent planned again")
+	models := map[string]string{}
+	for _, req := range model.seen() {
+		models[req.Messages[1].Content] = req.Model
+	}
+	assert.Equal(t, map[string]string{parentGoal: "fake-model", "credit the shipping": "fake-refunds-model", "a goodwill credit": "fake-model"},
+		models, "a sub-agent that names a model is planned by it; the others by the worker's")
 	var reports []string
 	for _, m := range second.Messages {
 		if m.Role == "tool" {
@@ -146,10 +166,8 @@ func TestAChildMayUseOnlyTheToolsItIsGranted(t *testing.T) {
 	}}
 	const parentGoal = "look into order 1001"
 	model := e.serveModel(func(_ int, req modelRequest) []modelCall {
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				return nil
-			}
+		if reports(req) > 0 {
+			return nil
 		}
 		if req.Messages[1].Content == parentGoal {
 			return []modelCall{{ID: "call_gw", Tool: "agent_goodwill", Args: map[string]any{"goal": "credit them"}}}
@@ -220,10 +238,8 @@ func TestAChildsAmountsCountAgainstItsParentsBudget(t *testing.T) {
 			"order_id": "1001", "reason": reason, "amount_cents": 6000, "currency": "EUR"}}
 	}
 	e.serveModel(func(_ int, req modelRequest) []modelCall {
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				return nil
-			}
+		if reports(req) > 0 {
+			return nil
 		}
 		if req.Messages[1].Content == parentGoal {
 			return []modelCall{{ID: "call_refunds", Tool: "agent_refunds", Args: map[string]any{"goal": "two credits"}}}
@@ -258,10 +274,8 @@ func TestAChildsCardAndTheTreeInTheBrowser(t *testing.T) {
 	}}
 	const parentGoal = "make good on order 1001 for a customer whose parcel came a week late"
 	e.serveModel(func(_ int, req modelRequest) []modelCall {
-		for _, m := range req.Messages {
-			if m.Role == "tool" {
-				return nil
-			}
+		if reports(req) > 0 {
+			return nil
 		}
 		if req.Messages[1].Content == parentGoal {
 			return []modelCall{{ID: "call_refunds", Tool: "agent_refunds", Args: map[string]any{"goal": "credit the shipping"}}}
@@ -296,4 +310,102 @@ func TestAChildsCardAndTheTreeInTheBrowser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, up, "Child run of "+run+" step 1, as sub-agent refunds, whose goal is: "+parentGoal)
 	checkLayoutAtBothSizes(t, ctx, dir, `p.parent-run`, "run-child")
+}
+
+// A pause, a resume and a cancel of the parent go down to its running
+// child: the child pauses and resumes with it, and the cancel withdraws
+// the child's approval; nothing is credited.
+func TestPauseAndCancelGoDownToTheChildren(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.agents = agents.Config{Agents: []agents.Agent{
+		{Name: "refunds", Description: "Refunds.", Tools: []string{"issue_credit"}},
+	}}
+	const parentGoal = "credit the shipping, maybe"
+	e.serveModel(delegatingModel(parentGoal, map[string]modelCall{
+		"credit the shipping": creditCall("call_ship", "down"),
+		"a goodwill credit":   creditCall("call_gw", "down-too"),
+	}))
+	e.startWorker("w1", sdkworker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("down")
+	a.startModelRun(run, parentGoal)
+	child := workflows.ChildRunID(run, 1)
+	e.waitFor("acme", child, "the child's credit waits", func(s workflows.Status) bool {
+		return len(s.Steps) == 1 && s.Steps[0].State == workflows.StepPendingApproval
+	})
+
+	r := a.do(http.MethodPost, "/v1/runs/"+run+"/pause", "ops", map[string]any{"reason": "audit"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	paused := e.waitFor("acme", child, "the child is paused with its parent", func(s workflows.Status) bool { return s.Paused != nil })
+	assert.Equal(t, "ops", paused.Paused.By)
+	r = a.do(http.MethodPost, "/v1/runs/"+run+"/resume", "ops", map[string]any{"reason": "audit done"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	e.waitFor("acme", child, "the child is resumed with its parent", func(s workflows.Status) bool { return s.Paused == nil })
+
+	r = a.do(http.MethodPost, "/v1/runs/"+run+"/cancel", "ops", map[string]any{"reason": "customer withdrew"})
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	final := e.result("acme", run)
+	assert.Equal(t, workflows.RunCancelled, final.State)
+	e.saveHistoryOf(workflows.WorkflowID("acme", run), t.Name()+"-parent")
+	e.saveHistoryOf(workflows.WorkflowID("acme", child), t.Name()+"-child")
+	ended := e.result("acme", child)
+	assert.Equal(t, workflows.RunCancelled, ended.State, "the child is cancelled with its parent")
+	assert.Equal(t, workflows.StepCancelled, ended.Steps[0].State)
+	for _, c := range []string{child, workflows.ChildRunID(run, 2)} {
+		assert.Zero(t, e.count("approvals", "tenant = 'acme' AND run_id = $1 AND state = 'pending'", c), "%s's approvals are withdrawn", c)
+	}
+	assert.Zero(t, e.count("credits", "tenant = 'acme' AND reason IN ('down', 'down-too')"))
+}
+
+// A tool that makes each intent once per run makes it once per run tree:
+// a child does not repeat a note its parent made, and the parent does not
+// repeat one its child made.
+func TestOncePerRunHoldsAcrossTheRunTree(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.agents = agents.Config{Agents: []agents.Agent{
+		{Name: "notes", Description: "Notes.", Tools: []string{"add_order_note"}},
+	}}
+	const parentGoal = "note it all"
+	note := func(id, text string) modelCall {
+		return modelCall{ID: id, Tool: "add_order_note", Args: map[string]any{"order_id": "1001", "text": text}}
+	}
+	e.serveModel(func(_ int, req modelRequest) []modelCall {
+		reports := reports(req)
+		if req.Messages[1].Content != parentGoal {
+			if reports > 0 {
+				return nil
+			}
+			return []modelCall{note("call_c1", "tree: parent's"), note("call_c2", "tree: child's")}
+		}
+		switch reports {
+		case 0:
+			return []modelCall{note("call_p1", "tree: parent's")}
+		case 1:
+			return []modelCall{{ID: "call_notes", Tool: "agent_notes", Args: map[string]any{"goal": "write the notes"}}}
+		case 2:
+			return []modelCall{note("call_p3", "tree: child's")}
+		}
+		return nil
+	})
+	e.startWorker("w1", sdkworker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("tree-once")
+	a.startModelRun(run, parentGoal)
+
+	final := e.result("acme", run)
+	require.Equal(t, workflows.RunCompleted, final.State, "error: %s", final.Error)
+	require.Len(t, final.Steps, 3)
+	child := workflows.ChildRunID(run, 2)
+	cs := e.result("acme", child)
+	require.Len(t, cs.Steps, 2)
+	assert.Equal(t, workflows.StepDuplicate, cs.Steps[0].State, "the child does not repeat its parent's note")
+	assert.Equal(t, run, cs.Steps[0].DuplicateRun)
+	assert.Equal(t, int64(1), cs.Steps[0].DuplicateOf)
+	assert.Equal(t, workflows.StepDone, cs.Steps[1].State)
+	assert.Equal(t, workflows.StepDuplicate, final.Steps[2].State, "the parent does not repeat its child's note")
+	assert.Equal(t, child, final.Steps[2].DuplicateRun)
+	assert.Equal(t, 1, e.count("order_notes", "tenant = 'acme' AND body = $1", "tree: parent's"))
+	assert.Equal(t, 1, e.count("order_notes", "tenant = 'acme' AND body = $1", "tree: child's"))
 }

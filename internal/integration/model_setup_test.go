@@ -17,7 +17,8 @@ import (
 // modelRequest is one chat-completions request as the fake model decoded
 // it, spelled as the protocol spells it.
 type modelRequest struct {
-	ParallelToolCalls *bool `json:"parallel_tool_calls"`
+	Model             string `json:"model"`
+	ParallelToolCalls *bool  `json:"parallel_tool_calls"`
 	Messages          []struct {
 		Role       string `json:"role"`
 		Content    string `json:"content"`

@@ -114,7 +114,8 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 // with Call.Malformed set, not as an error.
 func (p *OpenAI) Next(ctx context.Context, req Request) (prop Proposal, err error) {
 	// The model call's span, in the GenAI semantic conventions' terms.
-	ctx, span := telemetry.Tracer().Start(ctx, "chat "+p.cfg.Model, trace.WithSpanKind(trace.SpanKindClient))
+	model := cmp.Or(req.Model, p.cfg.Model)
+	ctx, span := telemetry.Tracer().Start(ctx, "chat "+model, trace.WithSpanKind(trace.SpanKindClient))
 	defer func() {
 		if err != nil {
 			span.RecordError(err)
@@ -124,7 +125,7 @@ func (p *OpenAI) Next(ctx context.Context, req Request) (prop Proposal, err erro
 	}()
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("gen_ai.operation.name", "chat"), attribute.String("gen_ai.provider.name", "openai"),
-			attribute.String("gen_ai.request.model", p.cfg.Model))
+			attribute.String("gen_ai.request.model", model))
 	}
 	chat, err := p.chatRequest(req)
 	if err != nil {
@@ -284,7 +285,7 @@ func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
 			Name: t.Name, Description: t.Description, Parameters: t.Schema,
 		}}
 	}
-	out := chatRequest{Model: p.cfg.Model, Messages: msgs, Tools: tools}
+	out := chatRequest{Model: cmp.Or(req.Model, p.cfg.Model), Messages: msgs, Tools: tools}
 	if len(tools) > 0 {
 		// Endpoints refuse tool_choice without tools.
 		out.ToolChoice = "auto"

@@ -124,6 +124,9 @@ type Request struct {
 	History []Observation `json:"history,omitempty"`
 	// Tools are the tools the planner may call.
 	Tools []ToolSpec `json:"tools"`
+	// Model, when set, is the model a model planner asks instead of the
+	// one it is configured with: a sub-agent's own.
+	Model string `json:"model,omitempty"`
 }
 
 // Proposal is a planner's answer for one turn.
