@@ -247,7 +247,10 @@ func TestOneTraceFollowsARun(t *testing.T) {
 	assert.Equal(t, "read", byTool[shop.ToolLookupOrder][0].Attrs["oncerun.class"])
 
 	assert.NotEmpty(t, w.inTrace(trace, "StartWorkflow:AgentRun"), "the API's start of the run is in its trace")
-	assert.NotEmpty(t, w.inTrace(trace, "RunWorkflow:AgentRun"), "the workflow is in its trace")
+	runSpans := w.inTrace(trace, "RunWorkflow:AgentRun")
+	require.NotEmpty(t, runSpans, "the workflow is in its trace")
+	assert.Equal(t, run, runSpans[0].Attrs["oncerun.run_id"], "the run's span names the run")
+	assert.Equal(t, "acme", runSpans[0].Attrs["oncerun.tenant"])
 	assert.NotEmpty(t, w.inTrace(trace, "RunActivity:RunTool"), "the activities are in its trace")
 	assert.NotEmpty(t, w.inTrace(trace, "oncerun.plan script"), "the planning turns are in its trace")
 	assert.NotEmpty(t, w.inTrace(trace, "oncerun.do"), "the credit's transaction is in its trace")
@@ -339,6 +342,9 @@ func TestOneTraceAcrossContinueAsNew(t *testing.T) {
 	require.Len(t, byTool[shop.ToolLookupOrder], 30, "a span per step, across generations")
 	generations := w.inTrace(trace, "RunWorkflow:AgentRun")
 	require.GreaterOrEqual(t, len(generations), 3, "the run continued as new at least twice, each generation in the run's trace")
+	for _, g := range generations {
+		assert.Equal(t, run, g.Attrs["oncerun.run_id"], "each generation's span names the run")
+	}
 	var roots []string
 	for _, s := range w.recv.Spans() {
 		if s.TraceID == trace && s.ParentID == "" {

@@ -147,6 +147,24 @@ func WorkflowID(tenant, runID string) string {
 	return "oncerun/" + url.PathEscape(tenant) + "/" + url.PathEscape(runID)
 }
 
+// ParseWorkflowID returns the tenant and run id of a run's workflow id, as
+// WorkflowID made it; ok is false for any other id.
+func ParseWorkflowID(id string) (tenant, runID string, ok bool) {
+	rest, found := strings.CutPrefix(id, "oncerun/")
+	t, r, two := strings.Cut(rest, "/")
+	if !found || !two {
+		return "", "", false
+	}
+	tenant, err := url.PathUnescape(t)
+	if err != nil {
+		return "", "", false
+	}
+	if runID, err = url.PathUnescape(r); err != nil || tenant == "" || runID == "" {
+		return "", "", false
+	}
+	return tenant, runID, true
+}
+
 // FollowOn returns the key under which follow-on message seq of step k's
 // effect is delivered by tool: k's tenant, run and step, and the tool part
 // "<tool>.<seq>". Tool names hold no dot, so it never equals a step's key.

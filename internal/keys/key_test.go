@@ -94,3 +94,16 @@ func TestParseRejects(t *testing.T) {
 		assert.ErrorIs(t, err, ErrInvalidKey, "Parse(%q)", s)
 	}
 }
+
+func TestParseWorkflowIDReadsWhatWorkflowIDWrote(t *testing.T) {
+	for _, c := range [][2]string{{"acme", "r1"}, {"ac/me", "run 1/2%"}, {"acme", "r1.3"}} {
+		tenant, run, ok := ParseWorkflowID(WorkflowID(c[0], c[1]))
+		assert.True(t, ok, c)
+		assert.Equal(t, c[0], tenant)
+		assert.Equal(t, c[1], run)
+	}
+	for _, id := range []string{"", "oncerun/", "oncerun/acme", "oncerun//r1", "oncerun/acme/", "other/acme/r1", "oncerun/a%zz/r1"} {
+		_, _, ok := ParseWorkflowID(id)
+		assert.False(t, ok, id)
+	}
+}

@@ -729,4 +729,13 @@ var mutations = []Mutation{
 		Packages: []string{"./internal/integration"},
 		Tests:    []string{"TestOncePerRunHoldsAcrossTheRunTree"},
 	},
+	{
+		Name:     "run-span-unnamed",
+		Bug:      "the run's workflow span carries Temporal's ids only: no oncerun.tenant or oncerun.run_id to find a run's trace by",
+		File:     "internal/telemetry/telemetry.go",
+		Old:      "\t\t\treturn runSpan{span}\n",
+		New:      "\t\t\treturn span\n",
+		Packages: []string{"./internal/integration"},
+		Tests:    []string{"TestOneTraceFollowsARun", "TestOneTraceAcrossContinueAsNew"},
+	},
 }

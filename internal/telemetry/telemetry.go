@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -34,6 +35,8 @@ import (
 	temporalotel "go.temporal.io/sdk/contrib/opentelemetry"
 	"go.temporal.io/sdk/interceptor"
 	"go.uber.org/zap"
+
+	"github.com/oncerun/oncerun/internal/keys"
 )
 
 // OpenTelemetry's standard variables that oncerun reads itself; the SDK
@@ -155,11 +158,34 @@ func TemporalInterceptors() ([]interceptor.ClientInterceptor, error) {
 	}
 	// Status queries are reads that the inbox, the API and the CLI make
 	// often: a span each would bury a run's steps in its trace.
-	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{TextMapPropagator: Propagator(), DisableQueryTracing: true})
+	i, err := temporalotel.NewTracingInterceptor(temporalotel.TracerOptions{TextMapPropagator: Propagator(), DisableQueryTracing: true,
+		SpanStarter: func(ctx context.Context, t trace.Tracer, name string, opts ...trace.SpanStartOption) trace.Span {
+			_, span := t.Start(ctx, name, opts...)
+			return runSpan{span}
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("Temporal tracing interceptor: %w", err)
 	}
 	return []interceptor.ClientInterceptor{i}, nil
+}
+
+// runSpan is a span of Temporal's interceptor: when the interceptor tags
+// it with a run's workflow id, it also gets the run's oncerun.tenant and
+// oncerun.run_id, so that every span of a run's workflow and activities
+// names the run as oncerun's own spans do.
+type runSpan struct{ trace.Span }
+
+func (s runSpan) SetAttributes(kv ...attribute.KeyValue) {
+	all := kv
+	for _, a := range kv {
+		if a.Key != "temporalWorkflowID" {
+			continue
+		}
+		if tenant, run, ok := keys.ParseWorkflowID(a.Value.AsString()); ok {
+			all = append(slices.Clip(kv), attribute.String("oncerun.tenant", tenant), attribute.String("oncerun.run_id", run))
+		}
+	}
+	s.Span.SetAttributes(all...)
 }
 
 // Handler traces the requests h serves, as operation, or is h while
