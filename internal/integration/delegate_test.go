@@ -267,7 +267,7 @@ func TestAChildsAmountsCountAgainstItsParentsBudget(t *testing.T) {
 // the run pages show the tree, at a phone's width and a laptop's.
 func TestAChildsCardAndTheTreeInTheBrowser(t *testing.T) {
 	t.Parallel()
-	ctx := headless(t, 2*time.Minute)
+	ctx := headless(t, 3*time.Minute)
 	e := setup(t)
 	e.agents = agents.Config{Agents: []agents.Agent{
 		{Name: "refunds", Description: "Refunds and credits for shipping problems.", Tools: []string{"issue_credit"}},
@@ -287,6 +287,11 @@ func TestAChildsCardAndTheTreeInTheBrowser(t *testing.T) {
 	run := e.id("tree")
 	a.startModelRun(run, parentGoal)
 	child := workflows.ChildRunID(run, 1)
+	// The inbox lists what is pending when the page loads: wait for the
+	// child's credit to be recorded first.
+	e.waitFor("acme", child, "the child's credit waits", func(workflows.Status) bool {
+		return e.count("approvals", "tenant = 'acme' AND run_id = $1 AND state = 'pending'", child) == 1
+	})
 
 	card := `article[data-run="` + child + `"][data-step="1"]`
 	a.logIn(ctx, "dana", card)
