@@ -5,6 +5,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/settings"
+	"github.com/oncerun/oncerun/tools"
 )
 
 // Agent declares a sub-agent: a run's planner sees it as the tool
@@ -32,4 +33,20 @@ func agentSet(cfg Config, known func(string) bool) (*agents.Set, error) {
 		return nil, fmt.Errorf("%s %s: %w", settings.EnvAgentsConfig, cfg.AgentsConfig, err)
 	}
 	return set, err
+}
+
+// planRegistry is reg with the sub-agents' tools beside its own, for the
+// approvals service: a scripted plan a person starts may delegate, and its
+// calls of agent_<name> are checked against the sub-agent's schema like
+// any call. The sub-agents' tools never run.
+func planRegistry(reg *tools.Registry, set *agents.Set) (*tools.Registry, error) {
+	if set == nil {
+		return reg, nil
+	}
+	all := set.Tools()
+	for _, name := range reg.Names() {
+		t, _ := reg.Lookup(name)
+		all = append(all, t)
+	}
+	return tools.NewRegistry(reg.Config(), all...)
 }

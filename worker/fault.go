@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -30,6 +31,8 @@ var pointText = map[string]string{
 	settings.PointAfterCommit:  "after the step committed, before Temporal hears of it",
 	settings.PointWorkflowTask: "during the workflow task that schedules the step, before the task completes",
 	settings.PointApprovalWait: "as the run begins to wait for the step's approval",
+	settings.PointChildStart:   "during the workflow task that starts the step's child run, before the task completes",
+	settings.PointChildStarted: "once the step's child run has started, before the run records it",
 }
 
 // fault is one point at which this worker kills or stops itself, once.
@@ -83,7 +86,24 @@ func parseFaults(cfg Config, all []tools.Tool) (faults, error) {
 		}
 		fs = append(fs, &fault{point: point, tool: tool, env: settings.EnvCrashAroundEffect, log: cfg.Logger})
 	}
+	var subAgents *agents.Set
+	if slices.ContainsFunc(fs, (*fault).child) {
+		set, err := agentSet(cfg, func(tool string) bool {
+			return slices.ContainsFunc(all, func(t tools.Tool) bool { return t.Name == tool })
+		})
+		if err != nil {
+			return nil, err
+		}
+		subAgents = set
+	}
 	for _, f := range fs {
+		if f.child() {
+			if _, ok := subAgents.Lookup(f.tool); !ok {
+				return nil, fmt.Errorf("%s: %s needs a sub-agent's tool (%s<name>); the deployment has none named %q",
+					f.env, f.point, agents.ToolPrefix, f.tool)
+			}
+			continue
+		}
 		i := slices.IndexFunc(all, func(t tools.Tool) bool { return t.Name == f.tool })
 		if i < 0 {
 			return nil, fmt.Errorf("%s: no tool %q", f.env, f.tool)
@@ -97,6 +117,11 @@ func parseFaults(cfg Config, all []tools.Tool) (faults, error) {
 		}
 	}
 	return fs, nil
+}
+
+// child reports whether f is at a point of a delegating step.
+func (f *fault) child() bool {
+	return f.point == settings.PointChildStart || f.point == settings.PointChildStarted
 }
 
 // at returns the fault at point for tool, or nil.

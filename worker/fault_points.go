@@ -15,8 +15,10 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/activities"
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
+	"github.com/oncerun/oncerun/workflows"
 )
 
 // Where each point is placed:
@@ -27,7 +29,8 @@ import (
 //   - before-claim and after-commit are a worker interceptor around the
 //     RunTool activity; after-commit reads ToolOutput.Replayed, the
 //     activity's own account of whether this attempt recorded the outcome.
-//   - workflow-task and approval-wait are a workflow interceptor.
+//   - workflow-task, approval-wait, child-start and child-started are a
+//     workflow interceptor.
 //
 // A fault never fires where a step is being retried after an earlier
 // death, so that a retry that lands on another worker with the same fault
@@ -263,6 +266,48 @@ func firstArg[T any](args []any) (T, bool) {
 	}
 	v, ok := args[0].(T)
 	return v, ok
+}
+
+// ExecuteChildWorkflow places child-start before the child's start is
+// commanded, and child-started where the run learns that Temporal started
+// the child.
+func (o *faultWorkflowOutbound) ExecuteChildWorkflow(ctx workflow.Context, childWorkflowType string, args ...any) workflow.ChildWorkflowFuture {
+	in, ok := firstArg[workflows.RunInput](args)
+	if !ok || in.Parent == nil {
+		return o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
+	}
+	tool := agents.ToolPrefix + in.Parent.Agent
+	fields := []zap.Field{zap.String("tool", tool), zap.String("child_run_id", in.RunID), zap.Int64("step", in.Parent.Step)}
+	o.w.fire(ctx, o.w.fs.at(settings.PointChildStart, tool), fields...)
+	fut := o.Next.ExecuteChildWorkflow(ctx, childWorkflowType, args...)
+	f := o.w.fs.at(settings.PointChildStarted, tool)
+	if f == nil {
+		return fut
+	}
+	return &faultChildFuture{ChildWorkflowFuture: fut, started: &firingFuture{Future: fut.GetChildWorkflowExecution(),
+		fire: func(ctx workflow.Context) { o.w.fire(ctx, f, fields...) }}}
+}
+
+// faultChildFuture is a child run's future whose start fires a fault.
+type faultChildFuture struct {
+	workflow.ChildWorkflowFuture
+	started workflow.Future
+}
+
+func (f *faultChildFuture) GetChildWorkflowExecution() workflow.Future { return f.started }
+
+// firingFuture fires its fault once the future it wraps is ready and read.
+type firingFuture struct {
+	workflow.Future
+	fire func(workflow.Context)
+}
+
+func (f *firingFuture) Get(ctx workflow.Context, v any) error {
+	err := f.Future.Get(ctx, v)
+	if err == nil {
+		f.fire(ctx)
+	}
+	return err
 }
 
 func (o *faultWorkflowOutbound) AwaitWithTimeout(ctx workflow.Context, timeout time.Duration, condition func() bool) (bool, error) {

@@ -91,6 +91,11 @@ func TestFaultVariablesAreParsedAndChecked(t *testing.T) {
 		"ONCERUN_CRASH_AROUND_EFFECT=after-apply:refund_payment:kill",
 	}, got)
 
+	credits := Agent{Name: "credits", Description: "credits", Tools: []string{"issue_credit"}}
+	fs, err = parseFaults(Config{faults: faultSpec{crashAt: "child-start:agent_credits,child-started:agent_credits"}, Agents: []Agent{credits},
+		Logger: zap.NewNop()}, all)
+	require.NoError(t, err, "a sub-agent's tool takes the child points")
+	assert.Len(t, fs, 2)
 	for _, tt := range []struct {
 		cfg  Config
 		want string
@@ -103,6 +108,9 @@ func TestFaultVariablesAreParsedAndChecked(t *testing.T) {
 		{Config{faults: faultSpec{crashAroundEffect: "after:add_order_note"}}, "ONCERUN_CRASH_AROUND_EFFECT: after-apply needs an external tool"},
 		{Config{faults: faultSpec{crashAroundEffect: "during:refund_payment"}}, "is not before:<tool> or after:<tool>"},
 		{Config{faults: faultSpec{crashAt: "during-effect:lookup_order"}}, "during-effect needs a tool with an effect; lookup_order is read"},
+		{Config{faults: faultSpec{crashAt: "child-start:issue_credit"}}, `child-start needs a sub-agent's tool (agent_<name>); the deployment has none named "issue_credit"`},
+		{Config{faults: faultSpec{crashAt: "child-started:agent_refunds"}, Agents: []Agent{credits}}, `the deployment has none named "agent_refunds"`},
+		{Config{faults: faultSpec{crashAt: "after-commit:agent_credits"}, Agents: []Agent{credits}}, `ONCERUN_CRASH_AT: no tool "agent_credits"`},
 	} {
 		_, err := parseFaults(tt.cfg, all)
 		assert.ErrorContains(t, err, tt.want)

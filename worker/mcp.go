@@ -113,7 +113,7 @@ type ToolInfo struct {
 // Describe lists the tools of cfg's registry, sorted by name, with where
 // each comes from, then the sub-agents' tools (agent_<name>).
 func Describe(cfg Config) ([]ToolInfo, error) {
-	reg, err := Registry(cfg)
+	reg, err := toolRegistry(cfg)
 	if err != nil {
 		return nil, err
 	}

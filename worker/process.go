@@ -47,11 +47,13 @@ type Process struct {
 	tc       client.Client
 	pool     *pgxpool.Pool
 	reg      *tools.Registry
-	promReg  *prometheus.Registry
-	webhook  *alerts.Webhook
-	drift    *reconcile.Metrics
-	worker   sdkworker.Worker
-	fatal    chan error
+	// planReg is reg with the sub-agents' tools, for the approvals service.
+	planReg *tools.Registry
+	promReg *prometheus.Registry
+	webhook *alerts.Webhook
+	drift   *reconcile.Metrics
+	worker  sdkworker.Worker
+	fatal   chan error
 	// ln is the HTTP listener until Serve takes it (or Close closes it).
 	ln        net.Listener
 	closeOnce sync.Once
@@ -98,6 +100,9 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	p.reg = reg
 	subAgents, err := agentSet(cfg, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
 	if err != nil {
+		return err
+	}
+	if p.planReg, err = planRegistry(reg, subAgents); err != nil {
 		return err
 	}
 	planners, err := Planners(cfg.OpenAI)
@@ -205,7 +210,7 @@ func (p *Process) Serve(ctx context.Context) error {
 	if cfg.Approvals.Enabled() {
 		go func() {
 			defer close(apDone)
-			if err := serveApprovals(apCtx, cfg.Approvals, p.pool, p.tc, cfg.TaskQueue, p.reg, log); err != nil {
+			if err := serveApprovals(apCtx, cfg.Approvals, p.pool, p.tc, cfg.TaskQueue, p.planReg, log); err != nil {
 				serveErr <- err
 			}
 		}()

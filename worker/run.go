@@ -160,8 +160,23 @@ type OpenAIConfig = planner.OpenAIConfig
 // worker, the approvals service (`oncerun serve`, `oncerun-dev dev`) and the
 // CLI's plan checks all build theirs with it, so a plan one accepts the
 // others run. issue_credit tells customers of new credits by e-mail when
-// cfg.External names an SMTP server.
+// cfg.External names an SMTP server. The deployment's sub-agents
+// (cfg.Agents, cfg.AgentsConfig) are in it as the tools agent_<name>, so
+// that a scripted plan may delegate; they never run as tools.
 func Registry(cfg Config) (*tools.Registry, error) {
+	reg, err := toolRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	set, err := agentSet(cfg, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
+	if err != nil {
+		return nil, err
+	}
+	return planRegistry(reg, set)
+}
+
+// toolRegistry is the registry of cfg's tools, without the sub-agents'.
+func toolRegistry(cfg Config) (*tools.Registry, error) {
 	if err := cfg.mcpDiscovered(); err != nil {
 		return nil, err
 	}

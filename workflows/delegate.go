@@ -56,7 +56,7 @@ func (r *run) delegate(ctx workflow.Context, s *Step, call activities.PlannedCal
 	d := call.Delegate
 	started := 0
 	for i := range r.status.Steps {
-		if e := &r.status.Steps[i]; e.Child != "" && e != s {
+		if r.status.Steps[i].Child != "" {
 			started++
 		}
 	}

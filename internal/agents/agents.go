@@ -232,6 +232,20 @@ func (s *Set) Prepare(call tools.ProposedCall) (tools.Prepared, error) {
 	return s.reg.Prepare(call)
 }
 
+// Tools are the sub-agents' tools, for a registry that checks plans
+// which call them (the approvals service's). They never run.
+func (s *Set) Tools() []tools.Tool {
+	if s == nil {
+		return nil
+	}
+	out := make([]tools.Tool, 0, len(s.byTool))
+	for _, name := range s.reg.Names() {
+		t, _ := s.reg.Lookup(name)
+		out = append(out, t)
+	}
+	return out
+}
+
 // Names are the sub-agents' tools, sorted.
 func (s *Set) Names() []string {
 	if s == nil {

@@ -239,8 +239,14 @@ func refundEffects(ledger []sandbox.Refund, tenantID, currency string, runOfPaym
 func (h *harness) capReport(ctx context.Context, ledger []sandbox.Refund, waits map[stepRef]wait,
 	decided map[waitRef]workflows.Decision, excepted map[stepRef]bool) (*Caps, error) {
 	runOfOrder, runOfPayment := map[string]string{}, map[string]string{}
+	// spender is the run and tool of each step that spends: a delegated
+	// step's spends in its child run, on its parent's order.
+	spender := map[stepRef]runTool{}
 	for _, p := range h.runs {
 		runOfOrder[p.orderID], runOfPayment[p.paymentID] = p.runID, p.runID
+		for step, tool := range toolOf {
+			spender[p.effect(step)] = runTool{p.runID, tool}
+		}
 	}
 	effects, err := creditEffects(ctx, h.pool, tenant, planCurrency, runOfOrder)
 	if err != nil {
@@ -249,7 +255,7 @@ func (h *harness) capReport(ctx context.Context, ledger []sandbox.Refund, waits 
 	effects = append(effects, refundEffects(ledger, tenant, planCurrency, runOfPayment)...)
 	past := map[runTool]bool{}
 	for ref := range excepted {
-		past[runTool{ref.runID, toolOf[ref.step]}] = true
+		past[spender[ref]] = true
 	}
 	caps := &Caps{Cap: int64(h.cfg.DailyCap), Currency: planCurrency, Planned: planned(h.runs),
 		Days: tallyCapDays(effects, past)}

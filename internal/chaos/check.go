@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/oncerun/oncerun/internal/approvalstore"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mail"
 	"github.com/oncerun/oncerun/internal/payments"
@@ -70,6 +74,10 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	starts, err := h.childStarts(ctx)
+	if err != nil {
+		return nil, err
+	}
 	mails := map[string]int{}
 	for _, m := range h.mail.Messages() {
 		for _, to := range m.To {
@@ -99,8 +107,15 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 			c.Steps += len(end.status.Steps)
 		}
 		want := func(step int64) int { return wantOf(p, step, waits, decided) }
+		for _, child := range p.children() {
+			id := workflows.WorkflowID(tenant, child)
+			c.ChildStarts += starts[id]
+			if n := starts[id]; n != 1 {
+				c.violations = append(c.violations, fmt.Sprintf("child run %s: started %d times in run %s's history, want once", child, n, p.runID))
+			}
+		}
 		if ok {
-			c.checkSteps(p, end.status, want)
+			c.checkSteps(p, end, want)
 		}
 		c.compare("credit", p.orderID, want(stepCredit), credits[p.orderID], p.creditCents)
 		c.compare("note", p.orderID, 1, notes[p.orderID], 0)
@@ -113,7 +128,7 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		case wantMail == 0 && got > 0:
 			c.Duplicates += got
 			c.violations = append(c.violations, fmt.Sprintf("e-mail to %s: %d for a credit that was not granted", p.email, got))
-		case got > 1 && delivery[p.runID] == "delivered":
+		case got > 1 && delivery[p.effect(stepCredit)] == "delivered":
 			// A message is sent again only when its acceptance was lost.
 			c.MailRepeats += got - 1
 			c.violations = append(c.violations, fmt.Sprintf("e-mail to %s: %d, and its delivery was recorded as made once", p.email, got))
@@ -230,9 +245,11 @@ func (h *harness) reconcile(ctx context.Context, mails map[string]int) ([]string
 	}
 	cfg := reconcile.Config{Pool: h.pool, Sources: []reconcile.Source{payments.ReconcileSource(pc)},
 		Settlement: time.Second, Now: func() time.Time { return time.Now().Add(2 * time.Second) }}
+	// The run whose finding an e-mail is: the credit's, a child's for a
+	// delegating run.
 	email := map[string]string{}
 	for _, p := range h.runs {
-		email[p.runID] = p.email
+		email[p.effect(stepCredit).runID] = p.email
 	}
 	var open []string
 	for pass := 0; ; pass++ {
@@ -271,21 +288,26 @@ func (h *harness) reconcile(ctx context.Context, mails map[string]int) ([]string
 // how many it sent. A message recorded as delivered, failed or never
 // tried is left alone: its absence from the mailbox is a violation.
 func (h *harness) resendByHand(ctx context.Context) (int, error) {
-	rows, err := h.pool.Query(ctx, `SELECT key, args FROM outbox WHERE tenant = $1 AND step = $2 AND state = 'unknown'`,
-		tenant, stepCredit)
+	rows, err := h.pool.Query(ctx, `SELECT run_id, step, key, args FROM outbox WHERE tenant = $1 AND state = 'unknown'`, tenant)
 	if err != nil {
 		return 0, fmt.Errorf("read the outbox: %w", err)
 	}
 	type unknown struct {
+		ref  stepRef
 		key  string
 		args []byte
 	}
 	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (unknown, error) {
 		var u unknown
-		return u, row.Scan(&u.key, &u.args)
+		return u, row.Scan(&u.ref.runID, &u.ref.step, &u.key, &u.args)
 	})
-	if err != nil || len(list) == 0 {
+	if err != nil {
 		return 0, err
+	}
+	credits := h.creditSteps()
+	list = slices.DeleteFunc(list, func(u unknown) bool { return !credits[u.ref] })
+	if len(list) == 0 {
+		return 0, nil
 	}
 	inBox := map[string]bool{}
 	for _, m := range h.mail.Messages() {
@@ -315,31 +337,71 @@ func (h *harness) resendByHand(ctx context.Context) (int, error) {
 }
 
 // checkSteps checks that each step of an ended run ended as its decision
-// calls for: done, or rejected when the harness rejected it.
-func (c *Counts) checkSteps(p runPlan, st workflows.Status, want func(step int64) int) {
+// calls for: done, or rejected when the harness rejected it. A delegating
+// step is done when its child's step is, and failed when the child's step
+// was rejected; each child ran its one step so, under its parent.
+func (c *Counts) checkSteps(p runPlan, end runEnd, want func(step int64) int) {
+	st := end.status
 	if len(st.Steps) != 3 {
 		c.violations = append(c.violations, fmt.Sprintf("run %s has %d steps, want 3", p.runID, len(st.Steps)))
 		return
 	}
 	for _, s := range st.Steps {
-		expect := workflows.StepDone
+		expect, child := workflows.StepDone, p.children()[s.Step]
 		if want(s.Step) == 0 {
 			expect = workflows.StepRejected
+			if child != "" {
+				expect = workflows.StepFailed
+			}
 		}
 		if s.State != expect {
 			c.violations = append(c.violations, fmt.Sprintf("run %s step %d (%s) ended %s, want %s: %s", p.runID, s.Step, s.Tool, s.State, expect, s.Error))
 		}
+		if s.Child != child {
+			c.violations = append(c.violations, fmt.Sprintf("run %s step %d (%s) names child run %q, want %q", p.runID, s.Step, s.Tool, s.Child, child))
+		}
+		if child == "" {
+			continue
+		}
+		c.Children++
+		cs := end.children[s.Step]
+		switch {
+		case cs.RunID == "":
+			c.violations = append(c.violations, fmt.Sprintf("child run %s of run %s step %d: not found", child, p.runID, s.Step))
+			continue
+		case cs.Parent == nil || cs.Parent.RunID != p.runID || cs.Parent.Step != s.Step:
+			c.violations = append(c.violations, fmt.Sprintf("child run %s does not name run %s step %d as its parent: %+v", child, p.runID, s.Step, cs.Parent))
+		case cs.State != workflows.RunCompleted:
+			c.violations = append(c.violations, fmt.Sprintf("child run %s ended %s: %s", child, cs.State, cs.Error))
+		}
+		childExpect := workflows.StepDone
+		if want(s.Step) == 0 {
+			childExpect = workflows.StepRejected
+		}
+		if len(cs.Steps) != 1 || cs.Steps[0].State != childExpect {
+			c.violations = append(c.violations, fmt.Sprintf("child run %s has steps %s, want one %s", child, stepStates(cs.Steps), childExpect))
+		}
 	}
 }
 
+// stepStates lists steps as "1 issue_credit done", for a violation.
+func stepStates(steps []workflows.Step) string {
+	out := make([]string, len(steps))
+	for i, s := range steps {
+		out[i] = fmt.Sprintf("%d %s %s", s.Step, s.Tool, s.State)
+	}
+	return "[" + strings.Join(out, ", ") + "]"
+}
+
 // wantOf is how many times a step of p must have applied (0 or 1), from
-// the decision of record of the step's last wait in the approvals audit:
+// the decision of record of the last wait, in the approvals audit, of the
+// step that makes the effect (a delegated one's in its child run):
 // a step whose last wait was rejected or never decided makes nothing, and
 // one parked at a spend limit waits last there, whatever its tool's rule
 // decided before. A step that never waited applies unless its tool's rule
 // asks for an approval.
 func wantOf(p runPlan, step int64, waits map[stepRef]wait, decided map[waitRef]workflows.Decision) int {
-	ref := stepRef{p.runID, step}
+	ref := p.effect(step)
 	w, ok := waits[ref]
 	switch {
 	case !ok && !p.needsApproval(step):
@@ -362,30 +424,91 @@ func (h *harness) decisionsOfRecord(ctx context.Context) (map[waitRef]workflows.
 	excepted := map[stepRef]bool{}
 	for _, d := range records {
 		ref := stepRef{runID: d.RunID, step: d.Step}
-		out[waitRef{ref, max(d.Round, 1)}] = workflows.Decision(d.Decision)
+		key := waitRef{ref, max(d.Round, 1)}
+		if _, twice := out[key]; twice {
+			h.violate("run %s step %d round %d: more than one decision of record in the approvals audit", d.RunID, d.Step, key.round)
+		}
+		out[key] = workflows.Decision(d.Decision)
 		if d.Exception {
 			excepted[ref] = true
 		}
 	}
+	h.mu.Lock()
+	for key := range h.decided {
+		if _, ok := out[key]; !ok {
+			h.counts.violations = append(h.counts.violations, fmt.Sprintf("run %s step %d round %d: the API accepted a decision the approvals audit does not hold",
+				key.runID, key.step, key.round))
+		}
+	}
+	h.mu.Unlock()
 	return out, excepted, nil
 }
 
-// deliveries reads the state of each run's credit e-mail in the outbox.
-func (h *harness) deliveries(ctx context.Context) (map[string]string, error) {
-	rows, err := h.pool.Query(ctx, `SELECT run_id, state FROM outbox WHERE tenant = $1 AND step = $2`, tenant, stepCredit)
+// childStarts counts, in each delegating run's history in Temporal, the
+// starts of each child workflow it commanded, by the child's workflow id;
+// a start Temporal refused counts too.
+func (h *harness) childStarts(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	if !slices.ContainsFunc(h.runs, func(p runPlan) bool { return p.delegate }) {
+		return out, nil
+	}
+	tc, err := client.DialContext(ctx, client.Options{HostPort: h.temporalAddr(), Namespace: namespace,
+		Logger: sdklog.NewStructuredLogger(discard)})
+	if err != nil {
+		return nil, fmt.Errorf("connect to Temporal to read the delegating runs' histories: %w", err)
+	}
+	defer tc.Close()
+	for _, p := range h.runs {
+		if !p.delegate {
+			continue
+		}
+		it := tc.GetWorkflowHistory(ctx, workflows.WorkflowID(tenant, p.runID), "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				return nil, fmt.Errorf("read run %s's history: %w", p.runID, err)
+			}
+			if a := ev.GetStartChildWorkflowExecutionInitiatedEventAttributes(); a != nil {
+				out[a.GetWorkflowId()]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// deliveries reads the state of each credit's e-mail in the outbox, by
+// the step that made the credit.
+func (h *harness) deliveries(ctx context.Context) (map[stepRef]string, error) {
+	rows, err := h.pool.Query(ctx, `SELECT run_id, step, state FROM outbox WHERE tenant = $1`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("read the outbox: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]string{}
+	credits := h.creditSteps()
+	out := map[stepRef]string{}
 	for rows.Next() {
-		var run, state string
-		if err := rows.Scan(&run, &state); err != nil {
+		var (
+			ref   stepRef
+			state string
+		)
+		if err := rows.Scan(&ref.runID, &ref.step, &state); err != nil {
 			return nil, err
 		}
-		out[run] = state
+		if credits[ref] {
+			out[ref] = state
+		}
 	}
 	return out, rows.Err()
+}
+
+// creditSteps are the steps that make the runs' credits, whose e-mails go
+// through the outbox: each run's credit step, or its child's.
+func (h *harness) creditSteps() map[stepRef]bool {
+	out := make(map[stepRef]bool, len(h.runs))
+	for _, p := range h.runs {
+		out[p.effect(stepCredit)] = true
+	}
+	return out
 }
 
 // startGrace is how long after the faults a worker may still fail to start

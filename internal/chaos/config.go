@@ -41,6 +41,11 @@ type Config struct {
 	// Runs is how many agent runs are started, at random moments of the
 	// first 60% of Duration.
 	Runs int
+	// Delegating is the share of the Runs that delegate: each hands its
+	// credit and its refund to a child run of a sub-agent, and each child
+	// waits for an approval. The check finds each child started once, by
+	// the step of its parent, and its effect made once.
+	Delegating float64
 	// Workers is how many worker processes run at once.
 	Workers int
 	// CrashWorkers of them also carry crash faults (after-commit, around
@@ -98,7 +103,7 @@ type Config struct {
 // Full is the configuration of `make chaos`.
 func Full() Config {
 	return Config{
-		Runs: 200, Workers: 4, CrashWorkers: 2, Kills: 1000,
+		Runs: 200, Delegating: 0.2, Workers: 4, CrashWorkers: 2, Kills: 1000,
 		Duration: 20 * time.Minute, Settle: 10 * time.Minute,
 		Temporal: TemporalEmbedded, TemporalRestarts: 3, NodeDown: 30 * time.Second,
 		PGRestarts: 3, PGRestart: PGRestartCluster,
@@ -125,7 +130,7 @@ func FullCluster() Config {
 // harness's own connections, since other tests share the server.
 func Short() Config {
 	return Config{
-		Runs: 20, Workers: 3, CrashWorkers: 1, Kills: 20,
+		Runs: 20, Delegating: 0.2, Workers: 3, CrashWorkers: 1, Kills: 20,
 		Duration: 60 * time.Second, Settle: 4 * time.Minute,
 		Temporal: TemporalEmbedded, TemporalRestarts: 1, NodeDown: 15 * time.Second,
 		PGRestarts: 1, PGRestart: PGRestartBackends,
@@ -157,6 +162,7 @@ func (c Config) validate() error {
 	check(c.DatabaseURL != "", "chaos: no database URL (DATABASE_URL)")
 	check(c.Dir != "", "chaos: no data directory")
 	check(c.Runs >= 1, "chaos: --runs %d: want at least 1", c.Runs)
+	check(c.Delegating >= 0 && c.Delegating <= 1, "chaos: --delegating %g: want 0 to 1", c.Delegating)
 	check(c.Workers >= 1, "chaos: --workers %d: want at least 1", c.Workers)
 	check(c.CrashWorkers >= 0 && c.CrashWorkers < c.Workers, "chaos: --crash-workers %d: want 0 to %d, so that one worker carries no crash fault", c.CrashWorkers, c.Workers-1)
 	check(c.Kills >= 0, "chaos: --kills %d: want 0 or more", c.Kills)

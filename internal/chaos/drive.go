@@ -272,8 +272,13 @@ func (h *harness) awaitEnds(ctx context.Context, deadline time.Time) bool {
 				open++
 				continue
 			}
+			children, ok := h.childStatuses(ctx, p)
+			if !ok {
+				open++
+				continue
+			}
 			h.mu.Lock()
-			h.ended[p.runID] = runEnd{at: time.Now(), status: st}
+			h.ended[p.runID] = runEnd{at: time.Now(), status: st, children: children}
 			h.mu.Unlock()
 		}
 		if open == 0 {
@@ -288,4 +293,21 @@ func (h *harness) awaitEnds(ctx context.Context, deadline time.Time) bool {
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// childStatuses reads the statuses of p's child runs through the API; ok
+// is false when one could not be read now.
+func (h *harness) childStatuses(ctx context.Context, p runPlan) (map[int64]workflows.Status, bool) {
+	out := map[int64]workflows.Status{}
+	for step, child := range p.children() {
+		a := h.api.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(child), nil)
+		var st workflows.Status
+		switch {
+		case a.err == nil && a.status == http.StatusNotFound:
+		case a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &st) != nil:
+			return nil, false
+		}
+		out[step] = st
+	}
+	return out, true
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -25,6 +26,7 @@ import (
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/mail/mailtest"
 	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/migrations"
 	"github.com/oncerun/oncerun/workflows"
@@ -97,6 +99,10 @@ type waitRef struct {
 type runEnd struct {
 	at     time.Time
 	status workflows.Status
+	// children are a delegating run's child runs' statuses, read once the
+	// run ended, by the step that started each; a child the API does not
+	// know has the zero status.
+	children map[int64]workflows.Status
 }
 
 func (h *harness) say(format string, args ...any) {
@@ -137,7 +143,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		rng:     rand.New(rand.NewPCG(uint64(cfg.Seed), 0x6f6e636572756e)),
 		decided: map[waitRef]workflows.Decision{}, ended: map[string]runEnd{}}
 	prefix := "ch" + strconv.FormatInt(cfg.Seed%1_000_000, 36)
-	h.runs = plans(prefix, cfg.Runs, h.rng)
+	h.runs = plans(prefix, cfg.Runs, int(math.Round(cfg.Delegating*float64(cfg.Runs))), h.rng)
 	err := h.setUp(ctx, fmt.Sprintf("%s_%d", prefix, os.Getpid()))
 	var rep *Report
 	if err == nil {
@@ -169,6 +175,9 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 		return fmt.Errorf("start the SMTP server: %w", err)
 	}
 	h.mail = mail
+	if err := os.WriteFile(h.agentsFile(), []byte(agentsConfig), 0o644); err != nil {
+		return err
+	}
 	// The processes read no Temporal profile: an empty one.
 	if err := os.WriteFile(h.profile(), []byte("# The chaos harness's processes read no Temporal profile.\n"), 0o644); err != nil {
 		return err
@@ -296,6 +305,10 @@ func (h *harness) temporalAddr() string {
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(h.temporalPort))
 }
 
+// agentsFile is the processes' ONCERUN_AGENTS_CONFIG: the sub-agents of
+// the delegating runs.
+func (h *harness) agentsFile() string { return filepath.Join(h.cfg.Dir, "agents.yaml") }
+
 // profile is the Temporal profile file the processes are given: an empty
 // one, so that a profile of the user's does not reach them.
 func (h *harness) profile() string { return filepath.Join(h.cfg.Dir, "temporal.toml") }
@@ -323,6 +336,7 @@ func (h *harness) env() []string {
 		"PAYMENTS_BASE_URL=" + h.sandboxURL, "PAYMENTS_API_KEY=" + sandbox.DefaultAPIKey,
 		"PAYMENTS_KEY_LIFETIME=" + h.cfg.ProviderKeyRetention.String(),
 		"SMTP_ADDR=" + h.mail.Addr(), "SMTP_FROM=" + mailFrom,
+		settings.EnvAgentsConfig + "=" + h.agentsFile(),
 	}
 }
 
@@ -393,13 +407,13 @@ var probe = &http.Client{Timeout: 5 * time.Second}
 
 // crashSets are the crash faults a crash worker carries, one set per start
 // in turn: together they hold every point of ONCERUN_CRASH_AT on the step
-// that reaches it. A worker dies at the first point it reaches and is
+// that reaches it, the child points on both sub-agents' delegations. A worker dies at the first point it reaches and is
 // started again with the next set.
 var crashSets = []string{
-	"after-commit:issue_credit,during-effect:add_order_note",
-	"after-apply:refund_payment,approval-wait:issue_credit",
-	"after-lease:refund_payment,workflow-task:add_order_note,before-claim:issue_credit",
-	"during-effect:refund_payment,after-commit:add_order_note",
+	"after-commit:issue_credit,during-effect:add_order_note,child-started:agent_credits",
+	"after-apply:refund_payment,approval-wait:issue_credit,child-start:agent_refunds",
+	"after-lease:refund_payment,workflow-task:add_order_note,before-claim:issue_credit,child-started:agent_refunds",
+	"during-effect:refund_payment,after-commit:add_order_note,child-start:agent_credits",
 }
 
 func (h *harness) tearDown() {

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 
+	"github.com/oncerun/oncerun/internal/agents"
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/workflows"
 )
 
 // The steps of every run, in order: a keyed note, a natural-key credit (its
@@ -38,6 +40,48 @@ type runPlan struct {
 	creditCents, refundCents         int64
 	// startAt is when the run is started, as a share of the fault window.
 	startAt float64
+	// delegate says the run delegates its credit and its refund, each to a
+	// child run of a sub-agent (agentCredits, agentRefunds) whose one step
+	// makes it and waits for an approval.
+	delegate bool
+}
+
+// The sub-agents of the delegating runs, each granted the one tool its
+// child run uses.
+const (
+	agentCredits = "credits"
+	agentRefunds = "refunds"
+)
+
+// agentsConfig is the processes' ONCERUN_AGENTS_CONFIG.
+const agentsConfig = `# The chaos harness's sub-agents: a delegating run hands its credit to
+# one and its refund to the other, each a child run of one step.
+agents:
+  - name: ` + agentCredits + `
+    description: Credits an order.
+    tools: [` + shop.ToolIssueCredit + `]
+    planner: script
+  - name: ` + agentRefunds + `
+    description: Refunds a payment.
+    tools: [` + payments.RefundPayment + `]
+    planner: script
+`
+
+// effect is where the effect of step of p is made: the run's own step, or
+// for a delegated one, step 1 of the child run the step started.
+func (p runPlan) effect(step int64) stepRef {
+	if p.delegate && step != stepNote {
+		return stepRef{workflows.ChildRunID(p.runID, step), 1}
+	}
+	return stepRef{p.runID, step}
+}
+
+// children are the child runs of p, by the step that starts each.
+func (p runPlan) children() map[int64]string {
+	if !p.delegate {
+		return nil
+	}
+	return map[int64]string{stepCredit: workflows.ChildRunID(p.runID, stepCredit), stepRefund: workflows.ChildRunID(p.runID, stepRefund)}
 }
 
 func (p runPlan) needsApproval(step int64) bool {
@@ -51,8 +95,9 @@ func (p runPlan) needsApproval(step int64) bool {
 }
 
 // plans makes the runs: half the credits and a third of the refunds wait
-// for an approval.
-func plans(prefix string, n int, rng *rand.Rand) []runPlan {
+// for an approval. The last delegating of them delegate, and each of their
+// children waits for an approval.
+func plans(prefix string, n, delegating int, rng *rand.Rand) []runPlan {
 	ps := make([]runPlan, n)
 	for i := range ps {
 		order := fmt.Sprintf("%s-%03d", prefix, i)
@@ -68,6 +113,10 @@ func plans(prefix string, n int, rng *rand.Rand) []runPlan {
 		if i%3 == 0 {
 			ps[i].refundCents = largeRefundCents
 		}
+		if i >= n-delegating {
+			ps[i].delegate = true
+			ps[i].creditCents, ps[i].refundCents = largeCreditCents, largeRefundCents
+		}
 	}
 	return ps
 }
@@ -78,13 +127,20 @@ func (p runPlan) calls() []planner.Call {
 		b, _ := json.Marshal(v)
 		return b
 	}
-	return []planner.Call{
+	calls := []planner.Call{
 		{Tool: shop.ToolAddOrderNote, Args: args(map[string]any{"order_id": p.orderID, "text": "chaos run " + p.runID})},
 		{Tool: shop.ToolIssueCredit, Args: args(map[string]any{"order_id": p.orderID, "reason": creditReason,
 			"amount_cents": p.creditCents, "currency": planCurrency})},
 		{Tool: payments.RefundPayment, Args: args(map[string]any{"order_id": p.orderID, "payment_id": p.paymentID,
 			"amount_cents": p.refundCents, "currency": planCurrency, "reason": creditReason})},
 	}
+	if p.delegate {
+		for i, agent := range map[int]string{stepCredit - 1: agentCredits, stepRefund - 1: agentRefunds} {
+			calls[i] = planner.Call{Tool: agents.ToolPrefix + agent, Args: args(map[string]any{
+				"goal": fmt.Sprintf("%s for order %s", calls[i].Tool, p.orderID), "plan": []planner.Call{calls[i]}})}
+		}
+	}
+	return calls
 }
 
 // planned is what the runs propose to spend with each capped tool, in

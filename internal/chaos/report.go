@@ -12,8 +12,13 @@ import (
 
 // Counts are what the harness did and found.
 type Counts struct {
-	Started          int `json:"runs_started"`
-	Steps            int `json:"steps"`
+	Started int `json:"runs_started"`
+	Steps   int `json:"steps"`
+	// Children counts the child runs of the delegating runs checked.
+	Children int `json:"child_runs"`
+	// ChildStarts counts the starts of child runs in their parents'
+	// histories: one per child run when each was started once.
+	ChildStarts      int `json:"child_run_starts"`
 	Decisions        int `json:"decisions"`
 	Resolutions      int `json:"resolutions"`
 	WorkerKills      int `json:"worker_kills"`
@@ -91,6 +96,7 @@ func (r *Report) Print(w io.Writer) {
 	row := func(name string, v any) { fmt.Fprintf(tw, "%s\t%v\t\n", name, v) }
 	row("runs (ended / planned)", fmt.Sprintf("%d / %d", r.Ended, r.Runs))
 	row("steps", r.Steps)
+	row("child runs (starts)", fmt.Sprintf("%d (%d)", r.Children, r.ChildStarts))
 	row("decisions / resolutions", fmt.Sprintf("%d / %d", r.Decisions, r.Resolutions))
 	row("worker kills (SIGKILL)", r.WorkerKills)
 	row("crash-fault deaths", r.CrashFaultDeaths)

@@ -128,6 +128,7 @@ violation.`,
 	f.BoolVar(&asJSON, "json", false, "print the report as JSON on stdout (progress goes to stderr)")
 	f.StringVar(&cfg.Dir, "dir", "", "directory for the processes' data and logs (default: a new temporary one)")
 	f.IntVar(&cfg.Runs, "runs", cfg.Runs, "agent runs")
+	f.Float64Var(&cfg.Delegating, "delegating", cfg.Delegating, "share of the runs that delegate their credit and their refund, each to a child run of a sub-agent that waits for an approval")
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "worker processes at once")
 	f.IntVar(&cfg.CrashWorkers, "crash-workers", cfg.CrashWorkers, "workers that also carry crash faults")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "worker SIGKILLs over the fault window")
@@ -151,6 +152,7 @@ violation.`,
 var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 	"dir":               func(d *chaos.Config, s chaos.Config) { d.Dir = s.Dir },
 	"runs":              func(d *chaos.Config, s chaos.Config) { d.Runs = s.Runs },
+	"delegating":        func(d *chaos.Config, s chaos.Config) { d.Delegating = s.Delegating },
 	"workers":           func(d *chaos.Config, s chaos.Config) { d.Workers = s.Workers },
 	"crash-workers":     func(d *chaos.Config, s chaos.Config) { d.CrashWorkers = s.CrashWorkers },
 	"kills":             func(d *chaos.Config, s chaos.Config) { d.Kills = s.Kills },

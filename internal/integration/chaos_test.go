@@ -42,6 +42,10 @@ func TestChaosShort(t *testing.T) {
 	// Every run's note, and the credits and refunds it was given, landed.
 	assert.GreaterOrEqual(t, rep.Effects, short.Runs)
 	assert.Positive(t, rep.Mails)
+	// The delegating runs' children were checked, each started once.
+	children := 2 * int(short.Delegating*float64(short.Runs)+0.5)
+	assert.Equal(t, children, rep.Children, "every delegating run's two children were checked")
+	assert.Equal(t, children, rep.ChildStarts, "each child started once")
 }
 
 // runChaos runs `oncerun-dev chaos --json` with args and env on the test's

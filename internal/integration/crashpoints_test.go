@@ -100,16 +100,7 @@ func (e *env) historyHas(runID string, typ enumspb.EventType) bool {
 // anyEvent reports whether an event of the run's history satisfies is.
 func (e *env) anyEvent(runID string, is func(*historypb.HistoryEvent) bool) bool {
 	e.t.Helper()
-	it := e.tc.GetWorkflowHistory(context.Background(), workflows.WorkflowID("acme", runID), "", false,
-		enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
-	for it.HasNext() {
-		ev, err := it.Next()
-		require.NoError(e.t, err)
-		if is(ev) {
-			return true
-		}
-	}
-	return false
+	return e.countEvents(runID, is) > 0
 }
 
 // setShortTimeout gives tool a 2 s timeout in the test's in-process

@@ -738,4 +738,22 @@ var mutations = []Mutation{
 		Packages: []string{"./internal/integration"},
 		Tests:    []string{"TestOneTraceFollowsARun", "TestOneTraceAcrossContinueAsNew"},
 	},
+	{
+		Name:     "plan-registry-without-agents",
+		Bug:      "the approvals service and the CLI check plans without the sub-agents: a scripted plan that delegates is refused as naming an unknown tool",
+		File:     "worker/run.go",
+		Old:      "\treturn planRegistry(reg, set)\n",
+		New:      "\t_ = set\n\treturn reg, nil\n",
+		Packages: []string{"./worker"},
+		Tests:    []string{"TestAScriptedPlanMayDelegateToADeclaredSubAgent"},
+	},
+	{
+		Name:     "child-started-never-fires",
+		Bug:      "ONCERUN_CRASH_AT=child-started is accepted and never fires: the chaos harness's crash point between a child's start and its parent's record is not reached",
+		File:     "worker/fault_points.go",
+		Old:      "\t\tfire: func(ctx workflow.Context) { o.w.fire(ctx, f, fields...) }}}\n",
+		New:      "\t\tfire: func(workflow.Context) {}}}\n",
+		Packages: []string{"./internal/integration"},
+		Tests:    []string{"TestCrashAroundAChildRunsStart"},
+	},
 }

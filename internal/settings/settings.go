@@ -184,10 +184,19 @@ const (
 	// step of the tool and begins to wait for it; another worker takes the
 	// wait up from history.
 	PointApprovalWait = "approval-wait"
+	// PointChildStart (a sub-agent's tool, agent_<name>): the run's
+	// workflow task starts the step's child run; the task never completes,
+	// and another worker replays the run and starts the child.
+	PointChildStart = "child-start"
+	// PointChildStarted (a sub-agent's tool): Temporal has started the
+	// step's child run and the run learns of it, in a workflow task that
+	// never completes: the child runs on while its parent's worker is
+	// dead, and another worker takes the parent up from its history.
+	PointChildStarted = "child-started"
 )
 
 // Points lists the fault points.
 var Points = []string{
 	PointBeforeClaim, PointAfterLease, PointDuringEffect, PointAfterApply,
-	PointAfterCommit, PointWorkflowTask, PointApprovalWait,
+	PointAfterCommit, PointWorkflowTask, PointApprovalWait, PointChildStart, PointChildStarted,
 }
