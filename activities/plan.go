@@ -213,6 +213,11 @@ func (a *Activities) check(c planner.Call, in PlanInput) PlannedCall {
 	if err != nil {
 		return PlannedCall{Proposed: c, Invalid: err.Error()}
 	}
+	// A read makes no effect, so it promises nothing about one.
+	guarantee := p.Tool.Guarantee()
+	if p.Tool.Class == tools.ClassRead {
+		guarantee = ""
+	}
 	return PlannedCall{
 		Proposed:       c,
 		Args:           p.Args,
@@ -221,7 +226,7 @@ func (a *Activities) check(c planner.Call, in PlanInput) PlannedCall {
 		NeedsApproval:  p.NeedsApproval,
 		ApprovalReason: p.ApprovalReason,
 		Timeout:        p.Tool.Timeout,
-		Guarantee:      p.Tool.Guarantee(),
+		Guarantee:      guarantee,
 		OncePerRun:     p.Tool.OncePerRun(),
 		Local:          p.Tool.Local(),
 	}

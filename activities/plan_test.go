@@ -57,7 +57,7 @@ func TestPlanScriptChecksCalls(t *testing.T) {
 	}{
 		{0, activities.PlannedCall{
 			Proposed: script[0], Args: json.RawMessage(`{"order_id":"1001"}`),
-			ArgsHash: mustHash(t, `{"order_id":"1001"}`), Class: tools.ClassRead, Timeout: tools.DefaultTimeout, Guarantee: tools.GuaranteeOnce,
+			ArgsHash: mustHash(t, `{"order_id":"1001"}`), Class: tools.ClassRead, Timeout: tools.DefaultTimeout,
 			Local: true,
 		}, ""},
 		{1, activities.PlannedCall{

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/agents"
+	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -114,6 +115,9 @@ func parseFaults(cfg Config, all []tools.Tool) (faults, error) {
 			return nil, fmt.Errorf("%s: %s needs an external tool; %s is %s", f.env, f.point, f.tool, class)
 		case f.point == settings.PointDuringEffect && class == tools.ClassRead:
 			return nil, fmt.Errorf("%s: %s needs a tool with an effect; %s is %s", f.env, f.point, f.tool, class)
+		case f.point == settings.PointDuringEffect && cfg.mcp != nil && cfg.mcp.sources[f.tool].Transport == mcp.TransportStdio:
+			return nil, fmt.Errorf("%s: %s can never fire on %s: its server is a stdio child and the call sends no HTTP request "+
+				"(use after-commit or before-claim, or serve it over http)", f.env, f.point, f.tool)
 		}
 	}
 	return fs, nil

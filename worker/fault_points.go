@@ -82,9 +82,16 @@ func (fs faults) withFaults(all []tools.Tool) []tools.Tool {
 // duringRequest returns ctx with an HTTP client trace that calls fire once
 // a request made with it has reached the server's host whole (its TCP
 // segments acknowledged) and before its answer is read; where that cannot
-// be observed, as soon as the request is written.
+// be observed, as soon as the request is written. A server that answers
+// before the acknowledgement is seen (a fast one over loopback) meets the
+// fault when the answer's first byte arrives, before the client reads it:
+// the point is never missed.
 func duringRequest(ctx context.Context, fire func()) context.Context {
-	var conn atomic.Pointer[net.Conn]
+	var (
+		conn atomic.Pointer[net.Conn]
+		once sync.Once
+	)
+	fireOnce := func() { once.Do(fire) }
 	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn: func(i httptrace.GotConnInfo) { conn.Store(&i.Conn) },
 		WroteRequest: func(w httptrace.WroteRequestInfo) {
@@ -93,10 +100,11 @@ func duringRequest(ctx context.Context, fire func()) context.Context {
 				return
 			}
 			// The transport flushes the request after this hook returns.
-			if !whenDelivered(*c, fire) {
-				fire()
+			if !whenDelivered(*c, fireOnce) {
+				fireOnce()
 			}
 		},
+		GotFirstResponseByte: fireOnce,
 	})
 }
 

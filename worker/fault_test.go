@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/pgtest"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -214,4 +216,43 @@ func TestDuringRequestFiresWhileTheServerHoldsTheRequest(t *testing.T) {
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+// A server that answers at once over loopback, before the request's
+// acknowledgement is seen, still meets the during-effect point: it fires
+// before the client has the answer, every time.
+func TestDuringRequestFiresBeforeAFastServersAnswerIsRead(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("ok"))
+	}))
+	t.Cleanup(srv.Close)
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := range 200 {
+		var fired atomic.Int32
+		ctx := duringRequest(context.Background(), func() { fired.Add(1) })
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{"amount":300}`))
+		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, int32(1), fired.Load(), "request %d: the point fired once, before the answer was read", i)
+	}
+}
+
+// during-effect on a tool of a stdio MCP server could never fire (its
+// call sends no HTTP request): the worker refuses it at start.
+func TestDuringEffectOnAStdioMCPToolIsRefused(t *testing.T) {
+	t.Parallel()
+	all := []tools.Tool{{Name: "local_refund", Class: tools.ClassExternal}, {Name: "desk_open_ticket", Class: tools.ClassExternal}}
+	cfg := Config{Logger: zap.NewNop(), mcp: &mcpFound{sources: map[string]mcp.Source{
+		"local_refund":     {Server: "local", Transport: mcp.TransportStdio, Tool: "refund"},
+		"desk_open_ticket": {Server: "desk", Transport: mcp.TransportHTTP, Tool: "open_ticket"},
+	}}}
+	cfg.faults.crashAt = "during-effect:local_refund"
+	_, err := parseFaults(cfg, all)
+	assert.ErrorContains(t, err, "ONCERUN_CRASH_AT: during-effect can never fire on local_refund: its server is a stdio child")
+	cfg.faults.crashAt = "during-effect:desk_open_ticket,after-commit:local_refund"
+	_, err = parseFaults(cfg, all)
+	assert.NoError(t, err, "an http server's tool takes it, and a stdio tool the other points")
 }

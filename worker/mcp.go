@@ -45,6 +45,9 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 	if err != nil {
 		return Config{}, none, fmt.Errorf("%s %s: %w", settings.EnvMCPConfig, cfg.MCPConfig, err)
 	}
+	for _, w := range found.Warnings {
+		log.Warn("MCP configuration contradicts a server's annotation: "+w, zap.String("config", cfg.MCPConfig))
+	}
 	for _, s := range found.Skipped {
 		log.Error("MCP server down at start: its tools are left out of the registry until the worker restarts",
 			zap.String("server", s.Name), zap.Error(s.Err))
@@ -97,6 +100,19 @@ type ToolInfo struct {
 	Transport  string `json:"transport,omitempty"`
 	Class      string `json:"class"`
 	Approval   string `json:"approval"`
+	// ClassFrom and ApprovalFrom, for an MCP tool, say where its class and
+	// approval come from: "configuration", "annotation" (the server's
+	// readOnlyHint or destructiveHint), "default" (the specification's:
+	// external, destructive) or, for approval, "unlisted".
+	ClassFrom    string `json:"class_from,omitempty"`
+	ApprovalFrom string `json:"approval_from,omitempty"`
+	// Hints, for an MCP tool its server annotates, are the annotations
+	// oncerun reads, by their MCP names (readOnlyHint, destructiveHint,
+	// idempotentHint), destructiveHint true where the server left it out.
+	Hints map[string]bool `json:"hints,omitempty"`
+	// Warnings name each configured property of the tool that contradicts
+	// its server's annotation; the configuration is followed.
+	Warnings []string `json:"warnings,omitempty"`
 	// Guarantee is "once" or "at-least-once" for tools with an effect.
 	Guarantee  string `json:"guarantee,omitempty"`
 	PairedRead string `json:"paired_read,omitempty"`
@@ -138,6 +154,10 @@ func Describe(cfg Config) ([]ToolInfo, error) {
 		if cfg.mcp != nil {
 			if src, ok := cfg.mcp.sources[name]; ok {
 				info.Source, info.Server, info.ServerTool, info.Transport = "mcp", src.Server, src.Tool, src.Transport
+				info.ClassFrom, info.ApprovalFrom, info.Warnings = src.ClassFrom, src.ApprovalFrom, src.Warnings
+				if h := src.Hints; h.Annotated {
+					info.Hints = map[string]bool{"readOnlyHint": h.ReadOnly, "destructiveHint": h.Destructive, "idempotentHint": h.Idempotent}
+				}
 			}
 		}
 		out = append(out, info)

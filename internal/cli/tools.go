@@ -29,7 +29,12 @@ asked), its paired read, and what an approver may edit.
 --json prints an array of objects with name, description, source
 (built-in, deployment, mcp or agents), server, server_tool and transport
 (MCP tools), class, approval, guarantee, paired_read, idempotency_key,
-edits, once_per_run and, for a sub-agent, grant.`,
+edits, once_per_run, for an MCP tool class_from, approval_from (configuration,
+annotation, default or unlisted), hints (the server's annotations) and
+warnings, and for a sub-agent grant. A class or approval the configuration does not set
+is shown with where it came from: "read (annotation)", "always (default)".
+A configured property that contradicts a server's annotation is warned of
+on standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := env.WorkerConfig()
@@ -47,6 +52,11 @@ edits, once_per_run and, for a sub-agent, grant.`,
 			if err != nil {
 				return err
 			}
+			for _, t := range list {
+				for _, w := range t.Warnings {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
+				}
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				return writeJSON(out, list)
@@ -61,8 +71,19 @@ edits, once_per_run and, for a sub-agent, grant.`,
 				case t.Grant != nil:
 					source = "agents (grant: " + strings.Join(t.Grant, ", ") + ")"
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, t.Class, t.Approval,
-					cmp.Or(t.Guarantee, "-"), cmp.Or(t.PairedRead, "-"), t.Edits)
+				class, approval := t.Class, t.Approval
+				if t.ClassFrom != "" && t.ClassFrom != "configuration" {
+					class += " (" + t.ClassFrom + ")"
+				}
+				if t.ApprovalFrom != "" && t.ApprovalFrom != "configuration" {
+					approval += " (" + t.ApprovalFrom + ")"
+				}
+				guarantee := cmp.Or(t.Guarantee, "-")
+				if t.Hints["idempotentHint"] && !t.Hints["readOnlyHint"] {
+					guarantee += " (idempotentHint)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, class, approval,
+					guarantee, cmp.Or(t.PairedRead, "-"), t.Edits)
 			}
 			return tw.Flush()
 		},

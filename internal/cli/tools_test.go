@@ -20,12 +20,18 @@ import (
 // at url, with open_ticket and find_ticket.
 func mcpEnv(t *testing.T, url string) Env {
 	t.Helper()
+	return mcpEnvOf(t, url, map[string]any{
+		"open_ticket": map[string]any{"idempotent": true, "paired_read": "find_ticket"},
+		"find_ticket": map[string]any{"class": "read"},
+	})
+}
+
+// mcpEnvOf is an environment whose ONCERUN_MCP_CONFIG lists one http
+// server, desk, at url, with tools.
+func mcpEnvOf(t *testing.T, url string, tools map[string]any) Env {
+	t.Helper()
 	raw, err := json.Marshal(map[string]any{"servers": []any{map[string]any{
-		"name": "desk", "transport": "http", "url": url,
-		"tools": map[string]any{
-			"open_ticket": map[string]any{"idempotent": true, "paired_read": "find_ticket"},
-			"find_ticket": map[string]any{"class": "read"},
-		},
+		"name": "desk", "transport": "http", "url": url, "tools": tools,
 	}}})
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "mcp.json")
@@ -107,4 +113,56 @@ func TestToolsListsTheSubAgents(t *testing.T) {
 	_, err = run(t, env, "tools")
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `agent refunds: tool "wire_money" does not exist`)
+}
+
+// `oncerun tools` says where an MCP tool's class and approval come from
+// (the configuration, the server's annotations, or MCP's defaults), shows
+// the annotations in --json, and warns of a configuration that contradicts
+// one, naming the tool.
+func TestToolsShowWhereEachMCPPropertyCameFrom(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	d, err := desk.Serve(ctx, "127.0.0.1:0", desk.Config{})
+	require.NoError(t, err)
+	env := mcpEnvOf(t, d.URL(), map[string]any{
+		"open_ticket":   map[string]any{"paired_read": "find_ticket"},
+		"find_ticket":   map[string]any{},
+		"find_voucher":  map[string]any{"class": "external"},
+		"issue_voucher": map[string]any{"approval": "always"},
+	})
+
+	out, err := run(t, env, "tools", "--json")
+	require.NoError(t, err, out)
+	var list []struct {
+		Name         string          `json:"name"`
+		Class        string          `json:"class"`
+		ClassFrom    string          `json:"class_from"`
+		ApprovalFrom string          `json:"approval_from"`
+		Hints        map[string]bool `json:"hints"`
+		Warnings     []string        `json:"warnings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out[strings.Index(out, "["):]), &list), out)
+	byName := map[string]int{}
+	for i, tool := range list {
+		byName[tool.Name] = i
+	}
+	find, open, voucher, issue := list[byName["desk_find_ticket"]], list[byName["desk_open_ticket"]],
+		list[byName["desk_find_voucher"]], list[byName["desk_issue_voucher"]]
+	assert.Equal(t, "read", find.Class)
+	assert.Equal(t, "annotation", find.ClassFrom, "readOnlyHint makes a read")
+	assert.True(t, find.Hints["readOnlyHint"])
+	assert.Equal(t, "default", open.ClassFrom)
+	assert.Equal(t, "annotation", open.ApprovalFrom, "destructiveHint false: no approval")
+	assert.False(t, open.Hints["destructiveHint"])
+	assert.Equal(t, "configuration", issue.ApprovalFrom)
+	assert.Equal(t, "configuration", voucher.ClassFrom)
+	require.Len(t, voucher.Warnings, 1)
+	assert.Contains(t, voucher.Warnings[0], `tool "find_voucher" is configured class: external, and the server annotates it readOnlyHint`)
+	assert.Contains(t, out, "warning: MCP server desk", "the warning goes to standard error too")
+
+	out, err = run(t, env, "tools")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `desk_find_ticket\s+mcp desk \(http, tool find_ticket\)\s+read \(annotation\)\s+never \(default\)`, out)
+	assert.Regexp(t, `desk_open_ticket\s+.*external \(default\)\s+never \(annotation\)\s+once`, out)
 }

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,10 +69,86 @@ func Decode(raw []byte, format string, v any) error {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	if err := json.Unmarshal(raw, v, json.RejectUnknownMembers(true)); err != nil {
-		return decodeError(err)
+	err := json.Unmarshal(raw, v, json.RejectUnknownMembers(true))
+	if err == nil {
+		return nil
 	}
-	return nil
+	return allErrors(raw, v, err)
+}
+
+// maxDecodeErrors bounds the problems of one file that are named.
+const maxDecodeErrors = 50
+
+// allErrors names every field of raw that does not decode into v, not only
+// first, the first decoding error: each field the decoder refuses (an
+// unknown one, one of the wrong type) is taken out of the document, which
+// is decoded again, until it decodes or a refusal names no field (a
+// syntax error, a field twice: the file cannot be read further).
+func allErrors(raw []byte, v any, first error) error {
+	var doc any
+	if json.Unmarshal(raw, &doc) != nil {
+		return decodeError(first)
+	}
+	errs := []error{decodeError(first)}
+	err := first
+	for len(errs) < maxDecodeErrors {
+		var se *json.SemanticError
+		if !errors.As(err, &se) || se.JSONPointer == "" || !drop(&doc, se.JSONPointer) {
+			break
+		}
+		b, merr := json.Marshal(doc)
+		if merr != nil {
+			break
+		}
+		zero := reflect.New(reflect.TypeOf(v).Elem()).Interface()
+		if err = json.Unmarshal(b, zero, json.RejectUnknownMembers(true)); err == nil {
+			break
+		}
+		errs = append(errs, decodeError(err))
+	}
+	return errors.Join(errs...)
+}
+
+// drop takes the member at pointer out of doc (an array's element becomes
+// null, so that the indexes of the rest stay); it reports whether there was
+// one.
+func drop(doc *any, pointer jsontext.Pointer) bool {
+	tokens := slices.Collect(pointer.Tokens())
+	if len(tokens) == 0 {
+		return false
+	}
+	at := *doc
+	for _, tok := range tokens[:len(tokens)-1] {
+		switch c := at.(type) {
+		case map[string]any:
+			at = c[tok]
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(c) {
+				return false
+			}
+			at = c[i]
+		default:
+			return false
+		}
+	}
+	last := tokens[len(tokens)-1]
+	switch c := at.(type) {
+	case map[string]any:
+		if _, ok := c[last]; !ok {
+			return false
+		}
+		delete(c, last)
+		return true
+	case []any:
+		i, err := strconv.Atoi(last)
+		if err != nil || i < 0 || i >= len(c) || c[i] == nil {
+			return false
+		}
+		c[i] = nil
+		return true
+	}
+	return false
 }
 
 // jsonValue turns a decoded YAML document into one json.Marshal takes:

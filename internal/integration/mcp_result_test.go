@@ -32,7 +32,8 @@ func startOddDesk(t *testing.T) *oddDesk {
 	t.Helper()
 	d := &oddDesk{}
 	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "odd-desk", Version: "v1"}, nil)
-	s.AddTool(&mcpsdk.Tool{Name: "open_ticket", InputSchema: json.RawMessage(`{"type":"object","properties":{"subject":{"type":"string"}}}`)},
+	s.AddTool(&mcpsdk.Tool{Name: "open_ticket", InputSchema: json.RawMessage(`{"type":"object","properties":{"subject":{"type":"string"}}}`),
+		Annotations: &mcpsdk.ToolAnnotations{DestructiveHint: new(false)}},
 		func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
 			n := d.calls.Add(1)
 			return &mcpsdk.CallToolResult{StructuredContent: map[string]any{"ticket": n, "note": "a\x00b"}}, nil

@@ -287,6 +287,8 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 	open := byName["desk_open_ticket"]
 	assert.Equal(t, worker.ToolInfo{Name: "desk_open_ticket", Description: open.Description, Source: "mcp", Server: "desk",
 		ServerTool: "open_ticket", Transport: "http", Class: "external", Approval: "never", Guarantee: "once",
+		ClassFrom: "configuration", ApprovalFrom: "annotation",
+		Hints:      map[string]bool{"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false},
 		PairedRead: "desk_find_ticket", IdempotencyKey: true, Edits: "allowed", OncePerRun: true}, open)
 	voucher := byName["desk_issue_voucher"]
 	assert.Equal(t, "at-least-once", voucher.Guarantee, "no key honoured, no paired read")

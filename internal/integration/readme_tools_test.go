@@ -120,9 +120,11 @@ func TestTheREADMEMCPToolsRunAsWritten(t *testing.T) {
 		check: func(out string, err error) {
 			require.NoError(t, err, out)
 			want := map[string][]string{
-				"desk_open_ticket":   {"mcp desk (http, tool open_ticket)", "external", "never", "once"},
-				"desk_find_ticket":   {"mcp desk (http, tool find_ticket)", "read", "never", "-"},
-				"desk_issue_voucher": {"mcp desk (http, tool issue_voucher)", "external", "when amount_cents above 5000", "at-least-once"},
+				// What the file does not say comes from the desk's annotations
+				// (open_ticket destroys nothing) or MCP's defaults.
+				"desk_open_ticket":   {"mcp desk (http, tool open_ticket)", "external", "never (annotation)", "once"},
+				"desk_find_ticket":   {"mcp desk (http, tool find_ticket)", "read", "never (default)", "-"},
+				"desk_issue_voucher": {"mcp desk (http, tool issue_voucher)", "external (default)", "when amount_cents above 5000", "at-least-once"},
 			}
 			for _, ti := range builtin {
 				want[ti.Name] = []string{ti.Source, ti.Class, ti.Approval, cmp.Or(ti.Guarantee, "-")}

@@ -114,7 +114,7 @@ func TestLoadConfigRefusesABadFileNamingWhatIsWrongAndWhere(t *testing.T) {
 			`servers[0].tools.refund.retention: duration "30d": want a Go duration such as "90s" or "720h"`},
 		{"wrong type", "mcp.json", `{"servers":[{"name":"pay","transport":"http","url":"http://x/mcp","optional":"yes"}]}`,
 			"servers[0].optional: "},
-		{"paired read not a read", "mcp.yaml", server + "    tools:\n      refund: {paired_read: find}\n      find: {}\n",
+		{"paired read not a read", "mcp.yaml", server + "    tools:\n      refund: {paired_read: find}\n      find: {class: external}\n",
 			`server pay: tool "refund": paired_read "find": its class is external, a paired read must be read`},
 		{"bad edit rule", "mcp.yaml", server + "    tools:\n      refund: {edits: sometimes}\n",
 			`server pay: tool "refund": edits "sometimes": want allowed, forbidden or no_increase`},
@@ -159,4 +159,33 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `server pay: url "": an http server needs an http or https URL`)
 	assert.Contains(t, err.Error(), `server pay: tool "refund": class "write"`)
+}
+
+// A file's decoding problems are named all at once, each by its path, as
+// its validation problems are; the file is not half-read.
+func TestLoadConfigNamesEveryDecodingProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, "mcp.yaml", `servers:
+  - name: pay
+    transport: http
+    url: http://127.0.0.1:1/mcp
+    optinal: true
+    tools:
+      refund: {clas: read, approval: sometimes}
+  - name: files
+    transport: stdio
+    command: /bin/files
+    args: [--root, 7]
+    optional: yes-please
+`)
+	_, err := mcp.LoadConfig(path)
+	require.Error(t, err)
+	for _, want := range []string{
+		"servers[0].optinal: unknown field",
+		"servers[0].tools.refund.clas: unknown field",
+		`servers[0].tools.refund.approval: approval "sometimes"`,
+		"servers[1].optional: got string, want bool",
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
 }

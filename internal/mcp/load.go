@@ -72,7 +72,60 @@ type Source struct {
 	// Unlisted says the tool is not in the configuration and is exposed by
 	// the server's unlisted: approve.
 	Unlisted bool
+	// ClassFrom and ApprovalFrom say where the tool's class and approval
+	// rule come from: FromConfig, FromAnnotation, FromDefault or (approval
+	// of an unlisted tool) FromUnlisted.
+	ClassFrom, ApprovalFrom string
+	// Hints are the server's annotations of the tool, as it declared them.
+	Hints Hints
+	// Warnings name each configured property of the tool that its
+	// server's annotations contradict (see [Discovered.Warnings]).
+	Warnings []string
 }
+
+// Where a property of an MCP tool comes from ([Source]).
+const (
+	// FromConfig: the configuration says it, and is the word of record.
+	FromConfig = "configuration"
+	// FromAnnotation: the server's annotation (readOnlyHint,
+	// destructiveHint) says it, and the configuration does not.
+	FromAnnotation = "annotation"
+	// FromDefault: neither says it; the specification's default applies
+	// (a tool that is not read-only is destructive).
+	FromDefault = "default"
+	// FromUnlisted: the tool is not configured and unlisted: approve
+	// exposes it, every call waiting for a person.
+	FromUnlisted = "unlisted"
+)
+
+// Hints are a tool's MCP annotations. They are the server's word, which
+// servers get wrong: oncerun takes them as defaults only.
+type Hints struct {
+	// Annotated says the server sent annotations at all.
+	Annotated bool `json:"annotated"`
+	// ReadOnly is readOnlyHint: the tool does not change its environment.
+	ReadOnly bool `json:"read_only"`
+	// Destructive is destructiveHint, true when the server left it out (the
+	// specification's default); meaningful only when not ReadOnly.
+	Destructive bool `json:"destructive"`
+	// Idempotent is idempotentHint: calling the tool again with the same
+	// arguments has no further effect. Shown, not acted on: oncerun
+	// resends nothing on a server's word alone.
+	Idempotent bool `json:"idempotent"`
+}
+
+// hintsOf reads a tool's annotations, nil when it has none.
+func hintsOf(a *mcpsdk.ToolAnnotations) Hints {
+	if a == nil {
+		return Hints{Destructive: true}
+	}
+	return Hints{Annotated: true, ReadOnly: a.ReadOnlyHint, Destructive: a.DestructiveHint == nil || *a.DestructiveHint,
+		Idempotent: a.IdempotentHint}
+}
+
+// destructive reports whether the hints make a tool one that may destroy:
+// not read-only, and destructive by its hint or by default.
+func (h Hints) destructive() bool { return !h.ReadOnly && h.Destructive }
 
 // SkippedServer is an optional server that was down at start.
 type SkippedServer struct {
@@ -89,6 +142,10 @@ type Discovered struct {
 	Sources map[string]Source
 	// Skipped are the optional servers that were down, with why.
 	Skipped []SkippedServer
+	// Warnings name each configured property that contradicts the server's
+	// annotation of the tool (a destructive tool classed read), server,
+	// tool and both sides; the configuration is followed.
+	Warnings []string
 
 	servers []*server
 }
@@ -203,14 +260,16 @@ func (d *Discovered) add(srv *server, offered []*mcpsdk.Tool, opts Options) []er
 	for name := range include {
 		oncerunName[name] = ToolName(sc.Name, name)
 	}
+	classOf := map[string]tools.Class{}
 	for _, name := range slices.Sorted(maps.Keys(include)) {
-		t, err := build(srv, byName[name], oncerunName, opts)
+		t, src, err := build(srv, byName[name], oncerunName, opts)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: tool %q: %w", srv.describe(), name, err))
 			continue
 		}
-		src := Source{Server: sc.Name, Transport: sc.Transport, Tool: name, Unlisted: !hasKey(sc.Tools, name)}
-		src.Idempotent = sc.Tools[name].Idempotent
+		classOf[name] = t.Class
+		src.Warnings = contradictions(srv, name, src)
+		d.Warnings = append(d.Warnings, src.Warnings...)
 		if prev, dup := d.Sources[t.Name]; dup {
 			errs = append(errs, fmt.Errorf("tool name %s would name both MCP tool %q of server %s and MCP tool %q of server %s: "+
 				"rename a server or expose only one of the tools", t.Name, prev.Tool, prev.Server, name, sc.Name))
@@ -219,12 +278,33 @@ func (d *Discovered) add(srv *server, offered []*mcpsdk.Tool, opts Options) []er
 		d.Sources[t.Name] = src
 		d.Tools = append(d.Tools, t)
 	}
+	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
+		read := sc.Tools[name].PairedRead
+		if class, ok := classOf[read]; ok && read != "" && class != tools.ClassRead {
+			errs = append(errs, fmt.Errorf("%s: tool %q: paired_read %q is not a read: the server does not annotate it readOnlyHint "+
+				"and the configuration does not class it read (class: read)", srv.describe(), name, read))
+		}
+	}
 	return errs
 }
 
-// build makes the oncerun tool of MCP tool mt.
-func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Options) (tools.Tool, error) {
+// build makes the oncerun tool of MCP tool mt, and says where its class
+// and approval come from. The configuration is the word of record; where
+// it is silent, the tool's annotations decide (readOnlyHint makes a read,
+// and a tool that is not read-only needs approval unless destructiveHint
+// is false), and without them the specification's defaults do (external,
+// destructive).
+func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Options) (tools.Tool, Source, error) {
 	name := oncerunName[mt.Name]
+	tc, listed := srv.cfg.Tools[mt.Name]
+	src := Source{Server: srv.cfg.Name, Transport: srv.cfg.Transport, Tool: mt.Name, Unlisted: !listed,
+		Idempotent: tc.Idempotent, Hints: hintsOf(mt.Annotations)}
+	t, err := buildTool(srv, mt, name, tc, listed, &src, oncerunName, opts)
+	return t, src, err
+}
+
+func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed bool, src *Source,
+	oncerunName map[string]string, opts Options) (tools.Tool, error) {
 	if len(name) > tools.MaxNameLen {
 		return tools.Tool{}, fmt.Errorf("its oncerun name %s is %d bytes, the limit is %d: give the server a shorter name, or leave the tool out",
 			name, len(name), tools.MaxNameLen)
@@ -237,28 +317,56 @@ func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Opt
 	if json.Unmarshal(schema, &doc) != nil || doc["type"] != "object" {
 		return tools.Tool{}, fmt.Errorf(`input schema must describe an object ("type": "object"); it is %s`, cut(string(schema), 120))
 	}
-	tc, listed := srv.cfg.Tools[mt.Name]
 	t := tools.Tool{
 		Name:        name,
 		Description: strings.TrimSpace(fmt.Sprintf("[MCP server %s] %s", srv.cfg.Name, cmp.Or(mt.Description, mt.Title, mt.Name))),
 		Schema:      schema,
-		Class:       cmp.Or(tc.Class, tools.ClassExternal),
+		Class:       tools.ClassExternal,
 		Retention:   time.Duration(tc.Retention),
 		Timeout:     time.Duration(tc.Timeout),
 	}
-	if listed {
+	hints := src.Hints
+	switch {
+	case tc.Class != "":
+		t.Class, src.ClassFrom = tc.Class, FromConfig
+	case hints.ReadOnly:
+		t.Class, src.ClassFrom = tools.ClassRead, FromAnnotation
+	default:
+		src.ClassFrom = FromDefault
+	}
+	switch {
+	case !listed && t.Class == tools.ClassRead:
+		// An unlisted tool its server marks read-only is a read: it needs
+		// no approval, and there is no effect to make once.
+		t.Approval, src.ApprovalFrom = tools.Never(), FromAnnotation
+	case !listed:
+		// An unlisted tool may do anything: a person looks at every call,
+		// approves it as proposed, and nothing makes its effect once.
+		t.Approval, src.ApprovalFrom = tools.Always(), FromUnlisted
+		t.Edits = tools.EditForbidden
+	default:
 		if t.Approval, err = approvalRule(tc.Approval, doc); err != nil {
 			return tools.Tool{}, err
+		}
+		switch {
+		case tc.Approval.Rule != "":
+			src.ApprovalFrom = FromConfig
+		case t.Class == tools.ClassRead:
+			src.ApprovalFrom = FromDefault
+		case hints.destructive():
+			// The specification takes a tool that is not read-only to be
+			// destructive unless it says otherwise: a person looks first.
+			t.Approval, src.ApprovalFrom = tools.Always(), FromDefault
+			if hints.Annotated {
+				src.ApprovalFrom = FromAnnotation
+			}
+		default:
+			src.ApprovalFrom = FromAnnotation // destructiveHint: false
 		}
 		t.Edits, t.Repeatable = editRules[tc.Edits], tc.Repeatable
 		for _, a := range tc.Amounts {
 			t.Amounts = append(t.Amounts, tools.Amount{Field: a.Field, Currency: a.Currency})
 		}
-	} else {
-		// An unlisted tool may do anything: a person looks at every call,
-		// approves it as proposed, and nothing makes its effect once.
-		t.Approval = tools.Always()
-		t.Edits = tools.EditForbidden
 	}
 	if tc.PairedRead != "" {
 		t.PairedRead = oncerunName[tc.PairedRead]
@@ -277,6 +385,26 @@ func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Opt
 		return tools.Tool{}, fmt.Errorf("the tool registry refuses it: %w", err)
 	}
 	return t, nil
+}
+
+// contradictions names each configured property of a tool that its
+// server's annotations contradict.
+func contradictions(srv *server, tool string, src Source) []string {
+	h := src.Hints
+	if !h.Annotated || src.ClassFrom != FromConfig {
+		return nil
+	}
+	tc := srv.cfg.Tools[tool]
+	switch {
+	case tc.Class == tools.ClassRead && h.destructive():
+		return []string{fmt.Sprintf("%s: tool %q is configured class: read, and the server annotates it destructive "+
+			"(readOnlyHint false, destructiveHint true or left out): oncerun follows the configuration, so its calls need no approval "+
+			"and are never made once", srv.describe(), tool)}
+	case tc.Class == tools.ClassExternal && h.ReadOnly:
+		return []string{fmt.Sprintf("%s: tool %q is configured class: external, and the server annotates it readOnlyHint: "+
+			"oncerun follows the configuration and keys its calls as effects", srv.describe(), tool)}
+	}
+	return nil
 }
 
 // approvalRule makes the configured rule, checking an "above" rule's field

@@ -22,7 +22,9 @@ func TestLoadListsEveryPageOfToolsAndNamesThemAfterTheirServer(t *testing.T) {
 
 	// The server answers tools/list two tools a page.
 	assert.Equal(t, []string{"pay_decline", "pay_find_refund", "pay_refund", "pay_slow"}, names(d))
-	assert.Equal(t, mcp.Source{Server: "pay", Transport: "http", Tool: "refund", Idempotent: true}, d.Sources["pay_refund"])
+	assert.Equal(t, mcp.Source{Server: "pay", Transport: "http", Tool: "refund", Idempotent: true,
+		ClassFrom: mcp.FromConfig, ApprovalFrom: mcp.FromConfig,
+		Hints: mcp.Hints{Annotated: true, Idempotent: true}}, d.Sources["pay_refund"])
 	assert.Empty(t, d.Skipped)
 
 	refund := toolOf(t, d, "pay_refund")
@@ -77,9 +79,12 @@ func TestTheApprovalRuleOfAFieldAsksForApprovalAboveTheThreshold(t *testing.T) {
 	assert.True(t, need, "a call that does not say how much is not known to be small")
 	assert.Equal(t, "amount_cents above 10000", why)
 
-	p, err := reg.Prepare(planner.Call{Tool: "pay_decline", Args: json.RawMessage(`{"payment_id":"pay_1","amount_cents":1}`)})
+	p, err := reg.Prepare(planner.Call{Tool: "pay_slow", Args: json.RawMessage(`{"payment_id":"pay_1","amount_cents":1}`)})
 	require.NoError(t, err)
-	assert.False(t, p.NeedsApproval, "never is the default rule")
+	assert.False(t, p.NeedsApproval, "never is the rule of a tool its server marks not destructive")
+	p, err = reg.Prepare(planner.Call{Tool: "pay_decline", Args: json.RawMessage(`{"payment_id":"pay_1","amount_cents":1}`)})
+	require.NoError(t, err)
+	assert.True(t, p.NeedsApproval, "a tool that says nothing of itself is destructive, as MCP defaults it")
 }
 
 func TestAToolPromisesOnceOnlyWhenItsServerHonoursTheKeyOrAPairedReadCanTell(t *testing.T) {
@@ -260,7 +265,9 @@ func TestAStdioServerIsDiscoveredLikeAnHTTPOne(t *testing.T) {
 	cfg.Tools = stdioPayTools(true)
 	d := load(t, cfg)
 	assert.Equal(t, []string{"local_crash", "local_decline", "local_find_refund", "local_refund", "local_slow", "local_whoami"}, names(d))
-	assert.Equal(t, mcp.Source{Server: "local", Transport: "stdio", Tool: "refund", Idempotent: true}, d.Sources["local_refund"])
+	assert.Equal(t, mcp.Source{Server: "local", Transport: "stdio", Tool: "refund", Idempotent: true,
+		ClassFrom: mcp.FromConfig, ApprovalFrom: mcp.FromConfig,
+		Hints: mcp.Hints{Annotated: true, Idempotent: true}}, d.Sources["local_refund"])
 	assert.Equal(t, "local_find_refund", toolOf(t, d, "local_refund").PairedRead)
 }
 

@@ -25,7 +25,8 @@ import (
 //   - honouring: refund records a refund once per idempotency key and
 //     answers a repeated key with the first refund;
 //   - ignoring: refund records a refund on every call;
-//   - odd: tools whose names or schemas oncerun must refuse or rewrite.
+//   - odd: tools whose names or schemas oncerun must refuse or rewrite;
+//   - annotated: tools annotated as the reference servers annotate theirs.
 //
 // Both refund servers offer find_refund (the paired read: the refunds made
 // under the call's key), decline (answers isError) and slow (answers when
@@ -35,6 +36,7 @@ const (
 	honouring = "honouring"
 	ignoring  = "ignoring"
 	odd       = "odd"
+	annotated = "annotated"
 )
 
 type refundIn struct {
@@ -115,11 +117,18 @@ func (s seen) key() string {
 // makes tools/list answer in pages.
 func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "test-" + variant, Version: "v1"}, &mcpsdk.ServerOptions{PageSize: 2})
-	if variant == odd {
+	switch variant {
+	case odd:
 		addOddTools(s)
 		return s
+	case annotated:
+		addAnnotatedTools(s)
+		return s
 	}
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "refund", Description: "Refund (part of) a payment."},
+	// A refund adds to the world and destroys nothing; decline and crash
+	// say nothing of themselves, and are destructive by MCP's default.
+	additive := &mcpsdk.ToolAnnotations{DestructiveHint: new(false), IdempotentHint: variant == honouring}
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "refund", Description: "Refund (part of) a payment.", Annotations: additive},
 		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, refundRecord, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -132,7 +141,8 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 			l.refunds = append(l.refunds, r)
 			return nil, r, nil
 		})
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_refund", Description: "Find the refund made under the call's key."},
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_refund", Description: "Find the refund made under the call's key.",
+		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, found, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -146,7 +156,7 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, any, error) {
 			return nil, nil, errors.New("card declined")
 		})
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "slow", Description: "Answers when the call is cancelled."},
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "slow", Description: "Answers when the call is cancelled.", Annotations: additive},
 		func(ctx context.Context, req *mcpsdk.CallToolRequest, in refundIn) (*mcpsdk.CallToolResult, any, error) {
 			select {
 			case <-ctx.Done():
@@ -167,6 +177,26 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 			})
 	}
 	return s
+}
+
+// addAnnotatedTools adds tools that say what they are, as the reference
+// servers do, rightly or not; they answer "ok".
+func addAnnotatedTools(s *mcpsdk.Server) {
+	none := func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+		return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "ok"}}}, nil
+	}
+	object := json.RawMessage(`{"type":"object"}`)
+	for name, a := range map[string]*mcpsdk.ToolAnnotations{
+		"read_graph":      {ReadOnlyHint: true},
+		"echo":            {ReadOnlyHint: true},
+		"delete_entities": {DestructiveHint: new(true)},
+		"add_note":        {DestructiveHint: new(false), IdempotentHint: true},
+		"forget":          {}, // annotated, with destructiveHint left out
+		"wipe":            nil,
+		"mystery":         nil,
+	} {
+		s.AddTool(&mcpsdk.Tool{Name: name, InputSchema: object, Annotations: a}, none)
+	}
 }
 
 // addOddTools adds tools with names to rewrite or refuse, and schemas the

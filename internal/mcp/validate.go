@@ -140,8 +140,10 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 			bad("paired_read: a tool cannot be its own paired read")
 		case !listed:
 			bad("paired_read %q: not a tool listed for this server", p)
-		case pt.Class != tools.ClassRead:
-			bad("paired_read %q: its class is %s, a paired read must be read", p, cmp.Or(pt.Class, tools.ClassExternal))
+		case pt.Class == tools.ClassExternal:
+			// A paired read the configuration does not class may be a read
+			// by its server's annotation: Load checks it once it knows.
+			bad("paired_read %q: its class is %s, a paired read must be read", p, pt.Class)
 		}
 	}
 	return errs

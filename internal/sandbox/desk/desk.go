@@ -220,7 +220,12 @@ type Found struct {
 //   - find_voucher (the same arguments): the voucher the call's key issued.
 func (d *Desk) Server() *mcpsdk.Server {
 	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "oncerun-sandbox-desk", Version: "v1"}, nil)
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "open_ticket", Description: "Open a support ticket about an order."},
+	// The desk says what its tools are, as MCP annotations: opening a
+	// ticket or issuing a voucher adds and destroys nothing, and the finds
+	// only read.
+	additive := &mcpsdk.ToolAnnotations{DestructiveHint: new(false)}
+	read := &mcpsdk.ToolAnnotations{ReadOnlyHint: true}
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "open_ticket", Description: "Open a support ticket about an order.", Annotations: additive},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, in TicketArgs) (*mcpsdk.CallToolResult, Ticket, error) {
 			if in.OrderID == "" || in.Subject == "" {
 				return nil, Ticket{}, errors.New("order_id and subject are required")
@@ -228,11 +233,11 @@ func (d *Desk) Server() *mcpsdk.Server {
 			t, err := d.openTicket(keyOf(req), traceparentOf(req), in)
 			return nil, t, err
 		})
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_ticket", Description: "Find the ticket this call's idempotency key opened."},
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_ticket", Description: "Find the ticket this call's idempotency key opened.", Annotations: read},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, _ TicketArgs) (*mcpsdk.CallToolResult, Found, error) {
 			return nil, d.findTicket(keyOf(req)), nil
 		})
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "issue_voucher", Description: "Issue a voucher for an order."},
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "issue_voucher", Description: "Issue a voucher for an order.", Annotations: additive},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, in VoucherArgs) (*mcpsdk.CallToolResult, Voucher, error) {
 			if in.OrderID == "" || in.AmountCents <= 0 || len(in.Currency) != 3 {
 				return nil, Voucher{}, errors.New("order_id, a positive amount_cents and a 3-letter currency are required")
@@ -240,7 +245,7 @@ func (d *Desk) Server() *mcpsdk.Server {
 			v, err := d.issueVoucher(keyOf(req), traceparentOf(req), in)
 			return nil, v, err
 		})
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_voucher", Description: "Find the voucher this call's idempotency key issued."},
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_voucher", Description: "Find the voucher this call's idempotency key issued.", Annotations: read},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, _ VoucherArgs) (*mcpsdk.CallToolResult, Found, error) {
 			return nil, d.findVoucher(keyOf(req)), nil
 		})

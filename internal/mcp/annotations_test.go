@@ -1,0 +1,108 @@
+package mcp_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/oncerun/oncerun/internal/mcp"
+	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
+)
+
+// A tool's annotations are its defaults and the configuration is the word
+// of record: readOnlyHint makes a read; a tool that is not read-only needs
+// approval unless destructiveHint is false, with annotations or without
+// (MCP defaults a tool to destructive); what the configuration says wins,
+// and where it contradicts an annotation the load warns, naming both.
+func TestAnnotationsAreDefaultsAndTheConfigurationTheWordOfRecord(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, annotated)
+	cfg := httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"read_graph":      {},
+		"delete_entities": {Class: tools.ClassRead},
+		"add_note":        {},
+		"forget":          {},
+		"wipe":            {Approval: mcp.Approval{Rule: "never"}},
+		"echo":            {Class: tools.ClassExternal},
+	})
+	cfg.Unlisted = mcp.UnlistedApprove
+	d := load(t, cfg)
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, d.Tools...)
+	require.NoError(t, err)
+
+	for _, tc := range []struct {
+		tool                    string
+		class                   tools.Class
+		approval                bool
+		classFrom, approvalFrom string
+	}{
+		{"mem_read_graph", tools.ClassRead, false, mcp.FromAnnotation, mcp.FromDefault},
+		{"mem_delete_entities", tools.ClassRead, false, mcp.FromConfig, mcp.FromDefault},
+		{"mem_add_note", tools.ClassExternal, false, mcp.FromDefault, mcp.FromAnnotation},
+		{"mem_forget", tools.ClassExternal, true, mcp.FromDefault, mcp.FromAnnotation},
+		{"mem_wipe", tools.ClassExternal, false, mcp.FromDefault, mcp.FromConfig},
+		{"mem_echo", tools.ClassExternal, false, mcp.FromConfig, mcp.FromAnnotation},
+		// Unlisted: a read-only tool is a read, any other waits for a person.
+		{"mem_mystery", tools.ClassExternal, true, mcp.FromDefault, mcp.FromUnlisted},
+	} {
+		tool := toolOf(t, d, tc.tool)
+		assert.Equal(t, tc.class, tool.Class, tc.tool)
+		p, err := reg.Prepare(planner.Call{Tool: tc.tool, Args: json.RawMessage(`{}`)})
+		require.NoError(t, err, tc.tool)
+		assert.Equal(t, tc.approval, p.NeedsApproval, tc.tool)
+		src := d.Sources[tc.tool]
+		assert.Equal(t, tc.classFrom, src.ClassFrom, "%s: class from", tc.tool)
+		assert.Equal(t, tc.approvalFrom, src.ApprovalFrom, "%s: approval from", tc.tool)
+	}
+	assert.True(t, d.Sources["mem_add_note"].Hints.Idempotent, "idempotentHint is kept")
+	assert.False(t, d.Sources["mem_wipe"].Hints.Annotated)
+	assert.True(t, d.Sources["mem_forget"].Hints.Destructive, "destructiveHint left out is true")
+
+	require.Len(t, d.Warnings, 2, "%q", d.Warnings)
+	assert.Contains(t, d.Warnings[0], `tool "delete_entities" is configured class: read, and the server annotates it destructive`)
+	assert.Contains(t, d.Warnings[1], `tool "echo" is configured class: external, and the server annotates it readOnlyHint`)
+	assert.Equal(t, d.Warnings[0:1], d.Sources["mem_delete_entities"].Warnings, "each tool carries its own warnings")
+	assert.Empty(t, d.Sources["mem_read_graph"].Warnings)
+}
+
+// With unlisted: approve, a tool its server marks read-only is exposed as
+// a read that needs no approval (echo of the reference server); any other
+// waits for a person.
+func TestAnUnlistedReadOnlyToolIsARead(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, annotated)
+	cfg := httpConfig("mem", s.URL, nil)
+	cfg.Unlisted = mcp.UnlistedApprove
+	d := load(t, cfg)
+	echo := toolOf(t, d, "mem_echo")
+	assert.Equal(t, tools.ClassRead, echo.Class)
+	need, _, err := echo.Approval.Needs(json.RawMessage(`{}`))
+	require.NoError(t, err)
+	assert.False(t, need)
+	assert.Equal(t, mcp.FromAnnotation, d.Sources["mem_echo"].ApprovalFrom)
+	del := toolOf(t, d, "mem_delete_entities")
+	need, _, err = del.Approval.Needs(json.RawMessage(`{}`))
+	require.NoError(t, err)
+	assert.True(t, need)
+	assert.Equal(t, tools.EditForbidden, del.Edits)
+	assert.Equal(t, mcp.FromUnlisted, d.Sources["mem_delete_entities"].ApprovalFrom)
+}
+
+// A paired read the configuration does not class is a read when its
+// server annotates it readOnlyHint; one it does not annotate so is
+// refused at discovery, naming both tools.
+func TestAPairedReadMayBeAReadByItsAnnotation(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, honouring)
+	d := load(t, httpConfig("pay", s.URL, map[string]mcp.ToolConfig{
+		"refund": {PairedRead: "find_refund"}, "find_refund": {},
+	}))
+	assert.Equal(t, tools.ClassRead, toolOf(t, d, "pay_find_refund").Class)
+	assert.Equal(t, tools.GuaranteeOnce, toolOf(t, d, "pay_refund").Guarantee())
+
+	msg := loadErr(t, httpConfig("pay", s.URL, map[string]mcp.ToolConfig{"refund": {PairedRead: "decline"}, "decline": {}}))
+	assert.Contains(t, msg, `tool "refund": paired_read "decline" is not a read: the server does not annotate it readOnlyHint`)
+}
