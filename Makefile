@@ -10,6 +10,10 @@ export DATABASE_URL
 FUZZTIME ?= 200000x
 TEST_FUZZTIME ?= 5000x
 
+# SERVER_MEMORY is where `make test-deps` installs the reference MCP
+# memory server (its package.json and lock file pin the version).
+SERVER_MEMORY := internal/integration/testdata/server-memory
+
 .DEFAULT_GOAL := help
 
 .PHONY: help
@@ -28,8 +32,13 @@ dev: ## Run an embedded Temporal server, the migrations and a worker in one proc
 migrate: ## Apply the database migrations to DATABASE_URL.
 	go run ./cmd/oncerun migrate
 
+.PHONY: test-deps
+test-deps: ## Install what the tests run besides Go: the reference MCP memory server, from npm (needs Node.js and npm).
+	@test -f $(SERVER_MEMORY)/node_modules/@modelcontextprotocol/server-memory/dist/index.js || \
+		npm ci --prefix $(SERVER_MEMORY) --no-audit --no-fund --loglevel=error
+
 .PHONY: test
-test: ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL).
+test: test-deps ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL, Chromium, Node.js and npm).
 	go vet ./...
 	go tool workflowcheck ./workflows/... ./internal/watchdog/... ./internal/reconcile/...
 	go test -race -count=1 -timeout 20m ./...

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -98,11 +99,79 @@ func TestAPairedReadMayBeAReadByItsAnnotation(t *testing.T) {
 	t.Parallel()
 	s := startHTTP(t, honouring)
 	d := load(t, httpConfig("pay", s.URL, map[string]mcp.ToolConfig{
-		"refund": {PairedRead: "find_refund"}, "find_refund": {},
+		"refund": {PairedRead: mcp.PairedRead{Tool: "find_refund"}}, "find_refund": {},
 	}))
 	assert.Equal(t, tools.ClassRead, toolOf(t, d, "pay_find_refund").Class)
 	assert.Equal(t, tools.GuaranteeOnce, toolOf(t, d, "pay_refund").Guarantee())
 
-	msg := loadErr(t, httpConfig("pay", s.URL, map[string]mcp.ToolConfig{"refund": {PairedRead: "decline"}, "decline": {}}))
+	msg := loadErr(t, httpConfig("pay", s.URL, map[string]mcp.ToolConfig{"refund": {PairedRead: mcp.PairedRead{Tool: "decline"}}, "decline": {}}))
 	assert.Contains(t, msg, `tool "refund": paired_read "decline" is not a read: the server does not annotate it readOnlyHint`)
+}
+
+// A paired read by mapping: the read's arguments are built from the call's
+// by JSON Pointer (each entity's name), and found is decided from what it
+// answers (entities non-empty), as the reference memory server's
+// open_nodes answers. The oncerun tool standing for it answers the found
+// and the read's answer, like any paired read.
+func TestAPairedReadByMappingAsksAReadThatAnswersWhatItFinds(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, graph)
+	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
+			Args: map[string]string{"names": "/entities/*/name"}, Found: &mcp.FoundRule{Pointer: "/entities"}}},
+		"open_nodes": {},
+	}))
+	create := toolOf(t, d, "mem_create_entities")
+	assert.Equal(t, "mem_create_entities_found", create.PairedRead)
+	assert.Equal(t, tools.GuaranteeOnce, create.Guarantee(), "a paired read can tell")
+	check := toolOf(t, d, create.PairedRead)
+	assert.Equal(t, tools.ClassRead, check.Class)
+	_, err := tools.NewRegistry(tools.RegistryConfig{}, d.Tools...)
+	require.NoError(t, err, "the registry takes the effect and its paired read")
+
+	args := `{"entities":[{"name":"Ada","entityType":"person","observations":[]}]}`
+	var answer struct {
+		Found  bool            `json:"found"`
+		Answer json.RawMessage `json:"answer"`
+	}
+	require.NoError(t, run(t, check, callOf(t, create.Name, 1, args), &answer))
+	assert.False(t, answer.Found, "nothing made yet")
+	require.NoError(t, run(t, create, callOf(t, create.Name, 1, args), nil))
+	require.NoError(t, run(t, check, callOf(t, create.Name, 1, args), &answer))
+	assert.True(t, answer.Found)
+	assert.JSONEq(t, `{"entities":[{"name":"Ada","entityType":"person","observations":[]}],"relations":[]}`, string(answer.Answer))
+
+	err = run(t, check, callOf(t, create.Name, 1, `{"things":[]}`), nil)
+	require.Error(t, err)
+	assert.True(t, permanent(err), "arguments the mapping cannot read are not retried")
+	assert.Contains(t, err.Error(), "argument names: /entities/*/name is not in the call's arguments")
+}
+
+// A found rule with equals holds the read's value to it; the mapping's
+// pointers are checked with the configuration.
+func TestAPairedReadMappingIsCheckedAndMayCompareAValue(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, graph)
+	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
+			Args:  map[string]string{"names": "/entities/*/name"},
+			Found: &mcp.FoundRule{Pointer: "/entities/0/name", Equals: jsontext.Value(`"Ada"`)}}},
+		"open_nodes": {},
+	}))
+	create, check := toolOf(t, d, "mem_create_entities"), toolOf(t, d, "mem_create_entities_found")
+	args := `{"entities":[{"name":"Ada","entityType":"person","observations":[]}]}`
+	require.NoError(t, run(t, create, callOf(t, create.Name, 1, args), nil))
+	var answer struct{ Found bool }
+	require.NoError(t, run(t, check, callOf(t, create.Name, 1, args), &answer))
+	assert.True(t, answer.Found)
+
+	cfg := mcp.Config{Servers: []mcp.ServerConfig{httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
+			Args: map[string]string{"names": "entities/*/name"}, Found: &mcp.FoundRule{Pointer: "/entities/*"}}},
+		"open_nodes": {},
+	})}}
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `paired_read args.names: "entities/*/name" is not a JSON Pointer`)
+	assert.Contains(t, err.Error(), `paired_read found.pointer "/entities/*": a * belongs in args`)
 }

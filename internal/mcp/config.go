@@ -95,11 +95,12 @@ type ToolConfig struct {
 	Retention Duration `json:"retention,omitzero"`
 	// Timeout bounds one call. Default tools.DefaultTimeout.
 	Timeout Duration `json:"timeout,omitzero"`
-	// PairedRead is the MCP name of a read tool of the same server that,
-	// called with this tool's arguments (and the step's key in _meta),
-	// answers a JSON object whose boolean "found" says whether the effect
-	// exists.
-	PairedRead string `json:"paired_read,omitempty"`
+	// PairedRead is a read tool of the same server that tells whether the
+	// call's effect exists: by its name, a read that, called with this
+	// tool's arguments (and the step's key in _meta), answers a JSON object
+	// whose boolean "found" says so; or a mapping of the call's arguments
+	// to the read's and of its answer to found (see [PairedRead]).
+	PairedRead PairedRead `json:"paired_read,omitzero"`
 	// Idempotent says the server honours the idempotency key: a second call
 	// under a key it has seen answers the first call's result and does
 	// nothing. Its tool then promises "once".

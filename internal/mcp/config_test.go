@@ -79,7 +79,7 @@ func TestLoadConfigReadsYAMLAndJSONAlike(t *testing.T) {
 		Approval:    mcp.Approval{Rule: "above", Field: "amount_cents", Above: 10000},
 		Retention:   mcp.Duration(720 * time.Hour),
 		Timeout:     mcp.Duration(90 * time.Second),
-		PairedRead:  "find_refund",
+		PairedRead:  mcp.PairedRead{Tool: "find_refund"},
 		Idempotent:  true,
 		KeyLifetime: mcp.Duration(24 * time.Hour),
 	}, refund)

@@ -270,22 +270,41 @@ func (d *Discovered) add(srv *server, offered []*mcpsdk.Tool, opts Options) []er
 		classOf[name] = t.Class
 		src.Warnings = contradictions(srv, name, src)
 		d.Warnings = append(d.Warnings, src.Warnings...)
-		if prev, dup := d.Sources[t.Name]; dup {
-			errs = append(errs, fmt.Errorf("tool name %s would name both MCP tool %q of server %s and MCP tool %q of server %s: "+
-				"rename a server or expose only one of the tools", t.Name, prev.Tool, prev.Server, name, sc.Name))
-			continue
+		errs = append(errs, d.addTool(t, src)...)
+		if pr := sc.Tools[name].PairedRead; pr.mapped() {
+			if read := t.Name + mappedReadSuffix; len(read) > tools.MaxNameLen {
+				errs = append(errs, fmt.Errorf("%s: tool %q: its mapped paired read would be named %s, %d bytes, past the limit of %d: give the server a shorter name",
+					srv.describe(), name, read, len(read), tools.MaxNameLen))
+				continue
+			}
+			errs = append(errs, d.addTool(mappedRead(srv, t, pr, t.Name+mappedReadSuffix),
+				Source{Server: sc.Name, Transport: sc.Transport, Tool: pr.Tool, ClassFrom: FromConfig, ApprovalFrom: FromDefault})...)
 		}
-		d.Sources[t.Name] = src
-		d.Tools = append(d.Tools, t)
 	}
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
-		read := sc.Tools[name].PairedRead
+		read := sc.Tools[name].PairedRead.Tool
 		if class, ok := classOf[read]; ok && read != "" && class != tools.ClassRead {
 			errs = append(errs, fmt.Errorf("%s: tool %q: paired_read %q is not a read: the server does not annotate it readOnlyHint "+
 				"and the configuration does not class it read (class: read)", srv.describe(), name, read))
 		}
 	}
 	return errs
+}
+
+// mappedReadSuffix ends the name of the read tool that stands for a
+// mapped paired read of the tool whose name it follows
+// (mem_create_entities_found).
+const mappedReadSuffix = "_found"
+
+// addTool adds t, unless its name is taken.
+func (d *Discovered) addTool(t tools.Tool, src Source) []error {
+	if prev, dup := d.Sources[t.Name]; dup {
+		return []error{fmt.Errorf("tool name %s would name both MCP tool %q of server %s and MCP tool %q of server %s: "+
+			"rename a server or expose only one of the tools", t.Name, prev.Tool, prev.Server, src.Tool, src.Server)}
+	}
+	d.Sources[t.Name] = src
+	d.Tools = append(d.Tools, t)
+	return nil
 }
 
 // build makes the oncerun tool of MCP tool mt, and says where its class
@@ -368,8 +387,11 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 			t.Amounts = append(t.Amounts, tools.Amount{Field: a.Field, Currency: a.Currency})
 		}
 	}
-	if tc.PairedRead != "" {
-		t.PairedRead = oncerunName[tc.PairedRead]
+	if tc.PairedRead.Tool != "" {
+		t.PairedRead = oncerunName[tc.PairedRead.Tool]
+		if tc.PairedRead.mapped() {
+			t.PairedRead = name + mappedReadSuffix
+		}
 	}
 	if tc.Idempotent {
 		t.KeyLifetime = cmp.Or(time.Duration(tc.KeyLifetime), DefaultKeyLifetime)

@@ -33,7 +33,7 @@ func payTools(idempotent bool) map[string]mcp.ToolConfig {
 		"refund": {
 			Class:      tools.ClassExternal,
 			Approval:   mcp.Approval{Rule: "above", Field: "amount_cents", Above: 10000},
-			PairedRead: "find_refund",
+			PairedRead: mcp.PairedRead{Tool: "find_refund"},
 			Idempotent: idempotent,
 		},
 		"find_refund": {Class: tools.ClassRead},

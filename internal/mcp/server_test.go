@@ -26,7 +26,9 @@ import (
 //     answers a repeated key with the first refund;
 //   - ignoring: refund records a refund on every call;
 //   - odd: tools whose names or schemas oncerun must refuse or rewrite;
-//   - annotated: tools annotated as the reference servers annotate theirs.
+//   - annotated: tools annotated as the reference servers annotate theirs;
+//   - graph: a knowledge graph as the reference memory server keeps one,
+//     whose read (open_nodes) answers what it finds, not whether.
 //
 // Both refund servers offer find_refund (the paired read: the refunds made
 // under the call's key), decline (answers isError) and slow (answers when
@@ -37,6 +39,7 @@ const (
 	ignoring  = "ignoring"
 	odd       = "odd"
 	annotated = "annotated"
+	graph     = "graph"
 )
 
 type refundIn struct {
@@ -124,6 +127,9 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 	case annotated:
 		addAnnotatedTools(s)
 		return s
+	case graph:
+		addGraphTools(s, l)
+		return s
 	}
 	// A refund adds to the world and destroys nothing; decline and crash
 	// say nothing of themselves, and are destructive by MCP's default.
@@ -177,6 +183,55 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 			})
 	}
 	return s
+}
+
+type entity struct {
+	Name         string   `json:"name"`
+	EntityType   string   `json:"entityType"`
+	Observations []string `json:"observations"`
+}
+
+// addGraphTools adds create_entities (which makes the entities whose names
+// are new, keys or not) and open_nodes (the entities of the names asked
+// for), keeping the entities in l's refunds, one record each.
+func addGraphTools(s *mcpsdk.Server, l *ledger) {
+	type created struct {
+		Entities []entity `json:"entities"`
+	}
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "create_entities", Description: "Create entities in the knowledge graph.",
+		Annotations: &mcpsdk.ToolAnnotations{DestructiveHint: new(false)}},
+		func(_ context.Context, _ *mcpsdk.CallToolRequest, in created) (*mcpsdk.CallToolResult, created, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			var out created
+			for _, e := range in.Entities {
+				if len(l.byKey(e.Name)) == 0 {
+					l.refunds = append(l.refunds, refundRecord{ID: e.Name, Key: e.Name})
+					out.Entities = append(out.Entities, e)
+				}
+			}
+			return nil, out, nil
+		})
+	type names struct {
+		Names []string `json:"names"`
+	}
+	type opened struct {
+		Entities  []entity `json:"entities"`
+		Relations []any    `json:"relations"`
+	}
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "open_nodes", Description: "Open nodes of the knowledge graph by name.",
+		Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcpsdk.CallToolRequest, in names) (*mcpsdk.CallToolResult, opened, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			out := opened{Entities: []entity{}, Relations: []any{}}
+			for _, n := range in.Names {
+				if len(l.byKey(n)) > 0 {
+					out.Entities = append(out.Entities, entity{Name: n, EntityType: "person", Observations: []string{}})
+				}
+			}
+			return nil, out, nil
+		})
 }
 
 // addAnnotatedTools adds tools that say what they are, as the reference

@@ -121,7 +121,7 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 			bad("%s %s: negative", field, time.Duration(d))
 		}
 	}
-	if class == tools.ClassRead && (t.Idempotent || t.PairedRead != "" || t.KeyLifetime != 0) {
+	if class == tools.ClassRead && (t.Idempotent || !t.PairedRead.IsZero() || t.KeyLifetime != 0) {
 		bad("idempotent, key_lifetime and paired_read are for external tools; this one is read")
 	}
 	if _, ok := editRules[t.Edits]; !ok {
@@ -133,9 +133,15 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 	if t.KeyLifetime != 0 && !t.Idempotent {
 		bad("key_lifetime: set only for a tool whose server honours the key (idempotent: true)")
 	}
-	if p := t.PairedRead; p != "" {
+	if pr := t.PairedRead; !pr.IsZero() {
+		p := pr.Tool
 		pt, listed := s.Tools[p]
+		for _, problem := range pr.problems() {
+			bad("%s", problem)
+		}
 		switch {
+		case p == "":
+			bad("paired_read: name its tool (tool: ...)")
 		case p == name:
 			bad("paired_read: a tool cannot be its own paired read")
 		case !listed:

@@ -810,4 +810,22 @@ var mutations = []Mutation{
 		Packages: []string{"./worker"},
 		Tests:    []string{"TestDuringEffectOnAStdioMCPToolIsRefused"},
 	},
+	{
+		Name:     "mcp-mapped-read-unused",
+		Bug:      "a paired read by mapping is called as a plain one: the reference server's open_nodes answers no found, and the step waits for a person",
+		File:     "internal/mcp/load.go",
+		Old:      "\t\t\tt.PairedRead = name + mappedReadSuffix\n",
+		New:      "",
+		Packages: []string{"./internal/mcp"},
+		Tests:    []string{"TestAPairedReadByMappingAsksAReadThatAnswersWhatItFinds"},
+	},
+	{
+		Name:     "mcp-mapped-read-no-star",
+		Bug:      "a paired read's argument mapping cannot collect a member of every element (/entities/*/name)",
+		File:     "internal/mcp/readmap.go",
+		Old:      "\t\tif tok == \"*\" {\n",
+		New:      "\t\tif false && tok == \"*\" {\n",
+		Packages: []string{"./internal/mcp"},
+		Tests:    []string{"TestAPairedReadByMappingAsksAReadThatAnswersWhatItFinds"},
+	},
 }
