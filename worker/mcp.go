@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,9 +42,15 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	found, err := mcp.Load(ctx, mc, mcp.Options{Log: log.Named("mcp")})
+	found, err := mcp.Load(ctx, mc, mcp.Options{Log: log.Named("mcp"), Probe: cfg.probeMCP})
 	if err != nil {
 		return Config{}, none, fmt.Errorf("%s %s: %w", settings.EnvMCPConfig, cfg.MCPConfig, err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(found.Sources)) {
+		if src := found.Sources[name]; src.KeyClaim == mcp.KeyVerified {
+			log.Info("MCP tool's idempotency claim verified by its probe: a second call under one key was answered as the first",
+				zap.String("tool", name), zap.String("server", src.Server))
+		}
 	}
 	for _, w := range found.Warnings {
 		log.Warn("MCP configuration contradicts a server's annotation: "+w, zap.String("config", cfg.MCPConfig))
@@ -118,9 +125,14 @@ type ToolInfo struct {
 	PairedRead string `json:"paired_read,omitempty"`
 	// IdempotencyKey says the provider deduplicates by the key oncerun
 	// sends (a key lifetime is declared).
-	IdempotencyKey bool   `json:"idempotency_key"`
-	Edits          string `json:"edits"`
-	OncePerRun     bool   `json:"once_per_run"`
+	IdempotencyKey bool `json:"idempotency_key"`
+	// KeyClaim, for an MCP tool whose server is taken to honour the key,
+	// says on what that rests: "declared" (the server declares SEP-3182's
+	// tools.idempotency), "verified" (the probe at start) or "unverified"
+	// (the configuration's word alone).
+	KeyClaim   string `json:"key_claim,omitempty"`
+	Edits      string `json:"edits"`
+	OncePerRun bool   `json:"once_per_run"`
 	// Grant, for a sub-agent's tool (source "agents", class delegate), is
 	// what its child run may use, less what its parent may not.
 	Grant []string `json:"grant,omitempty"`
@@ -155,6 +167,7 @@ func Describe(cfg Config) ([]ToolInfo, error) {
 			if src, ok := cfg.mcp.sources[name]; ok {
 				info.Source, info.Server, info.ServerTool, info.Transport = "mcp", src.Server, src.Tool, src.Transport
 				info.ClassFrom, info.ApprovalFrom, info.Warnings = src.ClassFrom, src.ApprovalFrom, src.Warnings
+				info.KeyClaim = src.KeyClaim
 				if h := src.Hints; h.Annotated {
 					info.Hints = map[string]bool{"readOnlyHint": h.ReadOnly, "destructiveHint": h.Destructive, "idempotentHint": h.Idempotent}
 				}

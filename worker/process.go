@@ -87,6 +87,8 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	if p.tracing, err = telemetry.Start(ctx, os.Getenv, "oncerun-worker"); err != nil {
 		return err
 	}
+	// A worker's start, alone, probes the MCP tools' idempotency claims.
+	cfg.probeMCP = true
 	cfg, p.closeMCP, err = WithMCP(ctx, cfg)
 	if err != nil {
 		return err

@@ -120,6 +120,9 @@ type Config struct {
 	// mcp is what WithMCP found: where each MCP tool comes from, and the
 	// optional servers left out.
 	mcp *mcpFound
+	// probeMCP makes WithMCP run the MCP tools' idempotency probes: set by
+	// a worker's start alone.
+	probeMCP bool
 	// faults is fault injection for drills and tests, read from the
 	// environment only (ConfigFromEnv): see settings.EnvCrashAt. Empty in
 	// production.

@@ -30,8 +30,9 @@ asked), its paired read, and what an approver may edit.
 (built-in, deployment, mcp or agents), server, server_tool and transport
 (MCP tools), class, approval, guarantee, paired_read, idempotency_key,
 edits, once_per_run, for an MCP tool class_from, approval_from (configuration,
-annotation, default or unlisted), hints (the server's annotations) and
-warnings, and for a sub-agent grant. A class or approval the configuration does not set
+annotation, default or unlisted), hints (the server's annotations),
+warnings and key_claim (declared, verified or unverified: what the claim
+that the server honours the key rests on), and for a sub-agent grant. A class or approval the configuration does not set
 is shown with where it came from: "read (annotation)", "always (default)".
 A configured property that contradicts a server's annotation is warned of
 on standard error.`,
@@ -79,6 +80,9 @@ on standard error.`,
 					approval += " (" + t.ApprovalFrom + ")"
 				}
 				guarantee := cmp.Or(t.Guarantee, "-")
+				if t.KeyClaim != "" {
+					guarantee += " (key " + t.KeyClaim + ")"
+				}
 				if t.Hints["idempotentHint"] && !t.Hints["readOnlyHint"] {
 					guarantee += " (idempotentHint)"
 				}

@@ -81,6 +81,17 @@ func (w *mcpWorld) vouchers() []desk.Voucher {
 	return v
 }
 
+// cliEnv is the CLI's environment of a user whose ONCERUN_MCP_CONFIG
+// points at the desk.
+func (w *mcpWorld) cliEnv() cli.Env {
+	return cli.Env{Getenv: func(k string) string {
+		if k == settings.EnvMCPConfig {
+			return w.config
+		}
+		return ""
+	}}
+}
+
 // worker starts an oncerun worker process pointed at the desk.
 func (w *mcpWorld) worker(extra ...string) *workerProcess {
 	return startWorkerProcess(w.test, w.env, nil, append([]string{settings.EnvMCPConfig + "=" + w.config}, extra...)...)
@@ -270,12 +281,7 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 		"issue_voucher": map[string]any{"class": "external", "approval": "always", "edits": "no_increase",
 			"amounts": []any{map[string]any{"field": "amount_cents", "currency": "currency"}}},
 	})
-	out, err := runCLI(cli.Env{Getenv: func(k string) string {
-		if k == settings.EnvMCPConfig {
-			return w.config
-		}
-		return ""
-	}}, "tools", "--json")
+	out, err := runCLI(w.cliEnv(), "tools", "--json")
 	require.NoError(t, err, out)
 	var list []worker.ToolInfo
 	require.NoError(t, json.Unmarshal([]byte(out), &list), out)
@@ -289,10 +295,39 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 		ServerTool: "open_ticket", Transport: "http", Class: "external", Approval: "never", Guarantee: "once",
 		ClassFrom: "configuration", ApprovalFrom: "annotation",
 		Hints:      map[string]bool{"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false},
-		PairedRead: "desk_find_ticket", IdempotencyKey: true, Edits: "allowed", OncePerRun: true}, open)
+		PairedRead: "desk_find_ticket", IdempotencyKey: true, KeyClaim: "unverified", Edits: "allowed", OncePerRun: true}, open)
 	voucher := byName["desk_issue_voucher"]
 	assert.Equal(t, "at-least-once", voucher.Guarantee, "no key honoured, no paired read")
 	assert.Equal(t, "always", voucher.Approval)
 	assert.Equal(t, "no-increase", voucher.Edits, "an approver may lower the voucher, never raise it")
 	assert.NotContains(t, byName, "desk_find_voucher", "unlisted tools are refused by default")
+}
+
+// TestAFalseIdempotencyClaimStopsTheWorkersStart is the negative control of
+// a configuration that says idempotent: true of a desk that ignores keys:
+// with a probe, the worker's start calls open_ticket twice under one key,
+// finds two tickets in two different answers, and refuses to start,
+// naming the tool; `oncerun tools`, which probes nothing, shows the claim
+// unverified and makes no ticket.
+func TestAFalseIdempotencyClaimStopsTheWorkersStart(t *testing.T) {
+	t.Parallel()
+	tools := ticketDesk(false, true)
+	tools["open_ticket"].(map[string]any)["probe"] = map[string]any{
+		"args": map[string]any{"order_id": "probe", "subject": "oncerun's probe of the key", "body": "Please close."}}
+	w := setupMCP(t, false, true, tools)
+
+	out, err := runCLI(w.cliEnv(), "tools", "--json")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `"key_claim": "unverified"`)
+	assert.Empty(t, w.tickets(), "listing the tools makes no effect")
+
+	p := w.worker()
+	select {
+	case err := <-p.exited:
+		require.Error(t, err, "the worker refuses to start")
+	case <-time.After(time.Minute):
+		t.Fatalf("the worker started on a false claim:\n%s", p.logs.String())
+	}
+	assert.Contains(t, p.logs.String(), `tool "open_ticket" is configured idempotent: true, but the probe at start called it twice under one key`)
+	assert.Len(t, w.tickets(), 2, "the probe's two calls made two tickets: the desk ignores the key")
 }

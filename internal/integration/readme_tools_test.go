@@ -122,7 +122,7 @@ func TestTheREADMEMCPToolsRunAsWritten(t *testing.T) {
 			want := map[string][]string{
 				// What the file does not say comes from the desk's annotations
 				// (open_ticket destroys nothing) or MCP's defaults.
-				"desk_open_ticket":   {"mcp desk (http, tool open_ticket)", "external", "never (annotation)", "once"},
+				"desk_open_ticket":   {"mcp desk (http, tool open_ticket)", "external", "never (annotation)", "once (key unverified)"},
 				"desk_find_ticket":   {"mcp desk (http, tool find_ticket)", "read", "never (default)", "-"},
 				"desk_issue_voucher": {"mcp desk (http, tool issue_voucher)", "external (default)", "when amount_cents above 5000", "at-least-once"},
 			}

@@ -71,7 +71,10 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 			}
 		}
 		st := &callState{key: key}
-		meta := mcpsdk.Meta{MetaIdempotencyKey: key}
+		meta := mcpsdk.Meta{}
+		for _, name := range s.cfg.IdempotencyKey.metaNames() {
+			meta[name] = key
+		}
 		// The call's trace context goes with it, in _meta as the MCP
 		// discussions on trace context propose (traceparent, tracestate).
 		if telemetry.On() {

@@ -136,7 +136,7 @@ func TestTheKeyReachesAnHTTPServerInMetaAndAsTheIdempotencyKeyHeader(t *testing.
 
 	require.NoError(t, run(t, refund, call, nil))
 
-	assert.Equal(t, []seen{{Meta: call.Key.String(), Header: call.Key.String()}}, s.Ledger.Seen())
+	assert.Equal(t, []seen{{Meta: call.Key.String(), Header: call.Key.String(), AllMeta: map[string]any{mcp.MetaIdempotencyKey: call.Key.String()}}}, s.Ledger.Seen())
 	assert.Equal(t, "v1/acme/run-1/7/pay_refund", call.Key.String())
 }
 

@@ -78,6 +78,11 @@ type ServerConfig struct {
 	Optional bool `json:"optional,omitempty"`
 	// Unlisted is UnlistedRefuse (the default) or UnlistedApprove.
 	Unlisted string `json:"unlisted,omitempty"`
+	// IdempotencyKey says where the server's tools/call requests carry the
+	// step's key: _meta names, the Idempotency-Key header, SEP-3182's
+	// field. Default: _meta io.oncerun/idempotency-key, the header over
+	// http, and the field when the server declares tools.idempotency.
+	IdempotencyKey KeyConvention `json:"idempotency_key,omitzero"`
 	// Tools maps the MCP name of each tool to expose to what oncerun must
 	// know of it.
 	Tools map[string]ToolConfig `json:"tools,omitempty"`
@@ -121,6 +126,18 @@ type ToolConfig struct {
 	// Repeatable lets a run make the same call twice on purpose (see
 	// tools.Tool.Repeatable).
 	Repeatable bool `json:"repeatable,omitempty"`
+	// Probe checks an idempotent: true claim at start: the tool is called
+	// twice under one fresh key with the probe's arguments, and a second
+	// answer unlike the first (a second effect) stops the start. A probe
+	// makes a real effect, once when the claim holds: give it arguments
+	// whose effect is harmless. Without it the claim is shown unverified.
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// Probe is the call that checks a tool's idempotency claim.
+type Probe struct {
+	// Args are the probe call's arguments, a JSON object.
+	Args map[string]any `json:"args"`
 }
 
 // Amount is an argument that is a sum of money, in minor units, and the

@@ -41,6 +41,11 @@ type Options struct {
 	Stderr io.Writer
 	// Log records reconnections. Default: no logging.
 	Log *zap.Logger
+	// Probe runs the configured probes of idempotent: true claims
+	// ([ToolConfig.Probe]). A worker's start sets it; the CLI and the
+	// approvals service do not, so that asking a server for its tools makes
+	// no effect.
+	Probe bool
 }
 
 // WithDefaults returns o with zero fields set to their defaults.
@@ -81,7 +86,21 @@ type Source struct {
 	// Warnings name each configured property of the tool that its
 	// server's annotations contradict (see [Discovered.Warnings]).
 	Warnings []string
+	// KeyClaim says on what the tool's "server honours the key" rests:
+	// KeyDeclared, KeyVerified, KeyUnverified, or "" for no such claim.
+	KeyClaim string
 }
+
+// What a tool's claim that its server honours the key rests on.
+const (
+	// KeyDeclared: the server declares SEP-3182's tools.idempotency.
+	KeyDeclared = "declared"
+	// KeyVerified: the configuration says idempotent: true, and the probe
+	// at start found a second call under one key answered as the first.
+	KeyVerified = "verified"
+	// KeyUnverified: the configuration says so, and nothing checked it.
+	KeyUnverified = "unverified"
+)
 
 // Where a property of an MCP tool comes from ([Source]).
 const (
@@ -201,7 +220,7 @@ func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 		case l.err != nil:
 			errs = append(errs, l.err)
 		default:
-			errs = append(errs, d.add(l.srv, l.tools, opts)...)
+			errs = append(errs, d.add(ctx, l.srv, l.tools, opts)...)
 		}
 	}
 	if len(errs) > 0 {
@@ -235,7 +254,7 @@ func connect(ctx context.Context, sc ServerConfig, opts Options) (*server, []*mc
 }
 
 // add makes the tools of srv from what it offers.
-func (d *Discovered) add(srv *server, offered []*mcpsdk.Tool, opts Options) []error {
+func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Tool, opts Options) []error {
 	sc := srv.cfg
 	byName := make(map[string]*mcpsdk.Tool, len(offered))
 	for _, t := range offered {
@@ -270,6 +289,16 @@ func (d *Discovered) add(srv *server, offered []*mcpsdk.Tool, opts Options) []er
 		classOf[name] = t.Class
 		src.Warnings = contradictions(srv, name, src)
 		d.Warnings = append(d.Warnings, src.Warnings...)
+		if p := sc.Tools[name].Probe; p != nil && opts.Probe && src.KeyClaim == KeyUnverified {
+			verified, err := probe(ctx, srv, name, p, opts)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if verified {
+				src.KeyClaim = KeyVerified
+			}
+		}
 		errs = append(errs, d.addTool(t, src)...)
 		if pr := sc.Tools[name].PairedRead; pr.mapped() {
 			if read := t.Name + mappedReadSuffix; len(read) > tools.MaxNameLen {
@@ -393,8 +422,15 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 			t.PairedRead = name + mappedReadSuffix
 		}
 	}
-	if tc.Idempotent {
+	switch {
+	case tc.Idempotent:
 		t.KeyLifetime = cmp.Or(time.Duration(tc.KeyLifetime), DefaultKeyLifetime)
+		src.KeyClaim = KeyUnverified
+	case srv.declared.Load() && srv.cfg.IdempotencyKey.Field != FieldNever && t.Class == tools.ClassExternal:
+		// A server that declares SEP-3182's capability is trusted for it:
+		// it is sent the key in the field it reads.
+		t.KeyLifetime = cmp.Or(time.Duration(tc.KeyLifetime), DefaultKeyLifetime)
+		src.Idempotent, src.KeyClaim = true, KeyDeclared
 	}
 	t.Run = srv.runner(mt.Name, t.Class == tools.ClassExternal, cmp.Or(t.Timeout, tools.DefaultTimeout))
 	// Check the definition as the worker's registry will, now, so that

@@ -24,7 +24,7 @@ func TestLoadListsEveryPageOfToolsAndNamesThemAfterTheirServer(t *testing.T) {
 	assert.Equal(t, []string{"pay_decline", "pay_find_refund", "pay_refund", "pay_slow"}, names(d))
 	assert.Equal(t, mcp.Source{Server: "pay", Transport: "http", Tool: "refund", Idempotent: true,
 		ClassFrom: mcp.FromConfig, ApprovalFrom: mcp.FromConfig,
-		Hints: mcp.Hints{Annotated: true, Idempotent: true}}, d.Sources["pay_refund"])
+		Hints: mcp.Hints{Annotated: true, Idempotent: true}, KeyClaim: mcp.KeyUnverified}, d.Sources["pay_refund"])
 	assert.Empty(t, d.Skipped)
 
 	refund := toolOf(t, d, "pay_refund")
@@ -267,7 +267,7 @@ func TestAStdioServerIsDiscoveredLikeAnHTTPOne(t *testing.T) {
 	assert.Equal(t, []string{"local_crash", "local_decline", "local_find_refund", "local_refund", "local_slow", "local_whoami"}, names(d))
 	assert.Equal(t, mcp.Source{Server: "local", Transport: "stdio", Tool: "refund", Idempotent: true,
 		ClassFrom: mcp.FromConfig, ApprovalFrom: mcp.FromConfig,
-		Hints: mcp.Hints{Annotated: true, Idempotent: true}}, d.Sources["local_refund"])
+		Hints: mcp.Hints{Annotated: true, Idempotent: true}, KeyClaim: mcp.KeyUnverified}, d.Sources["local_refund"])
 	assert.Equal(t, "local_find_refund", toolOf(t, d, "local_refund").PairedRead)
 }
 

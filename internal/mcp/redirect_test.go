@@ -194,7 +194,7 @@ func TestACallRedirectedWithinTheServerIsFollowedAndRunsOnce(t *testing.T) {
 	require.NoError(t, run(t, refund, call, nil))
 
 	assert.Len(t, s.Ledger.Under(call.Key.String()), 1)
-	assert.Equal(t, []seen{{Meta: call.Key.String(), Header: call.Key.String()}}, s.Ledger.Seen(),
+	assert.Equal(t, []seen{{Meta: call.Key.String(), Header: call.Key.String(), AllMeta: map[string]any{mcp.MetaIdempotencyKey: call.Key.String()}}}, s.Ledger.Seen(),
 		"the key went with the request it followed")
 }
 

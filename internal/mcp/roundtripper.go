@@ -29,12 +29,15 @@ type roundTripper struct {
 	// go to configured, the URL of the configuration.
 	shown      string
 	configured *url.URL
+	// keyHeader sends the step's key as the Idempotency-Key header.
+	keyHeader bool
 }
 
 // newRoundTripper returns the roundTripper of the server at endpoint
-// (validated by Config.Validate), sending bearer when it is not empty.
-func newRoundTripper(base http.RoundTripper, endpoint, bearer string) *roundTripper {
-	rt := &roundTripper{base: base, bearer: bearer}
+// (validated by Config.Validate), sending bearer when it is not empty and
+// the key as the Idempotency-Key header when keyHeader is set.
+func newRoundTripper(base http.RoundTripper, endpoint, bearer string, keyHeader bool) *roundTripper {
+	rt := &roundTripper{base: base, bearer: bearer, keyHeader: keyHeader}
 	configured, err := url.Parse(endpoint)
 	if err != nil {
 		return rt
@@ -76,7 +79,7 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		pass, _ := rt.configured.User.Password()
 		req.SetBasicAuth(rt.configured.User.Username(), pass)
 	}
-	if isCall {
+	if isCall && rt.keyHeader {
 		req.Header.Set("Idempotency-Key", st.key)
 	}
 	resp, err := rt.base.RoundTrip(req)

@@ -60,9 +60,11 @@ type found struct {
 	Refund *refundRecord `json:"refund,omitempty"`
 }
 
-// seen is the key one refund call carried, by each channel.
+// seen is the key one refund call carried, by each channel, and every
+// _meta member the call carried.
 type seen struct {
 	Meta, Header string
+	AllMeta      map[string]any
 }
 
 // ledger is a server's record of refunds and of the keys calls carried.
@@ -101,7 +103,7 @@ func (l *ledger) byKey(key string) []refundRecord {
 
 // keyOf reads the idempotency key of a call: _meta first, then the header.
 func keyOf(req *mcpsdk.CallToolRequest) seen {
-	var s seen
+	s := seen{AllMeta: map[string]any(req.Params.Meta)}
 	s.Meta, _ = req.Params.Meta[mcp.MetaIdempotencyKey].(string)
 	if req.Extra != nil && req.Extra.Header != nil {
 		s.Header = req.Extra.Header.Get("Idempotency-Key")
@@ -297,6 +299,79 @@ type httpServer struct {
 	dropAnswer atomic.Bool
 	lastAuth   atomic.Value
 	release    sync.Once
+	// declares makes the server declare SEP-3182's tools.idempotency and
+	// read the key from a call's idempotencyKey field, as it passes the
+	// field on to the SDK's handler in the Idempotency-Key header (the SDK
+	// knows no such field); fields records the field of each call.
+	declares bool
+	fieldsMu sync.Mutex
+	fields   []string
+}
+
+// Fields are the idempotencyKey fields the calls carried ("" for none).
+func (s *httpServer) Fields() []string {
+	s.fieldsMu.Lock()
+	defer s.fieldsMu.Unlock()
+	return append([]string(nil), s.fields...)
+}
+
+// startDeclaring starts a server of variant that declares SEP-3182's
+// capability and reads the key from the field only.
+func startDeclaring(t *testing.T, variant string) *httpServer {
+	t.Helper()
+	s := &httpServer{Ledger: &ledger{release: make(chan struct{})}, variant: variant, declares: true}
+	s.restart()
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.srv.Close)
+	t.Cleanup(s.releaseSlow)
+	s.URL = s.srv.URL
+	return s
+}
+
+// serveDeclaring serves a request as a server that knows SEP-3182.
+func (s *httpServer) serveDeclaring(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		Method string `json:"method"`
+		Params struct {
+			Key string `json:"idempotencyKey"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &msg)
+	r.Header.Del("Idempotency-Key")
+	if msg.Method == "tools/call" {
+		s.fieldsMu.Lock()
+		s.fields = append(s.fields, msg.Params.Key)
+		s.fieldsMu.Unlock()
+		if msg.Params.Key != "" {
+			r.Header.Set("Idempotency-Key", msg.Params.Key)
+		}
+	}
+	if msg.Method != "initialize" {
+		h.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, r)
+	var res map[string]any
+	if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
+		http.Error(w, "the initialize answer is not JSON: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	caps := res["result"].(map[string]any)["capabilities"].(map[string]any)
+	toolCaps, _ := caps["tools"].(map[string]any)
+	if toolCaps == nil {
+		toolCaps = map[string]any{}
+	}
+	toolCaps["idempotency"] = map[string]any{}
+	caps["tools"] = toolCaps
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.Header().Del("Content-Length")
+	w.WriteHeader(rec.Code)
+	_ = json.NewEncoder(w).Encode(res)
 }
 
 // releaseSlow ends the calls of slow still running.
@@ -321,7 +396,8 @@ func startHTTP(t *testing.T, variant string) *httpServer {
 
 func (s *httpServer) restart() {
 	srv := newServer(s.variant, s.Ledger, false)
-	var h http.Handler = mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv }, nil)
+	var h http.Handler = mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return srv },
+		&mcpsdk.StreamableHTTPOptions{JSONResponse: s.declares})
 	s.handler.Store(&h)
 }
 
@@ -331,6 +407,10 @@ func (s *httpServer) stop() { s.srv.Close() }
 func (s *httpServer) serve(w http.ResponseWriter, r *http.Request) {
 	h := *s.handler.Load()
 	s.lastAuth.Store(r.Header.Get("Authorization"))
+	if s.declares {
+		s.serveDeclaring(h, w, r)
+		return
+	}
 	if r.Method != http.MethodPost || !s.dropAnswer.Load() {
 		h.ServeHTTP(w, r)
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"sync"
+	"sync/atomic"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/zap"
@@ -26,6 +27,9 @@ type server struct {
 	client *mcpsdk.Client
 	// bearer is the token sent to an http server, read once at Load.
 	bearer string
+	// declared says the server declared the tools.idempotency capability
+	// (SEP-3182) when it was last connected to.
+	declared atomic.Bool
 
 	mu     sync.Mutex
 	cs     *mcpsdk.ClientSession

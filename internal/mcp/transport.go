@@ -28,13 +28,13 @@ func (s *server) transport() mcpsdk.Transport {
 		// may have acted on it: a fresh connection per request keeps every
 		// send visible to the classification (as the payments client does).
 		base.DisableKeepAlives = true
-		return &mcpsdk.StreamableClientTransport{
+		return &keyTransport{srv: s, inner: &mcpsdk.StreamableClientTransport{
 			// The SDK and Go's client name the endpoint in their errors,
 			// which end up in logs, a key's recorded failure and the run's
 			// history: they are given it redacted, and the roundTripper
 			// puts the credentials back on the requests to it.
 			Endpoint:   untrusted.Redact(s.cfg.URL),
-			HTTPClient: &http.Client{Transport: telemetry.Transport(newRoundTripper(base, s.cfg.URL, s.bearer))},
+			HTTPClient: &http.Client{Transport: telemetry.Transport(newRoundTripper(base, s.cfg.URL, s.bearer, s.cfg.IdempotencyKey.header()))},
 			// oncerun only calls: it needs no messages the server would
 			// start.
 			DisableStandaloneSSE: true,
@@ -42,12 +42,12 @@ func (s *server) transport() mcpsdk.Transport {
 			// the paired read to settle, not worth seconds of resumption
 			// attempts that most servers cannot serve.
 			MaxRetries: -1,
-		}
+		}}
 	}
 	cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 	cmd.Env = s.childEnv()
 	cmd.Stderr = s.opts.Stderr
-	return &stdioTransport{inner: &mcpsdk.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}}
+	return &keyTransport{srv: s, inner: &stdioTransport{inner: &mcpsdk.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}}}
 }
 
 // inheritedEnv is what a stdio server inherits of the worker's

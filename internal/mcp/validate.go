@@ -77,6 +77,9 @@ func (s ServerConfig) validate() []error {
 	default:
 		bad("transport %q: want %q or %q", s.Transport, TransportHTTP, TransportStdio)
 	}
+	for _, problem := range s.IdempotencyKey.problems(s.Transport) {
+		bad("%s", problem)
+	}
 	switch s.Unlisted {
 	case "", UnlistedRefuse, UnlistedApprove:
 	default:
@@ -129,6 +132,12 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 	}
 	if t.Edits == "no_increase" && len(t.Amounts) == 0 {
 		bad("edits no_increase: name the amounts that may not grow (amounts: [{field, currency}])")
+	}
+	if t.Probe != nil && !t.Idempotent {
+		bad("probe: checks an idempotent: true claim; this tool makes none")
+	}
+	if t.Probe != nil && t.Probe.Args == nil {
+		bad("probe: args: the probe call's arguments are required")
 	}
 	if t.KeyLifetime != 0 && !t.Idempotent {
 		bad("key_lifetime: set only for a tool whose server honours the key (idempotent: true)")

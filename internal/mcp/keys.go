@@ -1,0 +1,223 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Where a tools/call carries the step's key ([KeyConvention.Field]).
+const (
+	// FieldAuto sends SEP-3182's idempotencyKey field when the server
+	// declares the tools.idempotency capability. The default.
+	FieldAuto = "auto"
+	// FieldAlways sends it whatever the server declares.
+	FieldAlways = "always"
+	// FieldNever never sends it.
+	FieldNever = "never"
+)
+
+// Names of the idempotency key in a tools/call request's _meta that
+// protocols use: oncerun's own, the Agentic Commerce Protocol's and the
+// Universal Commerce Protocol's.
+const (
+	MetaACP = "idempotency_key"
+	MetaUCP = "idempotency-key"
+)
+
+// KeyConvention says where a server's tools/call requests carry the
+// step's key ([ServerConfig.IdempotencyKey]). Servers follow different
+// conventions; one that looks for the key where it is not sent makes a
+// second effect on a resend.
+type KeyConvention struct {
+	// Meta are the _meta names the key is sent under. Default
+	// [MetaIdempotencyKey] alone; [MetaACP] and [MetaUCP] are the commerce
+	// protocols' spellings.
+	Meta []string `json:"meta,omitempty"`
+	// Header sends the key as the request's Idempotency-Key header (http
+	// servers; A2A's convention). Default true over http.
+	Header *bool `json:"header,omitempty"`
+	// Field is FieldAuto (the default), FieldAlways or FieldNever: whether
+	// the key goes in SEP-3182's idempotencyKey field of tools/call.
+	Field string `json:"field,omitempty"`
+}
+
+// metaNames are the _meta names the key goes under.
+func (k KeyConvention) metaNames() []string {
+	if k.Meta == nil {
+		return []string{MetaIdempotencyKey}
+	}
+	return k.Meta
+}
+
+// header reports whether the key goes in the Idempotency-Key header.
+func (k KeyConvention) header() bool { return k.Header == nil || *k.Header }
+
+func (k KeyConvention) problems(transport string) []string {
+	var out []string
+	if k.Meta != nil && len(k.Meta) == 0 {
+		out = append(out, "idempotency_key.meta: empty; leave it out for the default ("+MetaIdempotencyKey+")")
+	}
+	for i, m := range k.Meta {
+		if m == "" {
+			out = append(out, fmt.Sprintf("idempotency_key.meta[%d]: empty name", i))
+		}
+		if slices.Index(k.Meta, m) != i {
+			out = append(out, fmt.Sprintf("idempotency_key.meta[%d]: %q twice", i, m))
+		}
+	}
+	if k.Header != nil && *k.Header && transport == TransportStdio {
+		out = append(out, "idempotency_key.header: a stdio server has no HTTP headers")
+	}
+	switch k.Field {
+	case "", FieldAuto, FieldAlways, FieldNever:
+	default:
+		out = append(out, fmt.Sprintf("idempotency_key.field %q: want %s, %s or %s", k.Field, FieldAuto, FieldAlways, FieldNever))
+	}
+	return out
+}
+
+// fieldName is SEP-3182's field of tools/call that carries the key.
+const fieldName = "idempotencyKey"
+
+// keyTransport puts the key in SEP-3182's field of each tools/call request
+// when the server's convention asks for it, and reads from the server's
+// answer to initialize whether it declares tools.idempotency.
+type keyTransport struct {
+	inner mcpsdk.Transport
+	srv   *server
+}
+
+func (t *keyTransport) Connect(ctx context.Context) (mcpsdk.Connection, error) {
+	c, err := t.inner.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &keyConn{Connection: c, srv: t.srv}, nil
+}
+
+type keyConn struct {
+	mcpsdk.Connection
+	srv *server
+	// initialize is the id of this connection's initialize request.
+	initialize atomic.Value
+}
+
+func (c *keyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	if req, ok := msg.(*jsonrpc.Request); ok {
+		switch {
+		case req.Method == "initialize":
+			c.initialize.Store(fmt.Sprint(req.ID.Raw()))
+		case req.Method == "tools/call" && c.srv.sendField():
+			if st := callStateOf(ctx); st != nil && st.key != "" {
+				if params, err := withField(req.Params, st.key); err == nil {
+					clone := *req
+					clone.Params = params
+					msg = &clone
+				}
+			}
+		}
+	}
+	return c.Connection.Write(ctx, msg)
+}
+
+func (c *keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	msg, err := c.Connection.Read(ctx)
+	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.Result != nil {
+		if id, _ := c.initialize.Load().(string); id != "" && id == fmt.Sprint(resp.ID.Raw()) {
+			c.srv.declared.Store(declaresIdempotency(resp.Result))
+		}
+	}
+	return msg, err
+}
+
+// withField adds the key as the idempotencyKey member of a request's
+// params.
+func withField(params json.RawMessage, key string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(params, &m); err != nil {
+		return nil, err
+	}
+	k, err := json.Marshal(key)
+	if err != nil {
+		return nil, err
+	}
+	m[fieldName] = k
+	return json.Marshal(m)
+}
+
+// declaresIdempotency reports whether an initialize result declares the
+// tools.idempotency capability (SEP-3182).
+func declaresIdempotency(result json.RawMessage) bool {
+	var r struct {
+		Capabilities struct {
+			Tools map[string]json.RawMessage `json:"tools"`
+		} `json:"capabilities"`
+	}
+	if json.Unmarshal(result, &r) != nil {
+		return false
+	}
+	v, ok := r.Capabilities.Tools["idempotency"]
+	return ok && string(v) != "null" && string(v) != "false"
+}
+
+// sendField reports whether tools/call requests carry SEP-3182's field.
+func (s *server) sendField() bool {
+	switch s.cfg.IdempotencyKey.Field {
+	case FieldAlways:
+		return true
+	case FieldNever:
+		return false
+	}
+	return s.declared.Load()
+}
+
+// probe calls tool twice under one fresh key with the probe's arguments:
+// a server that honours the key answers the second call as the first. An
+// answer unlike the first is a second effect, and the claim false.
+func probe(ctx context.Context, srv *server, tool string, p *Probe, opts Options) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*opts.ConnectTimeout)
+	defer cancel()
+	args, err := json.Marshal(p.Args)
+	if err != nil {
+		return false, fmt.Errorf("%s: tool %q: probe args: %w", srv.describe(), tool, err)
+	}
+	key := "oncerun-probe/" + srv.cfg.Name + "/" + tool + "/" + uuid.NewString()
+	var answers [2]json.RawMessage
+	for i := range answers {
+		res, err := srv.call(ctx, tool, args, key, true)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("it answered an error: %s", contentText(res.Content))
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: tool %q: the probe of its idempotent: true claim, call %d of 2: %w", srv.describe(), tool, i+1, err)
+		}
+		v, err := result(res)
+		if err != nil {
+			return false, fmt.Errorf("%s: tool %q: the probe's answer: %w", srv.describe(), tool, err)
+		}
+		if answers[i], err = json.Marshal(v); err != nil {
+			return false, err
+		}
+	}
+	if !sameJSON(answers[0], answers[1]) {
+		return false, fmt.Errorf("%s: tool %q is configured idempotent: true, but the probe at start called it twice under one key "+
+			"and the second answer differs from the first (%s, then %s): the server made a second effect, so it does not honour the key "+
+			"where oncerun sends it (see idempotency_key); drop idempotent: true, or give a paired read",
+			srv.describe(), tool, cut(string(answers[0]), 120), cut(string(answers[1]), 120))
+	}
+	return true, nil
+}
+
+// sameJSON reports whether two JSON documents hold the same value.
+func sameJSON(a, b json.RawMessage) bool {
+	var x, y any
+	return json.Unmarshal(a, &x) == nil && json.Unmarshal(b, &y) == nil && reflect.DeepEqual(x, y)
+}
