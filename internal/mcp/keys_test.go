@@ -139,3 +139,22 @@ func loadProbing(t *testing.T, servers ...mcp.ServerConfig) mcp.Discovered {
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
+
+// Over stdio too, the key goes under the configured _meta name: a server
+// that reads ACP's idempotency_key answers a resend with the first refund.
+func TestAStdioServerGetsTheKeyUnderTheConfiguredName(t *testing.T) {
+	t.Parallel()
+	cfg := stdioConfig(t, "local", honouring)
+	cfg.Tools = stdioPayTools(true)
+	cfg.IdempotencyKey = mcp.KeyConvention{Meta: []string{mcp.MetaACP}}
+	d := load(t, cfg)
+	refund := toolOf(t, d, "local_refund")
+	call := callOf(t, refund.Name, 1, refundArgs)
+	var first, second refundRecord
+	require.NoError(t, run(t, refund, call, &first))
+	require.NoError(t, run(t, refund, call, &second))
+	assert.Equal(t, call.Key.String(), first.Key, "the server read the key under ACP's name")
+	assert.Contains(t, first.MetaNames, mcp.MetaACP)
+	assert.NotContains(t, first.MetaNames, mcp.MetaIdempotencyKey, "only the name configured")
+	assert.Equal(t, first, second, "and answered the resend with the first refund")
+}

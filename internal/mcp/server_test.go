@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,6 +54,8 @@ type refundRecord struct {
 	PaymentID   string `json:"payment_id"`
 	AmountCents int64  `json:"amount_cents"`
 	Key         string `json:"key"`
+	// MetaNames are the _meta members of the call that made it.
+	MetaNames []string `json:"meta_names,omitempty"`
 }
 
 type found struct {
@@ -101,10 +105,15 @@ func (l *ledger) byKey(key string) []refundRecord {
 	return out
 }
 
-// keyOf reads the idempotency key of a call: _meta first, then the header.
+// keyOf reads the idempotency key of a call: _meta first (oncerun's name,
+// then ACP's), then the header.
 func keyOf(req *mcpsdk.CallToolRequest) seen {
 	s := seen{AllMeta: map[string]any(req.Params.Meta)}
 	s.Meta, _ = req.Params.Meta[mcp.MetaIdempotencyKey].(string)
+	if s.Meta == "" {
+		// A server of the Agentic Commerce Protocol reads its name.
+		s.Meta, _ = req.Params.Meta[mcp.MetaACP].(string)
+	}
 	if req.Extra != nil && req.Extra.Header != nil {
 		s.Header = req.Extra.Header.Get("Idempotency-Key")
 	}
@@ -145,7 +154,8 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 			if prev := l.byKey(k.key()); variant == honouring && k.key() != "" && len(prev) > 0 {
 				return nil, prev[0], nil
 			}
-			r := refundRecord{ID: fmt.Sprintf("re_%d", len(l.refunds)+1), PaymentID: in.PaymentID, AmountCents: in.AmountCents, Key: k.key()}
+			r := refundRecord{ID: fmt.Sprintf("re_%d", len(l.refunds)+1), PaymentID: in.PaymentID, AmountCents: in.AmountCents, Key: k.key(),
+				MetaNames: slices.Sorted(maps.Keys(k.AllMeta))}
 			l.refunds = append(l.refunds, r)
 			return nil, r, nil
 		})

@@ -835,7 +835,7 @@ var mutations = []Mutation{
 		Old:      "\t\t\tmeta[name] = key\n",
 		New:      "\t\t\tmeta[MetaIdempotencyKey], _ = key, name\n",
 		Packages: []string{"./internal/mcp"},
-		Tests:    []string{"TestAServersKeyConventionSaysWhereTheKeyGoes"},
+		Tests:    []string{"TestAServersKeyConventionSaysWhereTheKeyGoes", "TestAStdioServerGetsTheKeyUnderTheConfiguredName"},
 	},
 	{
 		Name:     "mcp-field-never-sent",
