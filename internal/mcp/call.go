@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/oncerun/oncerun/internal/telemetry"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -42,6 +45,13 @@ func (s *server) runner(name string, external bool, timeout time.Duration) func(
 		res, err := s.call(ctx, name, args, call.Key.String(), external)
 		if err != nil {
 			return nil, fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err)
+		}
+		if res.NeedsInput() {
+			// The server answered that it cannot complete the call
+			// without input from a person: nothing was completed, and
+			// sending the same call again asks again.
+			return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s asked for input before it would complete the call (%s): "+
+				"oncerun answers no server's questions yet, so the step fails and nothing is sent again", name, s.describe(), questions(res))))
 		}
 		if res.IsError {
 			// The server ran the call and answered that it failed: a
@@ -221,4 +231,22 @@ func (m metaCarrier) Keys() []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// questions describes the input a server asked for in an input-required
+// answer, for the step's error.
+func questions(res *mcpsdk.CallToolResult) string {
+	if len(res.InputRequests) == 0 {
+		return "no question: the server is busy"
+	}
+	var out []string
+	for _, id := range slices.Sorted(maps.Keys(res.InputRequests)) {
+		switch r := res.InputRequests[id].(type) {
+		case *mcpsdk.ElicitParams:
+			out = append(out, fmt.Sprintf("%s: %q", id, untrusted.Cut(r.Message, 200)))
+		default:
+			out = append(out, fmt.Sprintf("%s: a %T", id, r))
+		}
+	}
+	return strings.Join(out, "; ")
 }

@@ -106,14 +106,16 @@ func (t *keyTransport) Connect(ctx context.Context) (mcpsdk.Connection, error) {
 type keyConn struct {
 	mcpsdk.Connection
 	srv *server
-	// initialize is the id of this connection's initialize request.
+	// initialize is the id of this connection's last handshake request
+	// (initialize, or server/discover of the 2026-07-28 protocol).
 	initialize atomic.Value
 }
 
 func (c *keyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok {
 		switch {
-		case req.Method == "initialize":
+		case req.Method == "initialize" || req.Method == "server/discover":
+			// Either handshake answers with the server's capabilities.
 			c.initialize.Store(fmt.Sprint(req.ID.Raw()))
 		case req.Method == "tools/call" && c.srv.sendField():
 			if st := callStateOf(ctx); st != nil && st.key != "" {
@@ -153,8 +155,8 @@ func withField(params json.RawMessage, key string) (json.RawMessage, error) {
 	return json.Marshal(m)
 }
 
-// declaresIdempotency reports whether an initialize result declares the
-// tools.idempotency capability (SEP-3182).
+// declaresIdempotency reports whether an initialize or server/discover
+// result declares the tools.idempotency capability (SEP-3182).
 func declaresIdempotency(result json.RawMessage) bool {
 	var r struct {
 		Capabilities struct {

@@ -158,3 +158,48 @@ func TestAStdioServerGetsTheKeyUnderTheConfiguredName(t *testing.T) {
 	assert.NotContains(t, first.MetaNames, mcp.MetaIdempotencyKey, "only the name configured")
 	assert.Equal(t, first, second, "and answered the resend with the first refund")
 }
+
+// A server that answers a call with a question (an input-required result
+// of the 2026-07-28 protocol: which size?) gets no answer from oncerun
+// yet: the call fails for good, saying what the server asked, and is not
+// sent again.
+func TestAServersQuestionFailsTheCallSayingWhatItAsked(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, asking)
+	s.asksRaw = true
+	d := load(t, httpConfig("shop", s.URL, map[string]mcp.ToolConfig{"order_shirt": {}}))
+	err := run(t, toolOf(t, d, "shop_order_shirt"), callOf(t, "shop_order_shirt", 1, `{}`), nil)
+	require.Error(t, err)
+	assert.True(t, permanent(err), "asking again would ask again")
+	assert.ErrorIs(t, err, tools.ErrNotApplied, "the server did not complete the call")
+	assert.Contains(t, err.Error(), `asked for input before it would complete the call (size: "Which size?")`)
+	assert.Len(t, s.Ledger.refunds, 1, "sent once")
+
+	// The SDK's own server over stdio, where the session speaks the
+	// 2026-07-28 protocol, answers so by itself.
+	cfg := stdioConfig(t, "local", asking)
+	cfg.Tools = map[string]mcp.ToolConfig{"order_shirt": {}}
+	d = load(t, cfg)
+	err = run(t, toolOf(t, d, "local_order_shirt"), callOf(t, "local_order_shirt", 1, `{}`), nil)
+	require.Error(t, err)
+	assert.True(t, permanent(err))
+	assert.ErrorIs(t, err, tools.ErrNotApplied)
+	assert.Contains(t, err.Error(), `(size: "Which size?")`, "over stdio too")
+}
+
+// A session of an earlier protocol (the SDK's server over Streamable HTTP
+// negotiates 2025-11-25 here) asks over the live session
+// (elicitation/create) mid-call. oncerun declares no elicitation, so the
+// server is refused, and what became of the call is unknown: it is not
+// sent again on a guess (the step goes to its paired read, or a person).
+func TestAServersLiveQuestionLeavesTheOutcomeUnknown(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, asking)
+	d := load(t, httpConfig("shop", s.URL, map[string]mcp.ToolConfig{"order_shirt": {}}))
+	err := run(t, toolOf(t, d, "shop_order_shirt"), callOf(t, "shop_order_shirt", 1, `{}`), nil)
+	require.Error(t, err)
+	assert.False(t, permanent(err))
+	assert.NotErrorIs(t, err, tools.ErrNotApplied, "the server may have acted before it asked")
+	assert.Contains(t, err.Error(), "client does not support elicitation")
+	assert.Len(t, s.Ledger.refunds, 1, "sent once")
+}

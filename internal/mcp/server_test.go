@@ -29,6 +29,8 @@ import (
 //   - ignoring: refund records a refund on every call;
 //   - odd: tools whose names or schemas oncerun must refuse or rewrite;
 //   - annotated: tools annotated as the reference servers annotate theirs;
+//   - asking: order_shirt asks which size before it would complete (an
+//     input-required answer), counting its calls in the ledger;
 //   - graph: a knowledge graph as the reference memory server keeps one,
 //     whose read (open_nodes) answers what it finds, not whether.
 //
@@ -42,6 +44,7 @@ const (
 	odd       = "odd"
 	annotated = "annotated"
 	graph     = "graph"
+	asking    = "asking"
 )
 
 type refundIn struct {
@@ -140,6 +143,9 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 		return s
 	case graph:
 		addGraphTools(s, l)
+		return s
+	case asking:
+		addAskingTool(s, l)
 		return s
 	}
 	// A refund adds to the world and destroys nothing; decline and crash
@@ -246,6 +252,21 @@ func addGraphTools(s *mcpsdk.Server, l *ledger) {
 		})
 }
 
+// addAskingTool adds order_shirt, which answers every call with a question.
+func addAskingTool(s *mcpsdk.Server, l *ledger) {
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "order_shirt", Description: "Order a shirt; asks for the size.",
+		Annotations: &mcpsdk.ToolAnnotations{DestructiveHint: new(false)}},
+		func(context.Context, *mcpsdk.CallToolRequest, struct{}) (*mcpsdk.CallToolResult, any, error) {
+			l.mu.Lock()
+			l.refunds = append(l.refunds, refundRecord{ID: "asked"})
+			l.mu.Unlock()
+			return &mcpsdk.CallToolResult{InputRequests: mcpsdk.InputRequestMap{"size": &mcpsdk.ElicitParams{
+				Message:         "Which size?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"size": map[string]any{"type": "string"}}},
+			}}}, nil, nil
+		})
+}
+
 // addAnnotatedTools adds tools that say what they are, as the reference
 // servers do, rightly or not; they answer "ok".
 func addAnnotatedTools(s *mcpsdk.Server) {
@@ -314,6 +335,10 @@ type httpServer struct {
 	// field on to the SDK's handler in the Idempotency-Key header (the SDK
 	// knows no such field); fields records the field of each call.
 	declares bool
+	// asksRaw answers each tools/call with a question of the 2026-07-28
+	// protocol (an input-required result), whatever the session
+	// negotiated.
+	asksRaw  bool
 	fieldsMu sync.Mutex
 	fields   []string
 }
@@ -336,6 +361,28 @@ func startDeclaring(t *testing.T, variant string) *httpServer {
 	t.Cleanup(s.releaseSlow)
 	s.URL = s.srv.URL
 	return s
+}
+
+// answerWithAQuestion answers a tools/call with an input-required result,
+// reporting whether r was one.
+func (s *httpServer) answerWithAQuestion(w http.ResponseWriter, r *http.Request) bool {
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var msg struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+	}
+	if json.Unmarshal(body, &msg) != nil || msg.Method != "tools/call" {
+		return false
+	}
+	s.Ledger.mu.Lock()
+	s.Ledger.refunds = append(s.Ledger.refunds, refundRecord{ID: "asked"})
+	s.Ledger.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","requestState":"opaque",`+
+		`"inputRequests":{"size":{"method":"elicitation/create","params":{"mode":"form","message":"Which size?",`+
+		`"requestedSchema":{"type":"object","properties":{"size":{"type":"string"}}}}}}}}`, msg.ID)
+	return true
 }
 
 // serveDeclaring serves a request as a server that knows SEP-3182.
@@ -419,6 +466,9 @@ func (s *httpServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.lastAuth.Store(r.Header.Get("Authorization"))
 	if s.declares {
 		s.serveDeclaring(h, w, r)
+		return
+	}
+	if s.asksRaw && s.answerWithAQuestion(w, r) {
 		return
 	}
 	if r.Method != http.MethodPost || !s.dropAnswer.Load() {

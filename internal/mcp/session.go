@@ -43,7 +43,11 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 	s := &server{
 		cfg:    cfg,
 		opts:   opts,
-		client: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"}, nil),
+		// A server's question in a call's answer (an input-required
+		// result) comes back to the call, which says so (see runner),
+		// rather than to a handler oncerun does not have.
+		client: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"},
+			&mcpsdk.ClientOptions{MultiRoundTrip: &mcpsdk.MultiRoundTripOptions{Disabled: true}}),
 	}
 	if cfg.Transport == TransportStdio {
 		if err := forbidInspection(); err != nil {

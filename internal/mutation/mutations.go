@@ -855,4 +855,13 @@ var mutations = []Mutation{
 		Packages: []string{"./internal/mcp"},
 		Tests:    []string{"TestAProbeChecksAnIdempotencyClaimAtStart"},
 	},
+	{
+		Name:     "mcp-question-unnamed",
+		Bug:      "a server's input-required answer is taken as a result: the step is done with no effect made and the question lost",
+		File:     "internal/mcp/call.go",
+		Old:      "\t\tif res.NeedsInput() {\n",
+		New:      "\t\tif false && res.NeedsInput() {\n",
+		Packages: []string{"./internal/mcp"},
+		Tests:    []string{"TestAServersQuestionFailsTheCallSayingWhatItAsked"},
+	},
 }
