@@ -41,8 +41,8 @@ type server struct {
 
 func newServer(cfg ServerConfig, opts Options) (*server, error) {
 	s := &server{
-		cfg:    cfg,
-		opts:   opts,
+		cfg:  cfg,
+		opts: opts,
 		// A server's question in a call's answer (an input-required
 		// result) comes back to the call, which says so (see runner),
 		// rather than to a handler oncerun does not have.
