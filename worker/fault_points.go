@@ -296,7 +296,10 @@ func (o *faultWorkflowOutbound) ExecuteChildWorkflow(ctx workflow.Context, child
 		fire: func(ctx workflow.Context) { o.w.fire(ctx, f, fields...) }}}
 }
 
-// faultChildFuture is a child run's future whose start fires a fault.
+// faultChildFuture is a child run's future whose start fires a fault. Its
+// GetChildWorkflowExecution is a future the SDK did not make, which only
+// Get may read: a workflow.Selector would refuse it, and run code that
+// selects on a child's start must not carry child-started.
 type faultChildFuture struct {
 	workflow.ChildWorkflowFuture
 	started workflow.Future

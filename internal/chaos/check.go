@@ -424,20 +424,22 @@ func (h *harness) decisionsOfRecord(ctx context.Context) (map[waitRef]workflows.
 	excepted := map[stepRef]bool{}
 	for _, d := range records {
 		ref := stepRef{runID: d.RunID, step: d.Step}
-		key := waitRef{ref, max(d.Round, 1)}
-		if _, twice := out[key]; twice {
-			h.violate("run %s step %d round %d: more than one decision of record in the approvals audit", d.RunID, d.Step, key.round)
-		}
-		out[key] = workflows.Decision(d.Decision)
+		out[waitRef{ref, max(d.Round, 1)}] = workflows.Decision(d.Decision)
 		if d.Exception {
 			excepted[ref] = true
 		}
 	}
+	// Every decision the API accepted is the audit's decision of record of
+	// its wait (the audit holds one per wait: a unique index).
 	h.mu.Lock()
-	for key := range h.decided {
-		if _, ok := out[key]; !ok {
+	for key, sent := range h.decided {
+		switch got, ok := out[key]; {
+		case !ok:
 			h.counts.violations = append(h.counts.violations, fmt.Sprintf("run %s step %d round %d: the API accepted a decision the approvals audit does not hold",
 				key.runID, key.step, key.round))
+		case got != sent:
+			h.counts.violations = append(h.counts.violations, fmt.Sprintf("run %s step %d round %d: the API accepted %s, and the approvals audit holds %s",
+				key.runID, key.step, key.round, sent, got))
 		}
 	}
 	h.mu.Unlock()

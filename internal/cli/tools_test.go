@@ -152,7 +152,7 @@ func TestToolsShowWhereEachMCPPropertyCameFrom(t *testing.T) {
 	assert.Equal(t, "read", find.Class)
 	assert.Equal(t, "annotation", find.ClassFrom, "readOnlyHint makes a read")
 	assert.True(t, find.Hints["readOnlyHint"])
-	assert.Equal(t, "default", open.ClassFrom)
+	assert.Equal(t, "configuration", open.ClassFrom, "a paired read is said of an effect")
 	assert.Equal(t, "annotation", open.ApprovalFrom, "destructiveHint false: no approval")
 	assert.False(t, open.Hints["destructiveHint"])
 	assert.Equal(t, "configuration", issue.ApprovalFrom)
@@ -164,5 +164,6 @@ func TestToolsShowWhereEachMCPPropertyCameFrom(t *testing.T) {
 	out, err = run(t, env, "tools")
 	require.NoError(t, err, out)
 	assert.Regexp(t, `desk_find_ticket\s+mcp desk \(http, tool find_ticket\)\s+read \(annotation\)\s+never \(default\)`, out)
-	assert.Regexp(t, `desk_open_ticket\s+.*external \(default\)\s+never \(annotation\)\s+once`, out)
+	assert.Regexp(t, `desk_open_ticket\s+mcp desk \(http, tool open_ticket\)\s+external\s+never \(annotation\)\s+once`, out)
+	assert.Regexp(t, `desk_issue_voucher\s+mcp desk \(http, tool issue_voucher\)\s+external \(default\)\s+always\s`, out)
 }

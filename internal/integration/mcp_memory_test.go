@@ -112,6 +112,8 @@ func TestServerMemoryFromNPM(t *testing.T) {
 	assert.True(t, settled.Found, "the step was settled by the paired read, not sent again: %s", s.Result)
 	require.Len(t, settled.Answer.Entities, 1)
 	assert.Equal(t, "order-1001", settled.Answer.Entities[0].Name)
+	// The server makes an entity of a name once, resent or not: the
+	// result above, the read's answer, is what shows nothing was resent.
 	assert.Equal(t, map[string]int{"order-1001": 1}, entitiesIn(t, memory), "one entity, counted in the server's own file")
 	assert.Equal(t, 1, e.count("idempotency_keys", "key = $1 AND state = 'completed'", s.Key))
 }

@@ -43,9 +43,11 @@ func TestAnnotationsAreDefaultsAndTheConfigurationTheWordOfRecord(t *testing.T) 
 		{"mem_read_graph", tools.ClassRead, false, mcp.FromAnnotation, mcp.FromDefault},
 		{"mem_delete_entities", tools.ClassRead, false, mcp.FromConfig, mcp.FromDefault},
 		{"mem_add_note", tools.ClassExternal, false, mcp.FromDefault, mcp.FromAnnotation},
-		{"mem_forget", tools.ClassExternal, true, mcp.FromDefault, mcp.FromAnnotation},
+		{"mem_forget", tools.ClassExternal, true, mcp.FromDefault, mcp.FromDefault},
 		{"mem_wipe", tools.ClassExternal, false, mcp.FromDefault, mcp.FromConfig},
-		{"mem_echo", tools.ClassExternal, false, mcp.FromConfig, mcp.FromAnnotation},
+		// Classed an effect by the file, read-only by its server: an
+		// effect, which is destructive unless the server says otherwise.
+		{"mem_echo", tools.ClassExternal, true, mcp.FromConfig, mcp.FromDefault},
 		// Unlisted: a read-only tool is a read, any other waits for a person.
 		{"mem_mystery", tools.ClassExternal, true, mcp.FromDefault, mcp.FromUnlisted},
 	} {
@@ -174,4 +176,40 @@ func TestAPairedReadMappingIsCheckedAndMayCompareAValue(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `paired_read args.names: "entities/*/name" is not a JSON Pointer`)
 	assert.Contains(t, err.Error(), `paired_read found.pointer "/entities/*": a * belongs in args`)
+}
+
+// A tool the file says only what an effect has (a paired read, amounts, a
+// key its server honours) stays an effect though its server annotates it
+// readOnlyHint, with a warning: a hint never turns a keyed, approved
+// effect into an unkeyed read.
+func TestAToolConfiguredAsAnEffectStaysOneWhateverItsHint(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, annotated)
+	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"read_graph": {PairedRead: mcp.PairedRead{Tool: "echo"}},
+		"echo":       {},
+	}))
+	graph := toolOf(t, d, "mem_read_graph")
+	assert.Equal(t, tools.ClassExternal, graph.Class)
+	assert.Equal(t, "mem_echo", graph.PairedRead)
+	assert.Equal(t, mcp.FromConfig, d.Sources["mem_read_graph"].ClassFrom)
+	require.Len(t, d.Warnings, 1)
+	assert.Contains(t, d.Warnings[0], `tool "read_graph" is configured as an effect (paired_read, idempotent, amounts or edits), and the server annotates it readOnlyHint`)
+}
+
+// A mapped read whose answer has no value where the mapping looks (a
+// wrapped result, an error sent as text) cannot tell: it is an error, so
+// that the step waits for a person rather than being sent again.
+func TestAMappedReadThatCannotTellIsAnError(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, graph)
+	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
+			Args: map[string]string{"names": "/entities/*/name"}, Found: &mcp.FoundRule{Pointer: "/result/entities"}}},
+		"open_nodes": {},
+	}))
+	err := run(t, toolOf(t, d, "mem_create_entities_found"), callOf(t, "mem_create_entities", 1,
+		`{"entities":[{"name":"Ada","entityType":"person","observations":[]}]}`), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "paired read open_nodes answered without /result/entities, so it cannot tell whether the effect exists")
 }

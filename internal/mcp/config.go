@@ -140,6 +140,13 @@ type Probe struct {
 	Args map[string]any `json:"args"`
 }
 
+// effectOnly reports whether the configuration says of the tool what only
+// an effect has: a paired read, a key its server honours (or a probe of
+// that), amounts, an edit rule.
+func (t ToolConfig) effectOnly() bool {
+	return !t.PairedRead.IsZero() || t.Idempotent || t.KeyLifetime != 0 || t.Probe != nil || len(t.Amounts) > 0 || t.Edits != ""
+}
+
 // Amount is an argument that is a sum of money, in minor units, and the
 // argument holding its ISO 4217 currency code.
 type Amount struct {
@@ -157,7 +164,9 @@ var editRules = map[string]tools.EditRule{
 // "above": 10000} asking for approval when that top-level argument is above
 // the number (or is missing: a call without it is not known to be small).
 type Approval struct {
-	// Rule is "never", "always" or "above". Empty means never.
+	// Rule is "never", "always" or "above". Empty means the file does not
+	// say: the tool's class and annotations decide (an external tool waits
+	// for a person unless its server says destructiveHint: false).
 	Rule string
 	// Field and Above are the argument and the threshold of rule "above".
 	Field string

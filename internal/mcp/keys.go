@@ -134,7 +134,12 @@ func (c *keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.Result != nil {
 		if id, _ := c.initialize.Load().(string); id != "" && id == fmt.Sprint(resp.ID.Raw()) {
-			c.srv.declared.Store(declaresIdempotency(resp.Result))
+			// Once declared, the field is sent for good: the tools built
+			// then promise once on it, and a server that stops declaring
+			// the capability ignores a member it does not know.
+			if declaresIdempotency(resp.Result) {
+				c.srv.declared.Store(true)
+			}
 		}
 	}
 	return msg, err
@@ -181,25 +186,33 @@ func (s *server) sendField() bool {
 	return s.declared.Load()
 }
 
-// probe calls tool twice under one fresh key with the probe's arguments:
-// a server that honours the key answers the second call as the first. An
-// answer unlike the first is a second effect, and the claim false.
+// probe calls tool twice under one fresh key with the probe's arguments,
+// then once under another: a server that honours the key answers the
+// second call as the first. An answer unlike the first is a second effect,
+// and the claim false. When the third answers as the first too, the
+// answers cannot tell a server that honours keys from one that answers
+// every call alike, and the claim stays unverified.
 func probe(ctx context.Context, srv *server, tool string, p *Probe, opts Options) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*opts.ConnectTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 3*opts.ConnectTimeout)
 	defer cancel()
 	args, err := json.Marshal(p.Args)
 	if err != nil {
 		return false, fmt.Errorf("%s: tool %q: probe args: %w", srv.describe(), tool, err)
 	}
-	key := "oncerun-probe/" + srv.cfg.Name + "/" + tool + "/" + uuid.NewString()
-	var answers [2]json.RawMessage
-	for i := range answers {
+	first := "oncerun-probe/" + srv.cfg.Name + "/" + tool + "/" + uuid.NewString()
+	keys := []string{first, first, "oncerun-probe/" + srv.cfg.Name + "/" + tool + "/" + uuid.NewString()}
+	answers := make([]json.RawMessage, len(keys))
+	for i, key := range keys {
 		res, err := srv.call(ctx, tool, args, key, true)
-		if err == nil && res.IsError {
+		switch {
+		case err != nil:
+		case res.NeedsInput():
+			err = fmt.Errorf("it asked for input (%s)", questions(res))
+		case res.IsError:
 			err = fmt.Errorf("it answered an error: %s", contentText(res.Content))
 		}
 		if err != nil {
-			return false, fmt.Errorf("%s: tool %q: the probe of its idempotent: true claim, call %d of 2: %w", srv.describe(), tool, i+1, err)
+			return false, fmt.Errorf("%s: tool %q: the probe of its idempotent: true claim, call %d of %d: %w", srv.describe(), tool, i+1, len(keys), err)
 		}
 		v, err := result(res)
 		if err != nil {
@@ -208,14 +221,14 @@ func probe(ctx context.Context, srv *server, tool string, p *Probe, opts Options
 		if answers[i], err = json.Marshal(v); err != nil {
 			return false, err
 		}
+		if i == 1 && !sameJSON(answers[0], answers[1]) {
+			return false, fmt.Errorf("%s: tool %q is configured idempotent: true, but the probe at start called it twice under one key "+
+				"and the second answer differs from the first (%s, then %s): the server made a second effect, so it does not honour the key "+
+				"where oncerun sends it (see idempotency_key); drop idempotent: true, or give a paired read",
+				srv.describe(), tool, cut(string(answers[0]), 120), cut(string(answers[1]), 120))
+		}
 	}
-	if !sameJSON(answers[0], answers[1]) {
-		return false, fmt.Errorf("%s: tool %q is configured idempotent: true, but the probe at start called it twice under one key "+
-			"and the second answer differs from the first (%s, then %s): the server made a second effect, so it does not honour the key "+
-			"where oncerun sends it (see idempotency_key); drop idempotent: true, or give a paired read",
-			srv.describe(), tool, cut(string(answers[0]), 120), cut(string(answers[1]), 120))
-	}
-	return true, nil
+	return !sameJSON(answers[0], answers[2]), nil
 }
 
 // sameJSON reports whether two JSON documents hold the same value.

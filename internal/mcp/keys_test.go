@@ -102,7 +102,7 @@ func TestAProbeChecksAnIdempotencyClaimAtStart(t *testing.T) {
 	assert.Empty(t, s.Ledger.refunds, "asking for the tools makes no effect")
 	d = loadProbing(t, cfg)
 	assert.Equal(t, mcp.KeyVerified, d.Sources["pay_refund"].KeyClaim)
-	assert.Len(t, s.Ledger.refunds, 1, "the probe made one refund, as a server that honours the key does")
+	assert.Len(t, s.Ledger.refunds, 2, "the probe made one refund under each of its two keys, as a server that honours keys does")
 
 	s, cfg = probed(ignoring)
 	_, err := mcp.Load(t.Context(), mcp.Config{Servers: []mcp.ServerConfig{cfg}}, mcp.Options{Probe: true})
@@ -114,6 +114,26 @@ func TestAProbeChecksAnIdempotencyClaimAtStart(t *testing.T) {
 
 	d = load(t, httpConfig("pay", startHTTP(t, ignoring).URL, payTools(true)))
 	assert.Equal(t, mcp.KeyUnverified, d.Sources["pay_refund"].KeyClaim, "the file's word alone")
+
+	// A tool that answers every call alike cannot be told from one that
+	// honours keys: the claim stays unverified, and the start goes on.
+	probe := &mcp.Probe{Args: map[string]any{}}
+	d = loadProbing(t, httpConfig("mem", startHTTP(t, annotated).URL, map[string]mcp.ToolConfig{
+		"add_note": {Idempotent: true, Probe: probe}}))
+	assert.Equal(t, mcp.KeyUnverified, d.Sources["mem_add_note"].KeyClaim, "the same answer under another key proves nothing")
+
+	// A tool that asks a question answers no probe.
+	_, err = mcp.Load(t.Context(), mcp.Config{Servers: []mcp.ServerConfig{httpConfig("shop", asked(t).URL, map[string]mcp.ToolConfig{
+		"order_shirt": {Idempotent: true, Probe: probe}})}}, mcp.Options{Probe: true})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `the probe of its idempotent: true claim, call 1 of 3: it asked for input (size: "Which size?")`)
+}
+
+// asked is a server whose order_shirt answers with a question.
+func asked(t *testing.T) *httpServer {
+	s := startHTTP(t, asking)
+	s.asksRaw.Store(true)
+	return s
 }
 
 // The convention is checked with the configuration.
@@ -165,8 +185,7 @@ func TestAStdioServerGetsTheKeyUnderTheConfiguredName(t *testing.T) {
 // sent again.
 func TestAServersQuestionFailsTheCallSayingWhatItAsked(t *testing.T) {
 	t.Parallel()
-	s := startHTTP(t, asking)
-	s.asksRaw = true
+	s := asked(t)
 	d := load(t, httpConfig("shop", s.URL, map[string]mcp.ToolConfig{"order_shirt": {}}))
 	err := run(t, toolOf(t, d, "shop_order_shirt"), callOf(t, "shop_order_shirt", 1, `{}`), nil)
 	require.Error(t, err)

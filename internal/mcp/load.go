@@ -287,7 +287,7 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 			continue
 		}
 		classOf[name] = t.Class
-		src.Warnings = contradictions(srv, name, src)
+		src.Warnings = contradictions(srv, name, t.Class, src)
 		d.Warnings = append(d.Warnings, src.Warnings...)
 		if p := sc.Tools[name].Probe; p != nil && opts.Probe && src.KeyClaim == KeyUnverified {
 			verified, err := probe(ctx, srv, name, p, opts)
@@ -377,6 +377,11 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 	switch {
 	case tc.Class != "":
 		t.Class, src.ClassFrom = tc.Class, FromConfig
+	case tc.effectOnly():
+		// What the file says of the tool is said of an effect (a paired
+		// read, a key the server honours, amounts, edits): a server's
+		// readOnlyHint does not make it a read.
+		src.ClassFrom = FromConfig
 	case hints.ReadOnly:
 		t.Class, src.ClassFrom = tools.ClassRead, FromAnnotation
 	default:
@@ -401,11 +406,12 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 			src.ApprovalFrom = FromConfig
 		case t.Class == tools.ClassRead:
 			src.ApprovalFrom = FromDefault
-		case hints.destructive():
-			// The specification takes a tool that is not read-only to be
-			// destructive unless it says otherwise: a person looks first.
+		case hints.Destructive:
+			// The specification takes a tool to be destructive unless it
+			// says otherwise, and an external tool is one with an effect
+			// whatever its readOnlyHint says: a person looks first.
 			t.Approval, src.ApprovalFrom = tools.Always(), FromDefault
-			if hints.Annotated {
+			if mt.Annotations != nil && mt.Annotations.DestructiveHint != nil {
 				src.ApprovalFrom = FromAnnotation
 			}
 		default:
@@ -447,13 +453,16 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 
 // contradictions names each configured property of a tool that its
 // server's annotations contradict.
-func contradictions(srv *server, tool string, src Source) []string {
+func contradictions(srv *server, tool string, class tools.Class, src Source) []string {
 	h := src.Hints
 	if !h.Annotated || src.ClassFrom != FromConfig {
 		return nil
 	}
 	tc := srv.cfg.Tools[tool]
 	switch {
+	case class == tools.ClassExternal && tc.Class == "" && h.ReadOnly:
+		return []string{fmt.Sprintf("%s: tool %q is configured as an effect (paired_read, idempotent, amounts or edits), "+
+			"and the server annotates it readOnlyHint: oncerun follows the configuration and keys its calls as effects", srv.describe(), tool)}
 	case tc.Class == tools.ClassRead && h.destructive():
 		return []string{fmt.Sprintf("%s: tool %q is configured class: read, and the server annotates it destructive "+
 			"(readOnlyHint false, destructiveHint true or left out): oncerun follows the configuration, so its calls need no approval "+

@@ -13,6 +13,7 @@ import (
 	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -40,8 +41,9 @@ type PairedRead struct {
 }
 
 // FoundRule says the effect exists when the read's answer has, at Pointer,
-// a value that is non-empty (not missing, null, false, "", [] or {}), or,
-// with Equals, that value.
+// a value that is non-empty (not null, false, "", [] or {}), or, with
+// Equals, that value. An answer without a value at Pointer cannot tell,
+// and is an error: the step waits for a person rather than sending again.
 type FoundRule struct {
 	Pointer string         `json:"pointer"`
 	Equals  jsontext.Value `json:"equals,omitempty"`
@@ -185,15 +187,18 @@ func (p PairedRead) found(read string, answer json.RawMessage) (bool, error) {
 	}
 	toks, _ := tokens(p.Found.Pointer)
 	v, ok := at(doc, toks)
+	if !ok {
+		// An answer of another shape (a wrapped result, an error sent as
+		// text) cannot tell: not found would send the call again.
+		return false, fmt.Errorf("paired read %s answered without %s, so it cannot tell whether the effect exists: %s",
+			read, cmp.Or(p.Found.Pointer, "a value"), untrusted.Cut(string(answer), 200))
+	}
 	if len(p.Found.Equals) > 0 {
 		var want any
 		if err := json.Unmarshal(p.Found.Equals, &want); err != nil {
 			return false, err
 		}
-		return ok && reflect.DeepEqual(v, want), nil
-	}
-	if !ok {
-		return false, nil
+		return reflect.DeepEqual(v, want), nil
 	}
 	switch v := v.(type) {
 	case nil:

@@ -338,7 +338,7 @@ type httpServer struct {
 	// asksRaw answers each tools/call with a question of the 2026-07-28
 	// protocol (an input-required result), whatever the session
 	// negotiated.
-	asksRaw  bool
+	asksRaw  atomic.Bool
 	fieldsMu sync.Mutex
 	fields   []string
 }
@@ -468,7 +468,7 @@ func (s *httpServer) serve(w http.ResponseWriter, r *http.Request) {
 		s.serveDeclaring(h, w, r)
 		return
 	}
-	if s.asksRaw && s.answerWithAQuestion(w, r) {
+	if s.asksRaw.Load() && s.answerWithAQuestion(w, r) {
 		return
 	}
 	if r.Method != http.MethodPost || !s.dropAnswer.Load() {

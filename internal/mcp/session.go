@@ -27,8 +27,8 @@ type server struct {
 	client *mcpsdk.Client
 	// bearer is the token sent to an http server, read once at Load.
 	bearer string
-	// declared says the server declared the tools.idempotency capability
-	// (SEP-3182) when it was last connected to.
+	// declared says the server has declared the tools.idempotency
+	// capability (SEP-3182) in a handshake since the worker started.
 	declared atomic.Bool
 
 	mu     sync.Mutex
