@@ -135,10 +135,14 @@ func (p runPlan) calls() []planner.Call {
 			"amount_cents": p.refundCents, "currency": planCurrency, "reason": creditReason})},
 	}
 	if p.delegate {
-		for i, agent := range map[int]string{stepCredit - 1: agentCredits, stepRefund - 1: agentRefunds} {
-			calls[i] = planner.Call{Tool: agents.ToolPrefix + agent, Args: args(map[string]any{
-				"goal": fmt.Sprintf("%s for order %s", calls[i].Tool, p.orderID), "plan": []planner.Call{calls[i]}})}
+		// The step calls the sub-agent, whose child run's plan is the call.
+		delegate := func(step int64, agent string) {
+			c := calls[step-1]
+			calls[step-1] = planner.Call{Tool: agents.ToolPrefix + agent, Args: args(map[string]any{
+				"goal": fmt.Sprintf("%s for order %s", c.Tool, p.orderID), "plan": []planner.Call{c}})}
 		}
+		delegate(stepCredit, agentCredits)
+		delegate(stepRefund, agentRefunds)
 	}
 	return calls
 }

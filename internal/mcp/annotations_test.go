@@ -117,12 +117,7 @@ func TestAPairedReadMayBeAReadByItsAnnotation(t *testing.T) {
 // and the read's answer, like any paired read.
 func TestAPairedReadByMappingAsksAReadThatAnswersWhatItFinds(t *testing.T) {
 	t.Parallel()
-	s := startHTTP(t, graph)
-	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
-		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
-			Args: map[string]string{"names": "/entities/*/name"}, Found: &mcp.FoundRule{Pointer: "/entities"}}},
-		"open_nodes": {},
-	}))
+	_, d := graphWith(t, &mcp.FoundRule{Pointer: "/entities"})
 	create := toolOf(t, d, "mem_create_entities")
 	assert.Equal(t, "mem_create_entities_found", create.PairedRead)
 	assert.Equal(t, tools.GuaranteeOnce, create.Guarantee(), "a paired read can tell")
@@ -153,13 +148,7 @@ func TestAPairedReadByMappingAsksAReadThatAnswersWhatItFinds(t *testing.T) {
 // pointers are checked with the configuration.
 func TestAPairedReadMappingIsCheckedAndMayCompareAValue(t *testing.T) {
 	t.Parallel()
-	s := startHTTP(t, graph)
-	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
-		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
-			Args:  map[string]string{"names": "/entities/*/name"},
-			Found: &mcp.FoundRule{Pointer: "/entities/0/name", Equals: jsontext.Value(`"Ada"`)}}},
-		"open_nodes": {},
-	}))
+	s, d := graphWith(t, &mcp.FoundRule{Pointer: "/entities/0/name", Equals: jsontext.Value(`"Ada"`)})
 	create, check := toolOf(t, d, "mem_create_entities"), toolOf(t, d, "mem_create_entities_found")
 	args := `{"entities":[{"name":"Ada","entityType":"person","observations":[]}]}`
 	require.NoError(t, run(t, create, callOf(t, create.Name, 1, args), nil))
@@ -202,14 +191,22 @@ func TestAToolConfiguredAsAnEffectStaysOneWhateverItsHint(t *testing.T) {
 // that the step waits for a person rather than being sent again.
 func TestAMappedReadThatCannotTellIsAnError(t *testing.T) {
 	t.Parallel()
-	s := startHTTP(t, graph)
-	d := load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
-		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
-			Args: map[string]string{"names": "/entities/*/name"}, Found: &mcp.FoundRule{Pointer: "/result/entities"}}},
-		"open_nodes": {},
-	}))
+	_, d := graphWith(t, &mcp.FoundRule{Pointer: "/result/entities"})
 	err := run(t, toolOf(t, d, "mem_create_entities_found"), callOf(t, "mem_create_entities", 1,
 		`{"entities":[{"name":"Ada","entityType":"person","observations":[]}]}`), nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "paired read open_nodes answered without /result/entities, so it cannot tell whether the effect exists")
+}
+
+// graphWith serves the graph server and loads its create_entities with a
+// paired read by mapping: open_nodes asked for the call's entity names,
+// found as found says.
+func graphWith(t *testing.T, found *mcp.FoundRule) (*httpServer, mcp.Discovered) {
+	t.Helper()
+	s := startHTTP(t, graph)
+	return s, load(t, httpConfig("mem", s.URL, map[string]mcp.ToolConfig{
+		"create_entities": {PairedRead: mcp.PairedRead{Tool: "open_nodes",
+			Args: map[string]string{"names": "/entities/*/name"}, Found: found}},
+		"open_nodes": {},
+	}))
 }

@@ -133,7 +133,10 @@ func (c *keyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 func (c *keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.Result != nil {
+		// Only the handshake's answer is read: the id is cleared once
+		// it came, so that the calls' answers pass untouched.
 		if id, _ := c.initialize.Load().(string); id != "" && id == fmt.Sprint(resp.ID.Raw()) {
+			c.initialize.Store("")
 			// Once declared, the field is sent for good: the tools built
 			// then promise once on it, and a server that stops declaring
 			// the capability ignores a member it does not know.

@@ -301,12 +301,13 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 		}
 		errs = append(errs, d.addTool(t, src)...)
 		if pr := sc.Tools[name].PairedRead; pr.mapped() {
-			if read := t.Name + mappedReadSuffix; len(read) > tools.MaxNameLen {
+			// buildTool named the read that stands for the mapping.
+			if read := t.PairedRead; len(read) > tools.MaxNameLen {
 				errs = append(errs, fmt.Errorf("%s: tool %q: its mapped paired read would be named %s, %d bytes, past the limit of %d: give the server a shorter name",
 					srv.describe(), name, read, len(read), tools.MaxNameLen))
 				continue
 			}
-			errs = append(errs, d.addTool(mappedRead(srv, t, pr, t.Name+mappedReadSuffix),
+			errs = append(errs, d.addTool(mappedRead(srv, t, pr, t.PairedRead),
 				Source{Server: sc.Name, Transport: sc.Transport, Tool: pr.Tool, ClassFrom: FromConfig, ApprovalFrom: FromDefault})...)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -215,9 +214,6 @@ func (p PairedRead) found(read string, answer json.RawMessage) (bool, error) {
 	return true, nil
 }
 
-// errNoAnswer is a mapped read's answer that cannot be read as JSON.
-var errNoAnswer = errors.New("the paired read's answer is not JSON")
-
 // mappedRead is the oncerun read tool that stands for a mapped paired read
 // of effect: it takes the effect's arguments, calls the server's read with
 // the mapped ones and answers {"found": bool, "answer": <the read's
@@ -245,7 +241,7 @@ func mappedRead(srv *server, effect tools.Tool, p PairedRead, name string) tools
 			}
 			answer, err := json.Marshal(res)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", errNoAnswer, err)
+				return nil, fmt.Errorf("the paired read's answer is not JSON: %w", err)
 			}
 			found, err := p.found(p.Tool, answer)
 			if err != nil {
