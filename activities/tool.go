@@ -15,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/questions"
 	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/tools"
 )
@@ -39,6 +40,10 @@ type ToolInput struct {
 	// budget and the tenant's caps. A run that does not set it (one begun
 	// before limits) has its amounts counted, but never parked.
 	Spend *SpendInput `json:"spend,omitempty"`
+	// Reply, set once a person answered the questions the tool's server
+	// asked in an earlier attempt's answer (ToolOutput.Question), is sent
+	// back with the call.
+	Reply *Reply `json:"reply,omitempty"`
 }
 
 // SpendInput is what a step's charge needs of its run.
@@ -82,6 +87,11 @@ type ToolOutput struct {
 	// Parked is set, and nothing else, when the step would cross a spend
 	// limit (only for an input with Spend set).
 	Parked *Parked `json:"parked,omitempty"`
+	// Question is set, and nothing else, when the tool's server answered
+	// that it needs a person's input before it completes the call: it
+	// completed nothing, and the run waits for an answer to send back
+	// (ToolInput.Reply).
+	Question *Question `json:"question,omitempty"`
 }
 
 // RunTool executes one step under its key, by the tool's effect class:
@@ -121,6 +131,15 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		return ToolOutput{}, temporalError(err)
 	}
 	call := tools.Call{Key: key, Args: p.Args, ArgsHash: p.ArgsHash}
+	if in.Reply != nil {
+		ctx = questions.WithReply(ctx, *in.Reply)
+	}
+	if !tool.Local() && a.Pool != nil {
+		// A server that asks a person over its live session is answered
+		// through the inbox while this attempt lives.
+		ctx = questions.WithLive(ctx, a.askLive(in, key))
+		a.loseLiveQuestions(ctx, in)
+	}
 	claim := idempotency.Claim{Key: key, ArgsHash: p.ArgsHash, Retention: tool.Retention, Lease: tool.Timeout + leaseMargin}
 	charge, charged, err := chargeOf(in, key, tool, p.Args)
 	if err != nil {
@@ -215,6 +234,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		}
 	default:
 		err = fmt.Errorf("tool %s has unknown class %q: %w", tool.Name, tool.Class, tools.ErrInvalidTool)
+	}
+	if asked, ok := askedOf(err); ok && tool.Class != tools.ClassNatural && tool.Class != tools.ClassKeyed {
+		// Nothing was completed; the run waits for a person's answer.
+		st.called(a.Metrics, in.Tool, metrics.OutcomeAsked)
+		log.Info("the tool's server asks a person before it completes the call", zap.String("question", asked.Summary()))
+		return ToolOutput{Question: asked}, nil
 	}
 	if err != nil {
 		outcome = failureOutcome(err)

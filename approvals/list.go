@@ -47,8 +47,10 @@ type Hop = approvalstore.Hop
 // Item is a step that asked for approval, or whose outcome waits to be
 // resolved, as the approvals list shows it.
 type Item struct {
-	// Kind is KindApproval, or KindOutcomeUnknown for a step whose outcome
-	// waits to be resolved (listed under needs_resolution).
+	// Kind is KindApproval, KindQuestion for a step whose tool's server
+	// asked a person questions (listed as pending), or KindOutcomeUnknown
+	// for a step whose outcome waits to be resolved (listed under
+	// needs_resolution).
 	Kind     string          `json:"kind"`
 	RunID    string          `json:"run_id"`
 	Step     int64           `json:"step"`
@@ -106,6 +108,9 @@ type Item struct {
 	// Resolution says what was sent, when, and what is known, for an item
 	// of KindOutcomeUnknown.
 	Resolution *ResolutionInfo `json:"resolution,omitempty"`
+	// Question is what a step's server asked, for an item of KindQuestion
+	// (listed as pending).
+	Question *QuestionInfo `json:"question,omitempty"`
 }
 
 // ItemEdit is what an edit put in place of a step's proposed arguments.
@@ -168,6 +173,15 @@ func (s *Server) list(ctx context.Context, tenant string, q ListQuery) ([]Item, 
 			it.Problem = problem(it)
 		}
 		items = append(items, it)
+	}
+	if view == ViewPending {
+		// Steps whose server asked a person: their own query, on their
+		// own index.
+		asked, err := s.pendingQuestions(ctx, tenant, now, limit)
+		if err != nil {
+			return nil, err
+		}
+		items = mergeByDeadline(items, asked, limit)
 	}
 	if view == ViewNeedsResolution {
 		// Steps whose outcome is unknown: their own query, on their own

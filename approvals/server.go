@@ -165,6 +165,7 @@ func (s *Server) Handler() http.Handler {
 	api("/v1/runs/{run_id}/steps/{step}/reject", http.MethodPost, s.decideAPI("reject"))
 	api("/v1/runs/{run_id}/steps/{step}/edit", http.MethodPost, s.editAPI)
 	api("/v1/runs/{run_id}/steps/{step}/resolve", http.MethodPost, s.resolveAPI)
+	api("/v1/runs/{run_id}/steps/{step}/answer", http.MethodPost, s.answerAPI)
 	api("/v1/runs/{run_id}/steps/{step}/check", http.MethodPost, s.checkAPI)
 	api("/v1/runs/{run_id}/cancel", http.MethodPost, s.controlAPI(approvalstore.ActionCancel))
 	api("/v1/runs/{run_id}/pause", http.MethodPost, s.controlAPI(approvalstore.ActionPause))

@@ -67,6 +67,14 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 			r.onResolve(ctx, sig)
 		}
 	})
+	answers := workflow.GetSignalChannel(ctx, SignalAnswer)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var sig Answer
+			answers.Receive(ctx, &sig)
+			r.onAnswer(ctx, sig)
+		}
+	})
 
 	if err := r.registerControls(ctx); err != nil {
 		return Status{}, err
@@ -92,6 +100,13 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 				break
 			}
 			r.onResolve(ctx, sig)
+		}
+		for {
+			var sig Answer
+			if !answers.ReceiveAsync(&sig) {
+				break
+			}
+			r.onAnswer(ctx, sig)
 		}
 		// A control from the parent is not dropped with this generation:
 		// a cancel ends the run here, a pause or resume goes with it.
@@ -226,7 +241,8 @@ func (r *run) appliedIntent(tool, argsHash string) *Step {
 // the step's key (with the round after a person answered not_applied, for
 // a new activity).
 func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (activities.ToolOutput, error) {
-	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash}
+	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
+		Reply: s.reply}
 	if r.limits {
 		in.Spend = &activities.SpendInput{Budget: r.in.Limits.Spend, Exception: s.Limit != nil && s.Limit.Exception}
 		if p := r.in.Parent; p != nil {
@@ -244,10 +260,15 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	switch {
 	case round > 0:
 		opts.ActivityID = fmt.Sprintf("%s#%d", s.Key, round+1)
+	case s.sendReply:
+		// The attempt that sends a round's answers is an activity of its
+		// own.
+		opts.ActivityID = fmt.Sprintf("%s#input%d", s.Key, len(s.Questions))
 	case s.Limit != nil && s.Approval != nil:
 		// A step that waited at a limit runs again in a new activity.
 		opts.ActivityID = fmt.Sprintf("%s#limit%d", s.Key, s.Approval.Round)
 	}
+	s.sendReply = false
 	opts.StartToCloseTimeout = call.Timeout
 	var out activities.ToolOutput
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, in).Get(ctx, &out)

@@ -108,6 +108,9 @@ func (r *run) stopSteps(ctx workflow.Context) {
 		switch {
 		case s.State == StepPendingApproval:
 			s.State, s.Error, s.FinishedAt = StepCancelled, "approval withdrawn: "+r.stopReason(), now
+		case s.State == StepWaitingForInput:
+			// Its call completed nothing: the questions are withdrawn.
+			s.State, s.Error, s.FinishedAt = StepCancelled, "questions withdrawn: "+r.stopReason(), now
 		case s.State == StepApproved, s.State == StepRunning && s.StartedAt.IsZero():
 			s.State, s.Error, s.FinishedAt = StepCancelled, "not started: "+r.stopReason(), now
 		}
@@ -297,6 +300,10 @@ func (r *run) settle() {
 			// waiting can decide it.
 			if state == RunRunning && s.Approval != nil && s.Approval.recorded {
 				state = RunWaitingForApproval
+			}
+		case StepWaitingForInput:
+			if state == RunRunning {
+				state = RunWaitingForInput
 			}
 		}
 	}

@@ -217,6 +217,8 @@ func ended(st Step) string {
 		return "running: it ends on its own terms"
 	case StepPendingApproval:
 		return "waiting for approval"
+	case StepWaitingForInput:
+		return "waiting for an answer to its server's questions"
 	}
 	if st.Error != "" {
 		return string(st.State) + ": " + st.Error

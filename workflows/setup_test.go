@@ -63,6 +63,9 @@ type harness struct {
 	// park, when set before the run, is called at each RunTool attempt: a
 	// non-nil answer is the attempt's (the step would cross a limit).
 	park func(in activities.ToolInput) *activities.Parked
+	// onQuestion, when set before the run, is called at each RunTool
+	// attempt: a non-nil answer is the attempt's (its server asks).
+	onQuestion func(in activities.ToolInput) *activities.Question
 	// approvalErr, when set before the run, is what every RequestApproval
 	// attempt returns; requestErr, when set, what the attempts of one step
 	// return; requestTime is how long each attempt takes.
@@ -180,6 +183,11 @@ func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activitie
 	if h.park != nil {
 		if p := h.park(in); p != nil {
 			return activities.ToolOutput{Parked: p}, nil
+		}
+	}
+	if h.onQuestion != nil {
+		if q := h.onQuestion(in); q != nil {
+			return activities.ToolOutput{Question: q}, nil
 		}
 	}
 	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)

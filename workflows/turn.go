@@ -397,26 +397,36 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 	return r.observation(s, planner.OutcomeDone), true, nil
 }
 
-// parkedAtLimit handles a step whose attempt answered parked: it would
-// cross a money limit, nothing ran, and it waits for an approver, holding
-// no slot. Approved (an exception) or edited, it runs again, as often as
-// it parks. It updates *out and *err with the last attempt's answer;
-// ended reports that the step ended without running (rejected, expired,
-// cancelled, or edited into an intent an earlier step applied), with o
-// its observation.
+// parkedAtLimit handles what a step's attempt may answer short of a
+// result: parked (it would cross a money limit, nothing ran, and it waits
+// for an approver, holding no slot; approved, as an exception, or edited,
+// it runs again, as often as it parks), or asked (its server needs a
+// person's answer before it completes the call, which completed nothing;
+// answered, the call runs again with the answers). It updates *out and
+// *err with the last attempt's answer; ended reports that the step ended
+// without running (rejected, expired, cancelled, unanswered, or edited
+// into an intent an earlier step applied), with o its observation.
 func (r *run) parkedAtLimit(ctx workflow.Context, s *Step, sl *slot, call activities.PlannedCall, parallel bool,
 	out *activities.ToolOutput, err *error) (o planner.Observation, ended bool, runErr error) {
-	for *err == nil && out.Parked != nil {
+	for *err == nil && (out.Parked != nil || out.Question != nil) {
 		sl.release()
-		o, ok, werr := r.awaitLimit(ctx, s, out.Parked)
-		if werr != nil || !ok {
-			return o, true, werr
-		}
-		// An approver may have edited the call into one an earlier step
-		// applied.
-		if s.Edit != nil && !parallel {
-			if o, dup := r.duplicate(ctx, s, call); dup {
-				return o, true, nil
+		if q := out.Question; q != nil {
+			reply, ok, werr := r.awaitAnswer(ctx, s, q)
+			if werr != nil || !ok {
+				return r.observation(s, unanswered(s)), true, werr
+			}
+			s.reply, s.sendReply = &reply, true
+		} else {
+			o, ok, werr := r.awaitLimit(ctx, s, out.Parked)
+			if werr != nil || !ok {
+				return o, true, werr
+			}
+			// An approver may have edited the call into one an earlier
+			// step applied.
+			if s.Edit != nil && !parallel {
+				if o, dup := r.duplicate(ctx, s, call); dup {
+					return o, true, nil
+				}
 			}
 		}
 		if o, ok, serr := r.start(ctx, s, sl, "not started"); serr != nil || !ok {
@@ -450,7 +460,7 @@ func (r *run) awaitSameIntent(ctx workflow.Context, s *Step, call activities.Pla
 				continue
 			}
 			switch e.State {
-			case StepPendingApproval, StepApproved, StepRunning, StepNeedsResolution:
+			case StepPendingApproval, StepApproved, StepRunning, StepNeedsResolution, StepWaitingForInput:
 				return false
 			}
 		}
@@ -472,7 +482,7 @@ func (r *run) awaitIntentFree(ctx workflow.Context, s *Step) error {
 			if e == s || e.Turn != s.Turn || e.Tool != s.Tool || e.StartedAt.IsZero() || !same(e) {
 				continue
 			}
-			if e.State == StepRunning || e.State == StepNeedsResolution {
+			if e.State == StepRunning || e.State == StepNeedsResolution || e.State == StepWaitingForInput {
 				return false
 			}
 		}

@@ -555,6 +555,14 @@ type Step struct {
 	// Resolution is set once the step's outcome was unknown and waited for
 	// a person.
 	Resolution *StepResolution `json:"resolution,omitempty"`
+	// Questions are the rounds of questions the step's server asked a
+	// person in the call's answer, and what became of each.
+	Questions []StepQuestion `json:"questions,omitempty"`
+	// reply is what the call sends back since its last round of questions
+	// was answered; sendReply is set for the attempt right after an
+	// answer, which runs in an activity of its own.
+	reply     *activities.Reply
+	sendReply bool
 	// Guarantee is what the tool promises about its effect: "once", or
 	// "at-least-once" for an external tool whose provider neither honours
 	// our key nor can be asked (e-mail).

@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/oncerun/oncerun/internal/questions"
 	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
@@ -28,30 +29,48 @@ const MetaIdempotencyKey = "io.oncerun/idempotency-key"
 
 // runner returns the Run of the oncerun tool that calls MCP tool name of s.
 // An external tool checks tools.BeforeSend before each send; a read goes
-// out at any time. A call whose context has no deadline (the worker's
-// steps have one) is bounded by timeout: an answer stream that breaks
-// without a trace leaves the SDK waiting for the answer.
+// out at any time. A call is bounded by timeout: an answer stream that
+// breaks without a trace leaves the SDK waiting for the answer. The time a
+// person takes to answer a question the server asks over its live session
+// does not count.
+//
+// A call whose step was asked questions in an earlier attempt sends their
+// answers (questions.ReplyOf); a server that answers with questions of its
+// own (an input-required result) gets a [questions.AskedError], not
+// applied: nothing was completed, and the step waits for a person.
 func (s *server) runner(name string, external bool, timeout time.Duration) func(ctx context.Context, call tools.Call) (any, error) {
 	return func(ctx context.Context, call tools.Call) (any, error) {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
+		ctx, clock, stop := startClock(ctx, timeout)
+		defer stop()
 		args := call.Args
 		if len(args) == 0 {
 			args = json.RawMessage(`{}`)
 		}
-		res, err := s.call(ctx, name, args, call.Key.String(), external)
+		var reply *questions.Reply
+		if r, ok := questions.ReplyOf(ctx); ok {
+			reply = &r
+		}
+		lc, end := s.beginLive(ctx, name, clock)
+		defer end()
+		res, err := s.call(ctx, name, args, call.Key.String(), external, reply, lc)
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errCallTimeout) {
+				err = fmt.Errorf("%w: %w", err, cause)
+			}
 			return nil, fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err)
 		}
 		if res.NeedsInput() {
-			// The server answered that it cannot complete the call
-			// without input from a person: nothing was completed, and
-			// sending the same call again asks again.
-			return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s asked for input before it would complete the call (%s): "+
-				"oncerun answers no server's questions yet, so the step fails and nothing is sent again", name, s.describe(), questions(res))))
+			asked, err := s.asked(name, res)
+			switch {
+			case errors.Is(err, errBusy):
+				return nil, tools.NotApplied(fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err))
+			case err != nil:
+				// The server completed nothing, and would ask the same
+				// again: the step fails, saying what it asked.
+				return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s asked for input before it would complete the call (%s): %w",
+					name, s.describe(), questionsOf(res), err)))
+			}
+			return nil, tools.NotApplied(fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), &questions.AskedError{Asked: asked}))
 		}
 		if res.IsError {
 			// The server ran the call and answered that it failed: a
@@ -68,7 +87,16 @@ func (s *server) runner(name string, external bool, timeout time.Duration) func(
 // server, or the server answered that the session is gone, the session is
 // replaced and the request sent once more: nothing of the first attempt was
 // acted on.
-func (s *server) call(ctx context.Context, name string, args json.RawMessage, key string, external bool) (*mcpsdk.CallToolResult, error) {
+func (s *server) call(ctx context.Context, name string, args json.RawMessage, key string, external bool, reply *questions.Reply,
+	lc *liveCall) (*mcpsdk.CallToolResult, error) {
+	params := &mcpsdk.CallToolParams{Name: name, Arguments: args}
+	if reply != nil {
+		rs, err := responses(*reply)
+		if err != nil {
+			return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("the answers to the server's questions: %w", err)))
+		}
+		params.InputResponses, params.RequestState = rs, reply.State
+	}
 	var err error
 	for attempt := 1; attempt <= 2; attempt++ {
 		var cs *mcpsdk.ClientSession
@@ -80,7 +108,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 				return nil, err
 			}
 		}
-		st := &callState{key: key}
+		st := &callState{key: key, live: lc}
 		meta := mcpsdk.Meta{}
 		for _, name := range s.cfg.IdempotencyKey.metaNames() {
 			meta[name] = key
@@ -90,11 +118,9 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 		if telemetry.On() {
 			telemetry.Propagator().Inject(ctx, metaCarrier(meta))
 		}
-		res, callErr := cs.CallTool(withCallState(ctx, st), &mcpsdk.CallToolParams{
-			Meta:      meta,
-			Name:      name,
-			Arguments: args,
-		})
+		p := *params
+		p.Meta = meta
+		res, callErr := cs.CallTool(withCallState(ctx, st), &p)
 		if callErr == nil {
 			return res, nil
 		}
@@ -233,9 +259,9 @@ func (m metaCarrier) Keys() []string {
 	return out
 }
 
-// questions describes the input a server asked for in an input-required
+// questionsOf describes the input a server asked for in an input-required
 // answer, for the step's error.
-func questions(res *mcpsdk.CallToolResult) string {
+func questionsOf(res *mcpsdk.CallToolResult) string {
 	if len(res.InputRequests) == 0 {
 		return "no question: the server is busy"
 	}

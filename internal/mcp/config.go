@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/go-json-experiment/json"
 
 	"github.com/oncerun/oncerun/internal/configfile"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -83,10 +85,78 @@ type ServerConfig struct {
 	// field. Default: _meta io.oncerun/idempotency-key, the header over
 	// http, and the field when the server declares tools.idempotency.
 	IdempotencyKey KeyConvention `json:"idempotency_key,omitzero"`
+	// Questions says who answers the server's questions to a person (MCP
+	// elicitation) and how long they wait. Default: any approver or
+	// operator of the run's tenant; a question in a call's answer waits
+	// as long as an approval, one asked over the live session
+	// DefaultLiveWait.
+	Questions Questions `json:"questions,omitzero"`
 	// Tools maps the MCP name of each tool to expose to what oncerun must
 	// know of it.
 	Tools map[string]ToolConfig `json:"tools,omitempty"`
 }
+
+// DefaultLiveWait is how long a question a server asks over its live
+// session, with the call in flight, waits for a person by default, and
+// MaxLiveWait the longest it may: the server holds the call open
+// meanwhile.
+const (
+	DefaultLiveWait = 10 * time.Minute
+	MaxLiveWait     = time.Hour
+)
+
+// Questions says how a server's questions to a person are answered (see
+// docs/mcp.md, "Questions to a person").
+type Questions struct {
+	// AnswerBy names the people who may answer, by the names of their
+	// approvals tokens (each an approver or operator of the run's
+	// tenant). Default: any approver or operator of the tenant.
+	AnswerBy []string `json:"answer_by,omitempty"`
+	// Wait is how long a question the server asks in a call's answer (an
+	// input-required result) waits for an answer before the step
+	// expires. Default: the run's approval deadline; at most
+	// tools.DefaultMaxApprovalPause.
+	Wait Duration `json:"wait,omitzero"`
+	// LiveWait is how long a question the server asks over its live
+	// session (elicitation/create, the call in flight) waits before the
+	// server is told it was dismissed (cancel). The call's timeout stops
+	// while a person is asked, and the step's attempt may last this much
+	// longer. Default DefaultLiveWait, at most MaxLiveWait; "0s" declines
+	// live questions (oncerun then declares no elicitation to the server).
+	LiveWait *Duration `json:"live_wait,omitempty"`
+}
+
+// liveWait is how long a live question waits; zero: live questions are
+// declined.
+func (q Questions) liveWait() time.Duration {
+	if q.LiveWait == nil {
+		return DefaultLiveWait
+	}
+	return time.Duration(*q.LiveWait)
+}
+
+func (q Questions) problems() []string {
+	var out []string
+	for i, name := range q.AnswerBy {
+		if err := untrusted.Name(fmt.Sprintf("questions.answer_by[%d]", i), name, maxAnswererBytes); err != nil {
+			out = append(out, err.Error())
+		}
+		if slices.Index(q.AnswerBy, name) != i {
+			out = append(out, fmt.Sprintf("questions.answer_by[%d]: %q twice", i, name))
+		}
+	}
+	if w := time.Duration(q.Wait); w < 0 || w > tools.DefaultMaxApprovalPause {
+		out = append(out, fmt.Sprintf("questions.wait %s: not between 0s and %s", w, tools.DefaultMaxApprovalPause))
+	}
+	if w := q.liveWait(); w < 0 || w > MaxLiveWait {
+		out = append(out, fmt.Sprintf("questions.live_wait %s: not between 0s and %s (a longer wait holds the server's call open: ask in the call's answer instead)", w, MaxLiveWait))
+	}
+	return out
+}
+
+// maxAnswererBytes bounds a name in questions.answer_by, as the approvals
+// service bounds a token's name.
+const maxAnswererBytes = 128
 
 // ToolConfig is what oncerun must know of an MCP tool that the server
 // cannot say: MCP describes a tool's arguments, not its effect.
@@ -126,6 +196,9 @@ type ToolConfig struct {
 	// Repeatable lets a run make the same call twice on purpose (see
 	// tools.Tool.Repeatable).
 	Repeatable bool `json:"repeatable,omitempty"`
+	// Questions, when set, replaces the server's questions for this
+	// tool's calls.
+	Questions *Questions `json:"questions,omitempty"`
 	// Probe checks an idempotent: true claim at start: the tool is called
 	// twice under one fresh key with the probe's arguments, and a second
 	// answer unlike the first (a second effect) stops the start. A probe

@@ -132,6 +132,10 @@ func (c *keyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 
 func (c *keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	msg, err := c.Connection.Read(ctx)
+	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "elicitation/create" {
+		// A live question: tie it to the call it was asked in, for elicit.
+		return c.srv.tieToCall(req), nil
+	}
 	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.Result != nil {
 		// Only the handshake's answer is read: the id is cleared once
 		// it came, so that the calls' answers pass untouched.
@@ -206,11 +210,11 @@ func probe(ctx context.Context, srv *server, tool string, p *Probe, opts Options
 	keys := []string{first, first, "oncerun-probe/" + srv.cfg.Name + "/" + tool + "/" + uuid.NewString()}
 	answers := make([]json.RawMessage, len(keys))
 	for i, key := range keys {
-		res, err := srv.call(ctx, tool, args, key, true)
+		res, err := srv.call(ctx, tool, args, key, true, nil, nil)
 		switch {
 		case err != nil:
 		case res.NeedsInput():
-			err = fmt.Errorf("it asked for input (%s)", questions(res))
+			err = fmt.Errorf("it asked for input (%s)", questionsOf(res))
 		case res.IsError:
 			err = fmt.Errorf("it answered an error: %s", contentText(res.Content))
 		}

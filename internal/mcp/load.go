@@ -439,7 +439,14 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 		t.KeyLifetime = cmp.Or(time.Duration(tc.KeyLifetime), DefaultKeyLifetime)
 		src.Idempotent, src.KeyClaim = true, KeyDeclared
 	}
-	t.Run = srv.runner(mt.Name, t.Class == tools.ClassExternal, cmp.Or(t.Timeout, tools.DefaultTimeout))
+	timeout := cmp.Or(t.Timeout, tools.DefaultTimeout)
+	t.Run = srv.runner(mt.Name, t.Class == tools.ClassExternal, timeout)
+	if live := srv.questionsFor(mt.Name).liveWait(); live > 0 {
+		// The step's attempt lasts as long as the call and a person's
+		// answer to a live question; the call's own clock stops while a
+		// person is asked.
+		t.Timeout = timeout + live
+	}
 	// Check the definition as the worker's registry will, now, so that
 	// what it refuses is named by server and tool. The paired read is
 	// checked by the configuration instead: it is not in this registry of

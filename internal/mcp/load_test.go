@@ -51,7 +51,8 @@ func TestLoadGivesEachToolTheClassAndPairedReadOfItsConfiguration(t *testing.T) 
 	assert.Equal(t, tools.ClassExternal, refund.Class)
 	assert.Equal(t, tools.ClassRead, find.Class)
 	assert.Equal(t, "pay_find_refund", refund.PairedRead, "the paired read is named as oncerun names it")
-	assert.Equal(t, 5*time.Second, toolOf(t, d, "pay_slow").Timeout)
+	assert.Equal(t, 5*time.Second+mcp.DefaultLiveWait, toolOf(t, d, "pay_slow").Timeout,
+		"a step's attempt lasts the call's timeout and the wait for a person's answer to a live question")
 	assert.Equal(t, tools.ClassExternal, toolOf(t, d, "pay_decline").Class, "external is the default class")
 }
 

@@ -103,10 +103,15 @@ func callOf(t *testing.T, tool string, step int64, args string) tools.Call {
 
 const refundArgs = `{"amount_cents":500,"payment_id":"pay_1"}`
 
-// run runs tool's Run on call and decodes a successful result into out.
-func run(t *testing.T, tool tools.Tool, call tools.Call, out any) error {
+// run runs tool's Run on call, within ctx if one is given, and decodes a
+// successful result into out.
+func run(t *testing.T, tool tools.Tool, call tools.Call, out any, ctx ...context.Context) error {
 	t.Helper()
-	res, err := tool.Run(context.Background(), call)
+	c := context.Background()
+	if len(ctx) > 0 {
+		c = ctx[0]
+	}
+	res, err := tool.Run(c, call)
 	if err != nil {
 		return err
 	}

@@ -3,10 +3,14 @@ package mcp
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
@@ -88,6 +92,12 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if isCall {
 		st.status.Store(int32(resp.StatusCode))
+		if st.live != nil && strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+			// The server's requests on the call's answer stream belong to
+			// the call: a live question among them is put to a person
+			// through it.
+			resp.Body = &streamTap{ReadCloser: resp.Body, saw: st.live.sawRequest}
+		}
 	}
 	if err := untrusted.SameOriginRedirects.Check(resp); err != nil {
 		resp.Body.Close()
@@ -121,4 +131,56 @@ func isToolsCall(req *http.Request) bool {
 		return true
 	}
 	return msg.Method == "tools/call"
+}
+
+// maxTappedLine bounds the line streamTap keeps: a request longer than
+// this is not recognised (its question is then refused as one tied to no
+// call), and a server cannot make the worker hold more.
+const maxTappedLine = 1 << 20
+
+// streamTap reads a call's answer stream (server-sent events) as the SDK
+// reads it, and reports the id of each request the server sends on it. It
+// changes nothing of what is read.
+type streamTap struct {
+	io.ReadCloser
+	saw  func(id string)
+	line []byte
+	data []byte
+}
+
+func (t *streamTap) Read(p []byte) (int, error) {
+	n, err := t.ReadCloser.Read(p)
+	for _, b := range p[:n] {
+		if b != '\n' {
+			if len(t.line) < maxTappedLine {
+				t.line = append(t.line, b)
+			}
+			continue
+		}
+		t.endLine()
+	}
+	return n, err
+}
+
+// endLine takes one line of the stream: a data line adds to the event's
+// data, a blank line ends the event.
+func (t *streamTap) endLine() {
+	line := bytes.TrimSuffix(t.line, []byte("\r"))
+	t.line = t.line[:0]
+	switch {
+	case len(line) == 0:
+		if len(t.data) > 0 {
+			if msg, err := jsonrpc.DecodeMessage(t.data); err == nil {
+				if req, ok := msg.(*jsonrpc.Request); ok && req.IsCall() {
+					t.saw(fmt.Sprint(req.ID.Raw()))
+				}
+			}
+		}
+		t.data = t.data[:0]
+	case bytes.HasPrefix(line, []byte("data:")) && len(t.data)+len(line) <= maxTappedLine:
+		if len(t.data) > 0 {
+			t.data = append(t.data, '\n')
+		}
+		t.data = append(t.data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+	}
 }

@@ -84,6 +84,17 @@ type ledger struct {
 	seen    []seen
 }
 
+// ids are the ids of the ledger's records, in order.
+func (l *ledger) ids() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, r := range l.refunds {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
 func (l *ledger) Seen() []seen {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -252,17 +263,37 @@ func addGraphTools(s *mcpsdk.Server, l *ledger) {
 		})
 }
 
-// addAskingTool adds order_shirt, which answers every call with a question.
+// addAskingTool adds order_shirt, which asks which size before it orders
+// a shirt (an input-required answer, with a request state to send back),
+// and orders one of the size a person accepted under the call's key; a
+// declined question orders nothing and answers an error. Every call is
+// counted in the ledger ("asked" or the order).
 func addAskingTool(s *mcpsdk.Server, l *ledger) {
+	type order struct {
+		Ordered string `json:"ordered"`
+		State   string `json:"state"`
+		Key     string `json:"key"`
+	}
 	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "order_shirt", Description: "Order a shirt; asks for the size.",
 		Annotations: &mcpsdk.ToolAnnotations{DestructiveHint: new(false)}},
-		func(context.Context, *mcpsdk.CallToolRequest, struct{}) (*mcpsdk.CallToolResult, any, error) {
+		func(_ context.Context, req *mcpsdk.CallToolRequest, _ struct{}) (*mcpsdk.CallToolResult, any, error) {
 			l.mu.Lock()
-			l.refunds = append(l.refunds, refundRecord{ID: "asked"})
-			l.mu.Unlock()
-			return &mcpsdk.CallToolResult{InputRequests: mcpsdk.InputRequestMap{"size": &mcpsdk.ElicitParams{
-				Message:         "Which size?",
-				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{"size": map[string]any{"type": "string"}}},
+			defer l.mu.Unlock()
+			key := keyOf(req).key()
+			if r, ok := req.Params.InputResponses["size"].(*mcpsdk.ElicitResult); ok {
+				if r.Action != "accept" {
+					l.refunds = append(l.refunds, refundRecord{ID: "declined", Key: key})
+					return &mcpsdk.CallToolResult{IsError: true, Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "no size, no shirt"}}}, nil, nil
+				}
+				size, _ := r.Content["size"].(string)
+				l.refunds = append(l.refunds, refundRecord{ID: "shirt_" + size, Key: key})
+				return nil, order{Ordered: size, State: req.Params.RequestState, Key: key}, nil
+			}
+			l.refunds = append(l.refunds, refundRecord{ID: "asked", Key: key})
+			return &mcpsdk.CallToolResult{RequestState: "sized:" + key, InputRequests: mcpsdk.InputRequestMap{"size": &mcpsdk.ElicitParams{
+				Message: "Which size?",
+				RequestedSchema: map[string]any{"type": "object", "properties": map[string]any{
+					"size": map[string]any{"type": "string", "enum": []string{"S", "M", "L"}}}, "required": []string{"size"}},
 			}}}, nil, nil
 		})
 }
@@ -338,7 +369,9 @@ type httpServer struct {
 	// asksRaw answers each tools/call with a question of the 2026-07-28
 	// protocol (an input-required result), whatever the session
 	// negotiated.
-	asksRaw  atomic.Bool
+	asksRaw atomic.Bool
+	// asksFor, when set, is the inputRequests asksRaw's question holds.
+	asksFor  atomic.Value
 	fieldsMu sync.Mutex
 	fields   []string
 }
@@ -378,10 +411,14 @@ func (s *httpServer) answerWithAQuestion(w http.ResponseWriter, r *http.Request)
 	s.Ledger.mu.Lock()
 	s.Ledger.refunds = append(s.Ledger.refunds, refundRecord{ID: "asked"})
 	s.Ledger.mu.Unlock()
+	requests := `{"size":{"method":"elicitation/create","params":{"mode":"form","message":"Which size?",` +
+		`"requestedSchema":{"type":"object","properties":{"size":{"type":"string"}}}}}}`
+	if v, ok := s.asksFor.Load().(string); ok {
+		requests = v
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"resultType":"input_required","requestState":"opaque",`+
-		`"inputRequests":{"size":{"method":"elicitation/create","params":{"mode":"form","message":"Which size?",`+
-		`"requestedSchema":{"type":"object","properties":{"size":{"type":"string"}}}}}}}}`, msg.ID)
+		`"inputRequests":%s}}`, msg.ID, requests)
 	return true
 }
 

@@ -30,6 +30,9 @@ type server struct {
 	// declared says the server has declared the tools.idempotency
 	// capability (SEP-3182) in a handshake since the worker started.
 	declared atomic.Bool
+	// calls are the calls in flight, by their liveCall's id, for the live
+	// questions the server asks in them.
+	calls sync.Map
 
 	mu     sync.Mutex
 	cs     *mcpsdk.ClientSession
@@ -40,15 +43,16 @@ type server struct {
 }
 
 func newServer(cfg ServerConfig, opts Options) (*server, error) {
-	s := &server{
-		cfg:  cfg,
-		opts: opts,
-		// A server's question in a call's answer (an input-required
-		// result) comes back to the call, which says so (see runner),
-		// rather than to a handler oncerun does not have.
-		client: mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"},
-			&mcpsdk.ClientOptions{MultiRoundTrip: &mcpsdk.MultiRoundTripOptions{Disabled: true}}),
+	s := &server{cfg: cfg, opts: opts}
+	// A server's question in a call's answer (an input-required result)
+	// comes back to the call, which hands it to the step (see runner): the
+	// SDK does not answer it. A question asked over the live session goes
+	// to elicit, when the configuration takes live questions.
+	copts := &mcpsdk.ClientOptions{MultiRoundTrip: &mcpsdk.MultiRoundTripOptions{Disabled: true}}
+	if s.asksLive() {
+		copts.ElicitationHandler = s.elicit
 	}
+	s.client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: "oncerun", Version: "v1"}, copts)
 	if cfg.Transport == TransportStdio {
 		if err := forbidInspection(); err != nil {
 			return nil, fmt.Errorf("keep the worker's environment and memory from its stdio servers: %w", err)

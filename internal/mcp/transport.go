@@ -72,7 +72,9 @@ func (s *server) childEnv() []string {
 // any of it may have reached the server, and the HTTP status it was
 // answered with.
 type callState struct {
-	key    string
+	key string
+	// live is the call as live questions find it; nil for a probe's.
+	live   *liveCall
 	sent   atomic.Bool
 	status atomic.Int32
 }

@@ -80,6 +80,9 @@ func (s ServerConfig) validate() []error {
 	for _, problem := range s.IdempotencyKey.problems(s.Transport) {
 		bad("%s", problem)
 	}
+	for _, problem := range s.Questions.problems() {
+		bad("%s", problem)
+	}
 	switch s.Unlisted {
 	case "", UnlistedRefuse, UnlistedApprove:
 	default:
@@ -132,6 +135,11 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 	}
 	if t.Edits == "no_increase" && len(t.Amounts) == 0 {
 		bad("edits no_increase: name the amounts that may not grow (amounts: [{field, currency}])")
+	}
+	if t.Questions != nil {
+		for _, problem := range t.Questions.problems() {
+			bad("%s", problem)
+		}
 	}
 	if t.Probe != nil && !t.Idempotent {
 		bad("probe: checks an idempotent: true claim; this tool makes none")

@@ -33,6 +33,10 @@ const (
 	// OutcomeNeedsResolution: the outcome is unknown and nothing could
 	// resolve it; the step waits for a person.
 	OutcomeNeedsResolution = "needs_resolution"
+	// OutcomeAsked: the tool's server asked a person a question before it
+	// would complete the call; nothing was completed, and the run waits for
+	// an answer.
+	OutcomeAsked = "asked"
 )
 
 // Metrics holds oncerun's collectors.

@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/api/serviceerror"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/questions"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
@@ -138,6 +139,53 @@ func (c *Client) Resolve(ctx context.Context, db approvalstore.DB, r approvalsto
 		return res, &UndeliveredError{What: "answer", RunID: rec.RunID, Err: err}
 	}
 	return res, nil
+}
+
+// Answer is the one way an answer to a step's questions reaches a run, as
+// [Client.Resolve] is for outcomes: it checks the answer's own values, has
+// [approvalstore.Answer] check it against the questions, lock and record
+// it, and then signals the run when it has yet to hear of it. A live
+// question's answer is taken from the table by the worker that holds the
+// server's session: nothing is signalled.
+func (c *Client) Answer(ctx context.Context, db approvalstore.DB, r approvalstore.AnswerRequest) (approvalstore.Answered, error) {
+	if r.Invalid == nil {
+		r.Invalid = checkAnswers(r)
+	}
+	res, err := approvalstore.Answer(ctx, db, r)
+	if err != nil || !res.Deliver {
+		return res, err
+	}
+	rec := res.Record
+	var answers map[string]workflows.QuestionAnswer
+	if err := json.Unmarshal(rec.Answers, &answers); err != nil {
+		return res, fmt.Errorf("read the answer of record to step %d of run %s: %w", rec.Step, rec.RunID, err)
+	}
+	err = c.signal(ctx, rec.Tenant, rec.RunID, workflows.SignalAnswer, workflows.Answer{
+		Step: rec.Step, Round: rec.Round, Answers: answers, Answerer: rec.Answerer, Note: rec.Note,
+	})
+	if err != nil {
+		return res, &UndeliveredError{What: "answer", RunID: rec.RunID, Err: err}
+	}
+	return res, nil
+}
+
+// checkAnswers finds what is wrong with an answer's own values, before the
+// questions are looked at.
+func checkAnswers(r approvalstore.AnswerRequest) error {
+	if r.Round < 0 {
+		return fmt.Errorf("round %d is not a round number (1, 2, ...; leave it out for the latest)", r.Round)
+	}
+	answers := r.Answers
+	if r.Only != nil && len(answers) == 0 {
+		// The round's only question, whose id the store knows.
+		switch r.Only.Action {
+		case questions.ActionAccept, questions.ActionDecline, questions.ActionCancel:
+		default:
+			return fmt.Errorf("action %q is not accept, decline or cancel", untrusted.Cut(r.Only.Action, 32))
+		}
+		answers = map[string]workflows.QuestionAnswer{questions.LiveItem: *r.Only}
+	}
+	return workflows.Answer{Step: r.Step, Round: max(r.Round, 1), Answers: answers, Answerer: r.By, Note: r.Note}.Validate()
 }
 
 // checkAnswer finds what is wrong with an answer's own values, if anything.
