@@ -166,6 +166,9 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 		return nil, invalid("%v", err)
 	}
 	c := jsonschema.NewCompiler()
+	// A schema loads nothing: an MCP server's "$ref" to a file or an
+	// address must not read the worker's files or reach the network.
+	c.UseLoader(jsonschema.SchemeURLLoader{})
 	url := "oncerun:tools/" + t.Name + ".json"
 	if err := c.AddResource(url, doc); err != nil {
 		return nil, invalid("schema: %v", err)

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -236,4 +237,19 @@ func TestNewRegistryChecksTheKeyLifetime(t *testing.T) {
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// A schema loads nothing: a "$ref" to a local file (an MCP server's
+// schema is the server's word) is refused, and nothing of the file comes
+// back, in the error or in the checks of a call's arguments.
+func TestASchemaLoadsNoFile(t *testing.T) {
+	t.Parallel()
+	secret := t.TempDir() + "/secret.json"
+	require.NoError(t, os.WriteFile(secret, []byte(`{"type":"string","const":"hunter2"}`), 0o600))
+	bad := tool("mcp_lookup", tools.ClassRead)
+	bad.Schema = json.RawMessage(`{"type":"object","properties":{"x":{"$ref":"file://` + secret + `"}}}`)
+	_, err := tools.NewRegistry(tools.RegistryConfig{}, bad)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "mcp_lookup")
+	assert.NotContains(t, err.Error(), "hunter2")
 }

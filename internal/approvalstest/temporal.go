@@ -37,6 +37,7 @@ type Temporal struct {
 	mu       sync.Mutex
 	statuses map[string]workflows.Status
 	signals  []workflows.Approval
+	answers  []workflows.Answer
 	// closed lists the runs that have ended: they answer queries, and
 	// take no update .
 	closed map[string]bool
@@ -70,7 +71,17 @@ func (f *Temporal) SignalWorkflow(_ context.Context, workflowID, _, name string,
 	if ap, ok := arg.(workflows.Approval); ok && name == workflows.SignalApproval {
 		f.signals = append(f.signals, ap)
 	}
+	if an, ok := arg.(workflows.Answer); ok && name == workflows.SignalAnswer {
+		f.answers = append(f.answers, an)
+	}
 	return nil
+}
+
+// Answers returns the answers the runs were signalled.
+func (f *Temporal) Answers() []workflows.Answer {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]workflows.Answer(nil), f.answers...)
 }
 
 // SetStatus sets the status the run of st answers with.

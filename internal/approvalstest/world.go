@@ -16,6 +16,7 @@ import (
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/pgtest"
+	"github.com/oncerun/oncerun/internal/questions"
 	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/tools"
@@ -107,6 +108,41 @@ func (e *World) Unresolved(runID string, step int64) {
 		Args: args, ArgsHash: strings.Repeat("c", 64), Goal: "refund order 1001", FirstSentAt: e.Now.Add(-10 * time.Minute),
 		Known: "the provider did not answer", RequestedAt: e.Now.Add(-time.Minute), Deadline: e.Now.Add(time.Hour),
 	}))
+}
+
+// SizeSchema is the schema of the answer the shop's server asks for:
+// which size, S, M or L.
+const SizeSchema = `{"type":"object","properties":{"size":{"type":"string","enum":["S","M","L"],"title":"Size"}},"required":["size"]}`
+
+// Asked records round 1 of step step of run runID of tenant acme, whose
+// tool's server (shop) asks which size, for answerBy (anyone when none),
+// with an hour left; live when the server asked over its live session. A
+// round that is not live sets a status of its run that waits for input.
+func (e *World) Asked(runID string, step int64, live bool, answerBy ...string) {
+	e.T.Helper()
+	items := []questions.Item{{ID: "size", Mode: questions.ModeForm, Message: "Which size should the shirt be?",
+		Schema: json.RawMessage(SizeSchema)}}
+	ask := fmt.Sprintf("run/%d", step)
+	if live {
+		ask = "live/1"
+	}
+	_, err := approvalstore.RecordQuestion(context.Background(), e.Pool, approvalstore.QuestionRequest{
+		Tenant: "acme", RunID: runID, Step: step, AskID: ask, Tool: "shop_order_shirt", Key: fmt.Sprintf("v1/acme/%s/%d/shop_order_shirt", runID, step),
+		Server: "shop", Args: json.RawMessage(`{"sku":"tee"}`), ArgsHash: strings.Repeat("e", 64), Goal: "a shirt for Ana", Items: items,
+		Live: live, AnswerBy: answerBy, RequestedBy: "ops", RequestedAt: e.Now.Add(-time.Minute), Deadline: e.Now.Add(time.Hour),
+	})
+	require.NoError(e.T, err)
+	state := workflows.StepRunning
+	var asked []workflows.StepQuestion
+	if !live {
+		state = workflows.StepWaitingForInput
+		asked = []workflows.StepQuestion{{Round: 1, Server: "shop", Items: items, AnswerBy: answerBy, RequestedAt: e.Now.Add(-time.Minute),
+			Deadline: e.Now.Add(time.Hour), State: workflows.QuestionPending}}
+	}
+	e.Temporal.SetStatus(workflows.Status{Tenant: "acme", RunID: runID, Planner: "script", State: workflows.RunWaitingForInput,
+		Steps: []workflows.Step{{Step: step, Tool: "shop_order_shirt", Args: json.RawMessage(`{"sku":"tee"}`), ArgsHash: strings.Repeat("e", 64),
+			State: state, PlannedAt: e.Now.Add(-time.Minute), Questions: asked}},
+		StartedAt: e.Now.Add(-time.Hour), UpdatedAt: e.Now.Add(-time.Minute)})
 }
 
 // Count counts the rows of approval_decisions that match where.

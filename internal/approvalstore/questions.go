@@ -219,6 +219,23 @@ func LoseLiveQuestions(ctx context.Context, db DB, tenant, runID string, step in
 	return tag.RowsAffected(), nil
 }
 
+const withdrawQuestionsSQL = `
+UPDATE questions SET state = 'cancelled', answered_by = nullif($4, ''), answered_at = $5, note = $6
+WHERE tenant = $1 AND run_id = $2 AND step = ANY($3) AND state = 'pending' AND NOT live`
+
+// WithdrawQuestions records the questions a cancelled run's steps waited
+// on withdrawn (by, at, why): an answer sent after is refused. The run
+// records it too, once it gets there.
+func WithdrawQuestions(ctx context.Context, db DB, tenant, runID string, steps []int64, by string, at time.Time, why string) error {
+	if len(steps) == 0 {
+		return nil
+	}
+	if _, err := db.Exec(ctx, withdrawQuestionsSQL, tenant, runID, steps, storable(by), at, storable(why)); err != nil {
+		return fmt.Errorf("withdraw the questions of cancelled run %s: %w", runID, err)
+	}
+	return nil
+}
+
 // LookupQuestion reads a round of a step's questions, or its latest round
 // (round 0); ErrNotFound when there is none.
 func LookupQuestion(ctx context.Context, db DB, tenant, runID string, step int64, round int) (Question, error) {

@@ -159,11 +159,18 @@ func withdraw(ctx context.Context, db approvalstore.DB, tenant, runID string, st
 	if st.Cancel == nil {
 		return 0, nil
 	}
-	var steps []int64
+	var steps, asked []int64
 	for _, s := range st.Steps {
 		if s.State == workflows.StepCancelled && s.Approval != nil && s.Approval.Decision == "" {
 			steps = append(steps, s.Step)
 		}
+		if n := len(s.Questions); s.State == workflows.StepCancelled && n > 0 && s.Questions[n-1].State != workflows.QuestionAnswered {
+			asked = append(asked, s.Step)
+		}
+	}
+	// The questions the run withdrew can no longer be answered either.
+	if err := approvalstore.WithdrawQuestions(ctx, db, tenant, runID, asked, st.Cancel.By, st.Cancel.At, st.Cancel.Reason); err != nil {
+		return 0, err
 	}
 	return approvalstore.WithdrawRun(ctx, db, tenant, runID, steps, st.Cancel.By, st.Cancel.At, st.Cancel.Reason)
 }

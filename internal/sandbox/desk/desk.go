@@ -52,6 +52,16 @@ type Voucher struct {
 	Traceparent string `json:"traceparent,omitempty"`
 }
 
+// Replacement is a replacement item the desk shipped, in the size a
+// person chose when the desk asked.
+type Replacement struct {
+	ID      string `json:"id"`
+	OrderID string `json:"order_id"`
+	Size    string `json:"size"`
+	Key     string `json:"idempotency_key,omitempty"`
+	Created int64  `json:"created"`
+}
+
 // Config configures a desk.
 type Config struct {
 	// DataDir holds the ledger (ledger.json). Empty: the ledger lives in
@@ -73,8 +83,9 @@ type Desk struct {
 
 // ledger is what the desk keeps.
 type ledger struct {
-	Tickets  []Ticket  `json:"tickets"`
-	Vouchers []Voucher `json:"vouchers"`
+	Tickets      []Ticket      `json:"tickets"`
+	Vouchers     []Voucher     `json:"vouchers"`
+	Replacements []Replacement `json:"replacements,omitempty"`
 }
 
 // New opens the desk's ledger in cfg.DataDir (creating it if missing).
@@ -161,6 +172,14 @@ func (d *Desk) Vouchers() []Voucher {
 	return append([]Voucher(nil), d.led.Vouchers...)
 }
 
+// Replacements returns the replacements shipped so far.
+func (d *Desk) Replacements() []Replacement {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.reload()
+	return append([]Replacement(nil), d.led.Replacements...)
+}
+
 // ReadLedger reads the tickets and vouchers a desk keeps in dataDir, for
 // a caller that does not run the desk (the desk may be another process).
 func ReadLedger(dataDir string) ([]Ticket, []Voucher, error) {
@@ -169,6 +188,15 @@ func ReadLedger(dataDir string) ([]Ticket, []Voucher, error) {
 		return nil, nil, err
 	}
 	return d.Tickets(), d.Vouchers(), nil
+}
+
+// ReadReplacements reads the replacements a desk keeps in dataDir.
+func ReadReplacements(dataDir string) ([]Replacement, error) {
+	d, err := New(Config{DataDir: dataDir})
+	if err != nil {
+		return nil, err
+	}
+	return d.Replacements(), nil
 }
 
 // keyOf is the idempotency key a call carries: _meta first, then the HTTP
@@ -203,12 +231,19 @@ type VoucherArgs struct {
 	Currency    string `json:"currency" jsonschema:"ISO 4217 code such as EUR"`
 }
 
+// ReplacementArgs are ship_replacement's and find_replacement's
+// arguments.
+type ReplacementArgs struct {
+	OrderID string `json:"order_id" jsonschema:"the order whose item is replaced"`
+}
+
 // Found is what the paired reads answer: whether the call's key made a
 // ticket (or voucher), and which.
 type Found struct {
-	Found   bool     `json:"found"`
-	Ticket  *Ticket  `json:"ticket,omitempty"`
-	Voucher *Voucher `json:"voucher,omitempty"`
+	Found       bool         `json:"found"`
+	Ticket      *Ticket      `json:"ticket,omitempty"`
+	Voucher     *Voucher     `json:"voucher,omitempty"`
+	Replacement *Replacement `json:"replacement,omitempty"`
 }
 
 // Server returns an MCP server with the desk's tools:
@@ -217,7 +252,14 @@ type Found struct {
 //   - find_ticket (the same arguments): the ticket the call's key opened;
 //   - issue_voucher {order_id, amount_cents, currency}: issues a voucher,
 //     once per key;
-//   - find_voucher (the same arguments): the voucher the call's key issued.
+//   - find_voucher (the same arguments): the voucher the call's key issued;
+//   - ship_replacement {order_id}: asks a person which size (an
+//     input-required answer, or over a live session of an earlier
+//     protocol, elicitation/create), then ships a replacement of the size
+//     accepted, once per key; a declined or dismissed question ships
+//     nothing and answers an error;
+//   - find_replacement (the same arguments): the replacement the call's
+//     key shipped.
 func (d *Desk) Server() *mcpsdk.Server {
 	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "oncerun-sandbox-desk", Version: "v1"}, nil)
 	// The desk says what its tools are, as MCP annotations: opening a
@@ -249,7 +291,75 @@ func (d *Desk) Server() *mcpsdk.Server {
 		func(_ context.Context, req *mcpsdk.CallToolRequest, _ VoucherArgs) (*mcpsdk.CallToolResult, Found, error) {
 			return nil, d.findVoucher(keyOf(req)), nil
 		})
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "ship_replacement", Description: "Ship a replacement for an order's item; asks which size.",
+		Annotations: additive}, d.shipReplacement)
+	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_replacement", Description: "Find the replacement this call's idempotency key shipped.",
+		Annotations: read},
+		func(_ context.Context, req *mcpsdk.CallToolRequest, _ ReplacementArgs) (*mcpsdk.CallToolResult, Found, error) {
+			return nil, d.findReplacement(keyOf(req)), nil
+		})
 	return s
+}
+
+// SizeQuestion is what ship_replacement asks.
+const SizeQuestion = "Which size should the replacement be?"
+
+// shipReplacement asks which size before it ships (the question and a
+// request state naming the order, to be sent back with the answer), and
+// ships the size a person accepted.
+func (d *Desk) shipReplacement(_ context.Context, req *mcpsdk.CallToolRequest, in ReplacementArgs) (*mcpsdk.CallToolResult, any, error) {
+	if in.OrderID == "" {
+		return nil, nil, errors.New("order_id is required")
+	}
+	answer, ok := req.Params.InputResponses["size"].(*mcpsdk.ElicitResult)
+	if !ok {
+		return &mcpsdk.CallToolResult{RequestState: "replace:" + in.OrderID, InputRequests: mcpsdk.InputRequestMap{"size": &mcpsdk.ElicitParams{
+			Message: SizeQuestion,
+			RequestedSchema: map[string]any{"type": "object", "required": []string{"size"}, "properties": map[string]any{
+				"size": map[string]any{"type": "string", "title": "Size", "enum": []string{"S", "M", "L", "XL"}}}},
+		}}}, nil, nil
+	}
+	size, _ := answer.Content["size"].(string)
+	if answer.Action != "accept" || size == "" {
+		return &mcpsdk.CallToolResult{IsError: true, Content: []mcpsdk.Content{&mcpsdk.TextContent{
+			Text: "nothing shipped: the size question was answered " + answer.Action}}}, nil, nil
+	}
+	r, err := d.ship(keyOf(req), in.OrderID, size)
+	return nil, r, err
+}
+
+func (d *Desk) ship(key, order, size string) (Replacement, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.reload(); err != nil {
+		return Replacement{}, err
+	}
+	if !d.cfg.IgnoreKeys && key != "" {
+		for _, r := range d.led.Replacements {
+			if r.Key == key {
+				return r, nil
+			}
+		}
+	}
+	r := Replacement{ID: fmt.Sprintf("rp_%d", len(d.led.Replacements)+1), OrderID: order, Size: size, Key: key, Created: d.cfg.Now().Unix()}
+	d.led.Replacements = append(d.led.Replacements, r)
+	if err := d.save(); err != nil {
+		d.led.Replacements = d.led.Replacements[:len(d.led.Replacements)-1]
+		return Replacement{}, err
+	}
+	return r, nil
+}
+
+func (d *Desk) findReplacement(key string) Found {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_ = d.reload()
+	for _, r := range d.led.Replacements {
+		if key != "" && r.Key == key {
+			return Found{Found: true, Replacement: &r}
+		}
+	}
+	return Found{}
 }
 
 func (d *Desk) openTicket(key, traceparent string, in TicketArgs) (Ticket, error) {
