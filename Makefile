@@ -11,8 +11,11 @@ FUZZTIME ?= 200000x
 TEST_FUZZTIME ?= 5000x
 
 # SERVER_MEMORY is where `make test-deps` installs the reference MCP
-# memory server (its package.json and lock file pin the version).
+# memory server (its package.json and lock file pin the version), and
+# MCP_TASKS the MCP servers whose tools run as tasks (the reference
+# everything server and the tests' own, on the official TypeScript SDK).
 SERVER_MEMORY := internal/integration/testdata/server-memory
+MCP_TASKS := internal/integration/testdata/mcp-tasks
 
 .DEFAULT_GOAL := help
 
@@ -33,9 +36,11 @@ migrate: ## Apply the database migrations to DATABASE_URL.
 	go run ./cmd/oncerun migrate
 
 .PHONY: test-deps
-test-deps: ## Install what the tests run besides Go: the reference MCP memory server, from npm (needs Node.js and npm).
+test-deps: ## Install what the tests run besides Go: the reference MCP memory and everything servers and the TypeScript MCP SDK, from npm (needs Node.js and npm).
 	@test -f $(SERVER_MEMORY)/node_modules/@modelcontextprotocol/server-memory/dist/index.js || \
 		npm ci --prefix $(SERVER_MEMORY) --no-audit --no-fund --loglevel=error
+	@test -f $(MCP_TASKS)/node_modules/@modelcontextprotocol/server-everything/dist/index.js || \
+		npm ci --prefix $(MCP_TASKS) --no-audit --no-fund --loglevel=error
 
 .PHONY: test
 test: test-deps ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL, Chromium, Node.js and npm).

@@ -61,6 +61,14 @@ func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim ide
 	if tool.PairedRead != "" {
 		ext.Read = func(ctx context.Context) (bool, json.RawMessage, error) { return a.pairedRead(ctx, tool, call) }
 	}
+	if tool.Resume != nil {
+		ext.Resume = func(ctx context.Context, handle json.RawMessage) (json.RawMessage, error) {
+			ctx, span := telemetry.Tracer().Start(ctx, "oncerun.resume "+tool.Name)
+			res, err := resumeTool(ctx, tool, call, handle)
+			endCall(span, "oncerun.not_applied", err, errors.Is(err, tools.ErrNotApplied))
+			return res, err
+		}
+	}
 	out, err := a.Store.External(ctx, claim, ext)
 	var (
 		unresolved *idempotency.UnresolvedError
@@ -138,4 +146,19 @@ func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools
 		return false, nil, err
 	}
 	return applied, result, nil
+}
+
+// resumeTool follows an earlier attempt's effect in progress by its
+// handle, as runTool runs the tool, and encodes its result as JSON.
+func resumeTool(ctx context.Context, tool tools.Tool, call tools.Call, handle json.RawMessage) (json.RawMessage, error) {
+	res, err := tool.Resume(ctx, call, handle)
+	if err != nil {
+		return nil, fmt.Errorf("tool %s: %w", tool.Name, cleanError(err))
+	}
+	b, err := json.Marshal(res)
+	if err != nil {
+		return nil, temporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("tool %s: result is not JSON: %v", tool.Name, err), ErrTypeToolFailed, err)
+	}
+	return b, nil
 }

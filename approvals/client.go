@@ -107,6 +107,15 @@ func (c *Client) Resolve(ctx context.Context, runID string, step int64, req Reso
 	return out, err
 }
 
+// Answer answers the questions a step's server asked (POST
+// /v1/runs/{run}/steps/{step}/answer) and returns the answer of record.
+func (c *Client) Answer(ctx context.Context, runID string, step int64, req AnswerRequest) (AnswerResponse, error) {
+	var out AnswerResponse
+	path := "/v1/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/answer"
+	_, err := c.do(ctx, http.MethodPost, path, req, &out)
+	return out, err
+}
+
 // Cancel cancels a run (POST /v1/runs/{run}/cancel) and returns its state
 // and receipt; cancelling a cancelled run answers its receipt again.
 func (c *Client) Cancel(ctx context.Context, runID string, req ControlRequest) (CancelResponse, error) {

@@ -108,7 +108,32 @@ type Tool struct {
 	// ErrNotApplied and Permanent): an error that is neither leaves the
 	// outcome unknown.
 	Run func(ctx context.Context, call Call) (any, error)
+	// Resume, for an external tool whose provider answers with a handle
+	// on an effect still in progress (an MCP server's task, an
+	// asynchronous transfer), follows the handle an earlier attempt
+	// recorded with RecordInProgress to the effect's end, when that
+	// attempt's outcome is unknown (its worker died while it followed).
+	// It returns the effect's result; an error it classifies as Run's
+	// (NotApplied and Permanent: the provider answered that the effect
+	// failed); an error wrapping ErrHandleLost when the provider no longer
+	// knows the handle (the paired read, or a person, then tells); or any
+	// other error, and the next attempt resumes again. Optional.
+	Resume func(ctx context.Context, call Call, handle json.RawMessage) (any, error)
 }
+
+// RecordInProgress records, from an external tool's Run, the handle of
+// its effect in progress at the provider (a JSON document: the provider's
+// id for it, and what reaches it), with the step's key and under its
+// lease: if the worker dies before the effect ends, the next attempt
+// calls the tool's Resume with it rather than Run. It fails outside an
+// external step's call.
+func RecordInProgress(ctx context.Context, handle json.RawMessage) error {
+	return idempotency.RecordInProgress(ctx, handle)
+}
+
+// ErrHandleLost is what a tool's Resume wraps when the provider no longer
+// knows the handle it was given.
+var ErrHandleLost = idempotency.ErrHandleLost
 
 // EditRule says what an approver may change in a call's arguments.
 type EditRule int

@@ -69,6 +69,9 @@ var pageFuncs = template.FuncMap{
 	"checkURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/check"
 	},
+	"answerURL": func(runID string, step int64) string {
+		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/answer"
+	},
 	"editURL": func(runID string, step int64) string {
 		return "/runs/" + url.PathEscape(runID) + "/steps/" + strconv.FormatInt(step, 10) + "/edit"
 	},
@@ -80,7 +83,22 @@ var pageFuncs = template.FuncMap{
 		return resolveFormView{CSRF: csrf, RunID: runID, Step: step, Round: round}
 	},
 	"argField": func(name string) string { return argPrefix + name },
-	"string":   func(raw json.RawMessage) string { return string(raw) },
+	"questionCard": func(p page, it inboxItem) questionCard {
+		c := questionCard{Item: it, CSRF: p.CSRF}
+		if p.ID != nil && it.Question != nil {
+			c.CanAnswer = p.ID.Role.CanDecide() && (len(it.Question.AnswerBy) == 0 || slices.Contains(it.Question.AnswerBy, p.ID.Name))
+		}
+		return c
+	},
+	"string": func(raw json.RawMessage) string { return string(raw) },
+}
+
+// questionCard is what a question's card needs: the item, the session's
+// CSRF token, and whether the signed-in person may answer it.
+type questionCard struct {
+	Item      inboxItem
+	CSRF      string
+	CanAnswer bool
 }
 
 // resolveFormView is what the form answering a step's unknown outcome
@@ -182,6 +200,8 @@ type inboxItem struct {
 	Edit *editView
 	// EditRefused is why the run refused the latest edit of the step.
 	EditRefused string
+	// Answer is the answer form of a step whose server asked a person.
+	Answer *answerView
 }
 
 // problemItem is a step that needs resolution, with its arguments.
@@ -428,6 +448,10 @@ func (s *Inbox) listFailed(w http.ResponseWriter, p page, what string, err error
 // failed, when it is this step's, is an edit to show again.
 func (s *Inbox) inboxItemOf(i int, it approvals.Item, failed *editAttempt) inboxItem {
 	card := inboxItem{Item: it, Index: i, Rows: s.argRowsOf(it.Tool, it.Args), Left: approvals.TimeLeft(it.SecondsLeft)}
+	if it.Kind == approvals.KindQuestion {
+		card.Answer = answerFormOf(it.Question)
+		return card
+	}
 	var submitted url.Values
 	if failed != nil && failed.RunID == it.RunID && failed.Step == it.Step {
 		submitted = failed.Form

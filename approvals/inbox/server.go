@@ -38,6 +38,7 @@ type API interface {
 	Limits(ctx context.Context, id approvals.Identity) ([]approvals.Limit, error)
 	Decide(ctx context.Context, in approvals.DecideInput) (approvals.DecideResponse, error)
 	Resolve(ctx context.Context, in approvals.ResolveInput) (approvals.ResolveResponse, error)
+	Answer(ctx context.Context, in approvals.AnswerInput) (approvals.AnswerResponse, error)
 	Check(ctx context.Context, in approvals.StepRequest) (approvals.CheckResponse, error)
 	Control(ctx context.Context, in approvals.ControlInput) (approvals.Controlled, error)
 }
@@ -102,6 +103,7 @@ func (s *Inbox) Handler() http.Handler {
 	pages.HandleFunc("POST /runs/{run_id}/steps/{step}/decide", s.decideForm)
 	pages.HandleFunc("POST /runs/{run_id}/steps/{step}/edit", s.editForm)
 	pages.HandleFunc("POST /runs/{run_id}/steps/{step}/resolve", s.resolveForm)
+	pages.HandleFunc("POST /runs/{run_id}/steps/{step}/answer", s.answerForm)
 	pages.HandleFunc("POST /runs/{run_id}/steps/{step}/check", s.checkForm)
 	pages.HandleFunc("POST /runs/{run_id}/cancel", s.controlForm(approvalstore.ActionCancel))
 	pages.HandleFunc("POST /runs/{run_id}/pause", s.controlForm(approvalstore.ActionPause))

@@ -12,6 +12,7 @@
 //	oncerun approvals [--tenant T] [--state S] [--json]
 //	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT] [--args FILE]
 //	oncerun resolve [--tenant T] --run-id R --step N --outcome applied|not_applied [--result JSON] [--note TEXT]
+//	oncerun answer [--tenant T] --run-id R --step N (--content JSON | --action decline|cancel | --answers JSON) [--note TEXT]
 //	oncerun cancel [--tenant T] --run-id R --reason TEXT
 //	oncerun pause|resume [--tenant T] --run-id R [--reason TEXT]
 //	oncerun message [--tenant T] --run-id R --id MESSAGE-ID --text TEXT

@@ -132,6 +132,9 @@ UNION ALL
 SELECT round FROM questions WHERE tenant = $1 AND run_id = $2 AND step = $3 AND ask_id = $4
 LIMIT 1`
 
+// maxNumbering bounds the attempts at numbering a round.
+const maxNumbering = 16
+
 // RecordQuestion writes the pending round of q and returns its number, the
 // step's next. A repeat of q's AskID finds the round it wrote and changes
 // nothing.
@@ -147,7 +150,10 @@ func RecordQuestion(ctx context.Context, db DB, q QuestionRequest) (int, error) 
 	args := []any{q.Tenant, q.RunID, q.Step, q.AskID, q.Tool, q.Key, q.Server, q.Args, q.ArgsHash, storable(q.Goal), items, q.Live,
 		answerBy, storable(q.RequestedBy), lineage(q.Lineage), storable(q.ParentGoal), q.RequestedAt, q.Deadline}
 	var round int
-	for range 2 {
+	// A step asks one round at a time; rounds of one step recorded at the
+	// same moment (a worker's live question as another's attempt
+	// records its own) take numbers in turn.
+	for range maxNumbering {
 		err = db.QueryRow(ctx, recordQuestionSQL, args...).Scan(&round)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
@@ -553,4 +559,27 @@ func itemIDs(items []questions.Item) string {
 		ids[i] = fmt.Sprintf("%q", it.ID)
 	}
 	return strings.Join(ids, ", ")
+}
+
+// pendingQuestionsSQL lists the rounds that wait for an answer of every
+// tenant ($1 = ”) or one, the nearest deadline first.
+const pendingQuestionsSQL = `SELECT ` + questionColumns + ` FROM questions q
+WHERE q.state = 'pending' AND q.deadline > $2 AND ($1 = '' OR q.tenant = $1)
+  AND NOT EXISTS (SELECT 1 FROM question_answers n
+                  WHERE n.tenant = q.tenant AND n.run_id = q.run_id AND n.step = q.step AND n.round = q.round
+                    AND n.outcome = 'accepted')
+ORDER BY q.deadline, q.tenant, q.run_id, q.step`
+
+// PendingQuestions lists the rounds of questions that wait for an answer
+// at now, the nearest deadline first; tenant "" lists every tenant's.
+func PendingQuestions(ctx context.Context, db DB, tenant string, now time.Time) ([]Question, error) {
+	rows, err := db.Query(ctx, pendingQuestionsSQL, tenant, now)
+	if err != nil {
+		return nil, fmt.Errorf("list questions: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByName[Question])
+	if err != nil {
+		return nil, fmt.Errorf("list questions: %w", err)
+	}
+	return out, nil
 }

@@ -80,6 +80,9 @@ func printItems(out io.Writer, items []approvals.Item, view approvals.View, wide
 		// What went wrong is a paragraph: it goes last, cut to a line
 		// unless --wide, so that it never breaks the columns before it.
 		problem := strings.TrimSpace(it.Problem + " " + it.Withdrawn)
+		if it.Kind == approvals.KindQuestion {
+			problem = it.Reason
+		}
 		kind := it.Kind
 		switch {
 		case kind == "":

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -31,7 +32,9 @@ func newApprovalsCmd(conn *connections) *cobra.Command {
 		Use:   "approvals [--tenant T]",
 		Short: "List the steps waiting for approval",
 		Long: `List the steps waiting for a decision, nearest deadline first, then the steps
-whose external effect's outcome is unknown, waiting for oncerun resolve.
+whose tool's server asked a person a question, waiting for oncerun answer,
+then the steps whose external effect's outcome is unknown, waiting for
+oncerun resolve.
 
 KIND is rule when the tool's approval rule asked, limit when the step would
 take a spend limit past its cap (approving it is an exception). AMOUNT is
@@ -46,7 +49,8 @@ steps waiting for a decision only).
 With ONCERUN_API set, the list comes from the approvals service for your
 token's tenant, and --state picks pending, decided or needs_resolution
 (decisions the runs did not apply, and steps whose outcome is unknown, each
-item with its kind); --json then prints the API's items.`,
+item with its kind; pending lists questions too, kind question); --json
+then prints the API's items.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			api, err := conn.api()
@@ -106,6 +110,27 @@ item with its kind); --json then prints the API's items.`,
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Tenant, p.RunID, p.Step, p.Tool, p.Kind,
 						amountCell(amounts), cell(string(p.Args), wide), when(p.RequestedAt), when(p.Deadline), left(now, p.Deadline))
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+			}
+			asked, err := rc.Questions(cmd.Context(), tenant)
+			if err != nil {
+				return err
+			}
+			if len(asked) > 0 {
+				fmt.Fprintln(out, "\nsteps whose server asks a person (oncerun answer):")
+				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "TENANT\tRUN\tSTEP\tTOOL\tROUND\tLIVE\tMAY ANSWER\tDEADLINE\tLEFT\tQUESTION")
+				now := time.Now()
+				for _, q := range asked {
+					may := strings.Join(q.AnswerBy, ", ")
+					if may == "" {
+						may = "approvers, operators"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%t\t%s\t%s\t%s\t%s\n", q.Tenant, q.RunID, q.Step, q.Tool, q.Round, q.Live, may,
+						when(q.Deadline), left(now, q.Deadline), cell(q.Asked().Summary(), wide))
 				}
 				if err := tw.Flush(); err != nil {
 					return err

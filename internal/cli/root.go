@@ -39,7 +39,7 @@ type Env struct {
 	// Temporal, when set, is used instead of dialing TemporalAddress.
 	Temporal client.Client
 	// APIURL is ONCERUN_API: when set, start, status, approvals, approve,
-	// reject, resolve, cancel, pause, resume, message and limits go
+	// reject, resolve, answer, cancel, pause, resume, message and limits go
 	// through the approvals service instead.
 	APIURL string
 	// Token is ONCERUN_TOKEN, the bearer token for APIURL.
@@ -120,6 +120,7 @@ func NewRoot(env Env) *cobra.Command {
 		newDecideCmd(conn, "approve"),
 		newDecideCmd(conn, "reject"),
 		newResolveCmd(conn),
+		newAnswerCmd(conn),
 		newControlCmd(conn, approvalstore.ActionCancel),
 		newControlCmd(conn, approvalstore.ActionPause),
 		newControlCmd(conn, approvalstore.ActionResume),

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/oncerun/oncerun/internal/money"
+	"github.com/oncerun/oncerun/internal/questions"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -79,6 +80,11 @@ result, summary, error, replayed, approval and its timestamps.`,
 				if r := s.Resolution; r != nil && s.State == workflows.StepNeedsResolution {
 					result = fmt.Sprintf("outcome unknown since %s: %s", r.FirstSentAt.UTC().Format(time.RFC3339), r.Known)
 				}
+				if n := len(s.Questions); n > 0 && s.State == workflows.StepWaitingForInput {
+					q := s.Questions[n-1]
+					result = fmt.Sprintf("its server asks a person (round %d, until %s): %s", q.Round, q.Deadline.UTC().Format(time.RFC3339),
+						(questions.Asked{Items: q.Items}).Summary())
+				}
 				if s.State == workflows.StepDuplicate {
 					result = fmt.Sprintf("repeats step %d, not executed again: %s", s.DuplicateOf, s.Summary)
 				}
@@ -113,6 +119,10 @@ result, summary, error, replayed, approval and its timestamps.`,
 			for _, s := range st.Steps {
 				if s.State == workflows.StepNeedsResolution {
 					fmt.Fprintf(out, "step %d needs resolution: find out whether its effect happened, then\n  oncerun resolve --tenant %s --run-id %s --step %d --outcome applied|not_applied\n",
+						s.Step, st.Tenant, st.RunID, s.Step)
+				}
+				if s.State == workflows.StepWaitingForInput {
+					fmt.Fprintf(out, "step %d waits for an answer to its server's questions:\n  oncerun answer --tenant %s --run-id %s --step %d --content '{...}' (or --action decline)\n",
 						s.Step, st.Tenant, st.RunID, s.Step)
 				}
 			}

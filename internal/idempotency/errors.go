@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -93,6 +94,9 @@ type OutcomeUnknownError struct {
 	FirstAttemptAt time.Time
 	// Age is the time since FirstAttemptAt, by the database's clock.
 	Age time.Duration
+	// Handle is what an earlier attempt recorded of its effect in progress
+	// at the provider ([Store.RecordHandle]), or nil.
+	Handle json.RawMessage
 }
 
 // Error names the key and what is known of the earlier attempt.

@@ -86,6 +86,55 @@ type External struct {
 	// OnRenew is called after each renewal, and before each attempt of
 	// Read (an activity's heartbeat).
 	OnRenew func()
+	// Resume, when set, follows an earlier attempt's effect still in
+	// progress at the provider by the handle that attempt recorded
+	// ([RecordInProgress]: an MCP server's task), to its end, instead of
+	// asking Read or sending again: its result completes the key; an error
+	// BeforeEffect accepts is a definite failure that made nothing; an
+	// error wrapping [ErrHandleLost] (the provider no longer knows the
+	// handle) leaves the outcome to Read, or to a person; any other error
+	// leaves the outcome unknown, and the next attempt resumes again. It
+	// runs under the lease, renewed, like Call, and may record a new
+	// handle.
+	Resume func(ctx context.Context, handle json.RawMessage) (json.RawMessage, error)
+}
+
+// ErrHandleLost is what [External.Resume] wraps when the effect's handle
+// can no longer be followed: the provider does not know it any more (a
+// task that expired, or a server that restarted and forgot it).
+var ErrHandleLost = errors.New("the effect's handle can no longer be followed")
+
+// errNoRecorder is what RecordInProgress answers outside a call of
+// [Store.External].
+var errNoRecorder = errors.New("no external call records a handle here")
+
+type handleRecorderKey struct{}
+
+// RecordInProgress records, from within [External.Call] or
+// [External.Resume], the handle of the call's effect in progress at the
+// provider (a JSON document: the provider's task id, and what reaches it),
+// on the call's key, under its lease: if the process dies before the
+// effect ends, the next attempt follows the handle instead of sending the
+// call again.
+func RecordInProgress(ctx context.Context, handle json.RawMessage) error {
+	rec, ok := ctx.Value(handleRecorderKey{}).(func(context.Context, json.RawMessage) error)
+	if !ok {
+		return errNoRecorder
+	}
+	return rec(ctx, handle)
+}
+
+// RecordingTo returns ctx whose [RecordInProgress] calls record: what a
+// caller that keeps handles itself (a test) passes a tool's call.
+func RecordingTo(ctx context.Context, record func(context.Context, json.RawMessage) error) context.Context {
+	return context.WithValue(ctx, handleRecorderKey{}, record)
+}
+
+// withRecorder returns ctx recording handles on lease's key.
+func (s *Store) withRecorder(ctx context.Context, lease *Lease) context.Context {
+	return context.WithValue(ctx, handleRecorderKey{}, func(ctx context.Context, h json.RawMessage) error {
+		return s.RecordHandle(detached(ctx), lease, h)
+	})
 }
 
 // ExternalOutcome is what [Store.External] returns.
@@ -165,6 +214,15 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 	if unknown.Previous != nil && unknown.Previous.Unresolved {
 		known = unknown.Previous.Message
 	}
+	if len(unknown.Handle) > 0 && ext.Resume != nil {
+		out, done, lostWhy, err := s.resume(ctx, lease, held, unknown, ext, known)
+		if done || err != nil {
+			return out, done, err
+		}
+		// The handle can no longer be followed: what the provider did is
+		// for the paired read, or a person, to tell.
+		known += "; " + lostWhy
+	}
 	if ext.Read == nil {
 		age := unknown.Age
 		if ext.KeyLifetime > 0 && age < ext.KeyLifetime {
@@ -206,6 +264,54 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 	}
 	s.log.Info("unknown outcome resolved by the paired read: not applied", a.fields()...)
 	return ExternalOutcome{}, false, nil
+}
+
+// resume follows the handle an earlier attempt recorded to the effect's
+// end, under lease: done with the outcome when it ended (its result
+// completes the key; a definite failure fails it, before the effect); an
+// error when the attempt must end with the outcome still unknown; neither,
+// with lostWhy, when the handle can no longer be followed.
+func (s *Store) resume(ctx context.Context, lease *Lease, held *heldSince, unknown *OutcomeUnknownError, ext External,
+	known string) (out ExternalOutcome, done bool, lostWhy string, err error) {
+	a, _ := s.prepare(lease.Claim)
+	s.log.Info("unknown outcome: following the effect's handle", a.fields()...)
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	lctx, stop := s.keepLease(rctx, lease, held, ext, cancel)
+	result, rerr := ext.Resume(s.withRecorder(lctx, lease), unknown.Handle)
+	stop()
+	if cause := context.Cause(rctx); errors.Is(cause, ErrLeaseLost) {
+		return ExternalOutcome{}, false, "", fmt.Errorf("follow the effect of %s: %w", unknown.Key, cause)
+	}
+	unresolved := unknown.Previous != nil && unknown.Previous.Unresolved
+	switch {
+	case rerr == nil:
+		if cerr := CheckResult(result); cerr != nil {
+			o, err := s.settleUnstorable(ctx, lease, held, ext, cerr)
+			return o, true, "", err
+		}
+		o, err := s.Complete(detached(ctx), lease, result)
+		if err != nil {
+			return ExternalOutcome{}, false, "", err
+		}
+		s.log.Info("unknown outcome settled: the effect's handle led to its result", a.fields()...)
+		return ExternalOutcome{Outcome: o}, true, "", nil
+	case errors.Is(rerr, ErrHandleLost):
+		s.log.Warn("the effect's handle can no longer be followed", a.fields(zap.Error(rerr))...)
+		return ExternalOutcome{}, false, rerr.Error(), nil
+	case ext.BeforeEffect(rerr):
+		// The provider answered that the effect failed: a definite
+		// failure, which made nothing.
+		if ferr := s.Fail(detached(ctx), lease, Failure{Message: rerr.Error(), BeforeEffect: true}); ferr != nil {
+			rerr = errors.Join(rerr, fmt.Errorf("record failure: %w", ferr))
+		}
+		return ExternalOutcome{}, true, "", rerr
+	}
+	// Not ended, or not readable now: the next attempt follows it again.
+	if ferr := s.Fail(detached(ctx), lease, Failure{Message: known, Unresolved: unresolved}); ferr != nil {
+		rerr = errors.Join(rerr, fmt.Errorf("record the unknown outcome: %w", ferr))
+	}
+	return ExternalOutcome{}, false, "", fmt.Errorf("follow the effect of %s: %w", unknown.Key, rerr)
 }
 
 // readUnderLease runs the paired read, renewing the lease meanwhile, as
@@ -281,7 +387,7 @@ func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext Ext
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	lctx, stop := s.keepLease(cctx, lease, held, ext, cancel)
-	result, err := ext.Call(lctx)
+	result, err := ext.Call(s.withRecorder(lctx, lease))
 	stop()
 	if err == nil {
 		err = CheckResult(result)

@@ -73,7 +73,7 @@ func (s *Store) beginOnce(ctx context.Context, a claimArgs) (b Begun, again bool
 		return Begun{Lease: lease}, false, nil
 	}
 	err = &OutcomeUnknownError{Key: a.key, Lease: lease, Previous: row.Failure, FirstAttemptAt: row.CreatedAt,
-		Age: time.Duration(row.AgeSeconds * float64(time.Second))}
+		Age: time.Duration(row.AgeSeconds * float64(time.Second)), Handle: row.Handle}
 	s.log.Warn("lease taken over; earlier outcome unknown", a.fields(zap.Int32("attempt", lease.Attempt), zap.Error(err))...)
 	return Begun{}, false, err
 }
@@ -124,5 +124,28 @@ func (s *Store) Fail(ctx context.Context, l *Lease, f Failure) error {
 		return fmt.Errorf("fail %s as %s attempt %d: %w", a.key, l.Owner, l.Attempt, ErrLeaseLost)
 	}
 	s.log.Info("tool call failed", a.fields(zap.Int32("attempt", l.Attempt), zap.Bool("before_effect", f.BeforeEffect), zap.String("failure", f.Message))...)
+	return nil
+}
+
+// RecordHandle records, on l's key, the handle of its effect in progress
+// at the provider (an MCP server's task), so that a later attempt whose
+// outcome is unknown can follow it ([External.Resume]). It returns
+// [ErrLeaseLost] if l no longer holds the key.
+func (s *Store) RecordHandle(ctx context.Context, l *Lease, handle json.RawMessage) error {
+	a, err := s.prepare(l.Claim)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(handle) {
+		return fmt.Errorf("record the handle of %s: not JSON", a.key)
+	}
+	tag, err := s.pool.Exec(ctx, recordHandleSQL, a.Key.Tenant, a.key, l.Owner, l.Attempt, handle)
+	if err != nil {
+		return fmt.Errorf("record the handle of %s: %w", a.key, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record the handle of %s as %s attempt %d: %w", a.key, l.Owner, l.Attempt, ErrLeaseLost)
+	}
+	s.log.Info("effect in progress at the provider; its handle recorded", a.fields(zap.Int32("attempt", l.Attempt))...)
 	return nil
 }

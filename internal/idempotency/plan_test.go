@@ -44,6 +44,7 @@ var hotStatements = []hotStatement{
 	{"complete", completeSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'", pkeyIndex, true},
 	{"complete_in_tx", completeInTxSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'", pkeyIndex, true},
 	{"fail", failSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'", pkeyIndex, true},
+	{"record_handle", recordHandleSQL, "text, text, text, integer, jsonb", "'t', 'k', 'o', 1, '{}'", pkeyIndex, true},
 	{"renew", renewSQL, "text, text, text, integer, interval", "'t', 'k', 'o', 1, '1 minute'", pkeyIndex, true},
 	{"resolve_not_applied", resolveNotAppliedSQL, "text, text, text, jsonb", "'t', 'k', 'h', '{}'", pkeyIndex, true},
 	// The watchdog's batch: read in expiry order, then lock, delete and

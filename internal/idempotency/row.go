@@ -29,7 +29,7 @@ RETURNING attempts, lease_expiry, created_at`
 	// loadRowSQL reads the row a conflicting claim met. Run as a new
 	// statement it sees the row the blocking transaction committed.
 	loadRowSQL = `
-SELECT state, args_hash, result, failure, lease_owner, lease_expiry, attempts, created_at,
+SELECT state, args_hash, result, failure, handle, lease_owner, lease_expiry, attempts, created_at,
        extract(epoch FROM statement_timestamp() - created_at)::float8 AS age_seconds,
        coalesce(lease_expiry < statement_timestamp(), false) AS lease_expired
 FROM idempotency_keys
@@ -77,10 +77,20 @@ INSERT INTO idempotency_keys
 VALUES ($1, $2, $3, $4, $5, 'completed', $6, $7, $8, statement_timestamp(), statement_timestamp() + $9::interval)
 RETURNING result`
 
-	// failSQL records a failure, if the caller still holds the lease.
+	// failSQL records a failure, if the caller still holds the lease. A
+	// failure before the effect clears the effect's handle: the next
+	// attempt starts afresh.
 	failSQL = `
 UPDATE idempotency_keys
-SET state = 'failed', failure = $5
+SET state = 'failed', failure = $5,
+    handle = CASE WHEN coalesce(($5::jsonb ->> 'before_effect')::boolean, false) THEN NULL ELSE handle END
+WHERE tenant = $1 AND key = $2 AND state = 'in_flight' AND lease_owner = $3 AND attempts = $4`
+
+	// recordHandleSQL records the handle of an effect in progress at the
+	// provider, if the caller still holds the lease.
+	recordHandleSQL = `
+UPDATE idempotency_keys
+SET handle = $5
 WHERE tenant = $1 AND key = $2 AND state = 'in_flight' AND lease_owner = $3 AND attempts = $4`
 )
 
@@ -104,6 +114,7 @@ type keyRow struct {
 	ArgsHash     string          `db:"args_hash"`
 	Result       json.RawMessage `db:"result"`
 	Failure      *Failure        `db:"failure"`
+	Handle       json.RawMessage `db:"handle"`
 	LeaseOwner   *string         `db:"lease_owner"`
 	LeaseExpiry  *time.Time      `db:"lease_expiry"`
 	Attempts     int32           `db:"attempts"`

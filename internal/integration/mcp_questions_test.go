@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -210,4 +211,50 @@ func TestALiveQuestionIsLostWithItsWorker(t *testing.T) {
 	shipped := w.replacements()
 	require.Len(t, shipped, 1)
 	assert.Equal(t, "S", shipped[0].Size)
+}
+
+// A person answers a server's question in the inbox, in a real browser:
+// the card says what the server asks and draws its schema as a form whose
+// every control is labelled, laid out at a phone's width and a laptop's;
+// picking a size and sending it completes the step, and the desk ships
+// one replacement of that size.
+func TestAQuestionIsAnsweredInTheBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := headless(t, 3*time.Minute)
+	w := setupMCP(t, true, false, replacementDesk(true))
+	a := w.serveApprovals(func(c *approvals.Config) { c.Tools = w.registry() })
+	w.worker()
+	run := w.id("browser-asked")
+	startReplacement(a, run)
+	pendingQuestion(a, run)
+
+	card := `article[data-kind="question"][data-run="` + run + `"]`
+	a.logIn(ctx, "dana", card)
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(card)))
+	require.NoError(t, err)
+	assert.Contains(t, text, "desk_ship_replacement — step 1 of run "+run+" asks a person")
+	assert.Contains(t, text, desk.SizeQuestion)
+	assert.Contains(t, text, "May answer: any approver or operator of acme")
+	unlabelled, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll(
+		'input:not([type=hidden]), textarea, select')).filter(el => el.labels.length === 0).map(el => el.outerHTML)`))
+	require.NoError(t, err)
+	assert.Empty(t, unlabelled, "form controls without a label")
+	dir := screenshotDir(t)
+	checkLayoutAtBothSizes(t, ctx, dir, card, "question")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.CSS(card+` select`), "L"),
+		chromedp.Click(chromedp.CSS(card+` button[value=accept]`)),
+		chromedp.WaitVisible(chromedp.CSS(`.flash`)),
+	))
+	flash, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`.flash`)))
+	require.NoError(t, err)
+	assert.Contains(t, flash, "Answered step 1 of run "+run+" (round 1)")
+
+	st := w.result("acme", run)
+	require.Equal(t, workflows.StepDone, st.Steps[0].State, st.Steps[0].Error)
+	shipped := w.replacements()
+	require.Len(t, shipped, 1)
+	assert.Equal(t, "L", shipped[0].Size)
+	assert.Equal(t, 1, w.count("question_answers", "run_id = $1 AND outcome = 'accepted' AND via = 'inbox'", run))
 }

@@ -38,7 +38,7 @@ const MetaIdempotencyKey = "io.oncerun/idempotency-key"
 // answers (questions.ReplyOf); a server that answers with questions of its
 // own (an input-required result) gets a [questions.AskedError], not
 // applied: nothing was completed, and the step waits for a person.
-func (s *server) runner(name string, external bool, timeout time.Duration) func(ctx context.Context, call tools.Call) (any, error) {
+func (s *server) runner(name string, external bool, timeout time.Duration, task bool) func(ctx context.Context, call tools.Call) (any, error) {
 	return func(ctx context.Context, call tools.Call) (any, error) {
 		ctx, clock, stop := startClock(ctx, timeout)
 		defer stop()
@@ -52,35 +52,49 @@ func (s *server) runner(name string, external bool, timeout time.Duration) func(
 		}
 		lc, end := s.beginLive(ctx, name, clock)
 		defer end()
-		res, err := s.call(ctx, name, args, call.Key.String(), external, reply, lc)
+		res, err := s.call(ctx, name, args, call.Key.String(), external, reply, lc, task)
+		if err == nil && lc.created != nil {
+			// The server runs the call as a task: it is followed to its
+			// end, each request bounded by the timeout, the whole by the
+			// step's attempt.
+			clock.pause()
+			res, err = s.follow(ctx, name, lc, lc.created)
+		}
 		if err != nil {
 			if cause := context.Cause(ctx); errors.Is(cause, errCallTimeout) {
 				err = fmt.Errorf("%w: %w", err, cause)
 			}
 			return nil, fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err)
 		}
-		if res.NeedsInput() {
-			asked, err := s.asked(name, res)
-			switch {
-			case errors.Is(err, errBusy):
-				return nil, tools.NotApplied(fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err))
-			case err != nil:
-				// The server completed nothing, and would ask the same
-				// again: the step fails, saying what it asked.
-				return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s asked for input before it would complete the call (%s): %w",
-					name, s.describe(), questionsOf(res), err)))
-			}
-			return nil, tools.NotApplied(fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), &questions.AskedError{Asked: asked}))
-		}
-		if res.IsError {
-			// The server ran the call and answered that it failed: a
-			// definite outcome, which retrying the same arguments does not
-			// change.
-			return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s answered an error: %s",
-				name, s.describe(), contentText(res.Content))))
-		}
-		return result(res)
+		return s.answerOf(name, res)
 	}
+}
+
+// answerOf is what a call of tool answered, as its Run returns it: a
+// result; the server's questions for a person (a [questions.AskedError],
+// not applied); or a definite failure (an error result).
+func (s *server) answerOf(name string, res *mcpsdk.CallToolResult) (any, error) {
+	if res.NeedsInput() {
+		asked, err := s.asked(name, res)
+		switch {
+		case errors.Is(err, errBusy):
+			return nil, tools.NotApplied(fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), err))
+		case err != nil:
+			// The server completed nothing, and would ask the same
+			// again: the step fails, saying what it asked.
+			return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s asked for input before it would complete the call (%s): %w",
+				name, s.describe(), questionsOf(res), err)))
+		}
+		return nil, tools.NotApplied(fmt.Errorf("MCP tool %q of %s: %w", name, s.describe(), &questions.AskedError{Asked: asked}))
+	}
+	if res.IsError {
+		// The server ran the call and answered that it failed: a
+		// definite outcome, which retrying the same arguments does not
+		// change.
+		return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("MCP tool %q of %s answered an error: %s",
+			name, s.describe(), contentText(res.Content))))
+	}
+	return result(res)
 }
 
 // call sends tools/call under key. When the request did not reach the
@@ -88,7 +102,7 @@ func (s *server) runner(name string, external bool, timeout time.Duration) func(
 // replaced and the request sent once more: nothing of the first attempt was
 // acted on.
 func (s *server) call(ctx context.Context, name string, args json.RawMessage, key string, external bool, reply *questions.Reply,
-	lc *liveCall) (*mcpsdk.CallToolResult, error) {
+	lc *liveCall, task bool) (*mcpsdk.CallToolResult, error) {
 	params := &mcpsdk.CallToolParams{Name: name, Arguments: args}
 	if reply != nil {
 		rs, err := responses(*reply)
@@ -108,7 +122,7 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 				return nil, err
 			}
 		}
-		st := &callState{key: key, live: lc}
+		st := &callState{key: key, live: lc, wantTask: task}
 		meta := mcpsdk.Meta{}
 		for _, name := range s.cfg.IdempotencyKey.metaNames() {
 			meta[name] = key
@@ -122,6 +136,12 @@ func (s *server) call(ctx context.Context, name string, args json.RawMessage, ke
 		p.Meta = meta
 		res, callErr := cs.CallTool(withCallState(ctx, st), &p)
 		if callErr == nil {
+			if ti := st.created.Load(); ti != nil && lc != nil {
+				lc.created, lc.session = ti, cs.ID()
+				if ir := cs.InitializeResult(); ir != nil {
+					lc.protocol = ir.ProtocolVersion
+				}
+			}
 			return res, nil
 		}
 		var resend bool

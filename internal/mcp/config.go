@@ -199,6 +199,14 @@ type ToolConfig struct {
 	// Questions, when set, replaces the server's questions for this
 	// tool's calls.
 	Questions *Questions `json:"questions,omitempty"`
+	// Task says whether the tool's calls run as MCP tasks: TaskAuto (the
+	// default: when the server declares task support for tools/call and
+	// the tool's execution.taskSupport is optional or required),
+	// TaskAlways or TaskNever.
+	Task string `json:"task,omitempty"`
+	// TaskWait is how long one attempt of a step follows its task before
+	// the next attempt follows it on. Default DefaultTaskWait.
+	TaskWait Duration `json:"task_wait,omitzero"`
 	// Probe checks an idempotent: true claim at start: the tool is called
 	// twice under one fresh key with the probe's arguments, and a second
 	// answer unlike the first (a second effect) stops the start. A probe

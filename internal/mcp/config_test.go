@@ -3,6 +3,7 @@ package mcp_test
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 	"time"
 
@@ -187,5 +188,18 @@ func TestLoadConfigNamesEveryDecodingProblemAtOnce(t *testing.T) {
 		"servers[1].optional: got string, want bool",
 	} {
 		assert.Contains(t, err.Error(), want)
+	}
+}
+
+// Every configuration docs/mcp.md shows loads as it is written.
+func TestTheDocsConfigurationsLoad(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../../docs/mcp.md")
+	require.NoError(t, err)
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllSubmatch(doc, -1)
+	require.GreaterOrEqual(t, len(blocks), 2, "the configuration and the questions' configuration")
+	for i, b := range blocks {
+		_, err := mcp.LoadConfig(writeConfig(t, "mcp.yaml", string(b[1])))
+		require.NoError(t, err, "block %d of docs/mcp.md:\n%s", i+1, b[1])
 	}
 }

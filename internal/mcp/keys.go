@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/google/uuid"
@@ -100,7 +102,9 @@ func (t *keyTransport) Connect(ctx context.Context) (mcpsdk.Connection, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &keyConn{Connection: c, srv: t.srv}, nil
+	kc := &keyConn{Connection: c, srv: t.srv}
+	t.srv.conn.Store(kc)
+	return kc, nil
 }
 
 type keyConn struct {
@@ -109,47 +113,147 @@ type keyConn struct {
 	// initialize is the id of this connection's last handshake request
 	// (initialize, or server/discover of the 2026-07-28 protocol).
 	initialize atomic.Value
+	// lists are the ids of the tools/list requests in flight; tasks the
+	// ids of the tools/call requests sent as tasks, with their calls.
+	lists sync.Map
+	tasks sync.Map
+	// waiting are the requests oncerun sent itself on the connection, by
+	// id, each waiting for its answer (see call).
+	waiting sync.Map
+	ids     atomic.Int64
 }
 
 func (c *keyConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 	if req, ok := msg.(*jsonrpc.Request); ok {
-		switch {
-		case req.Method == "initialize" || req.Method == "server/discover":
+		id := fmt.Sprint(req.ID.Raw())
+		switch req.Method {
+		case "initialize", "server/discover":
 			// Either handshake answers with the server's capabilities.
-			c.initialize.Store(fmt.Sprint(req.ID.Raw()))
-		case req.Method == "tools/call" && c.srv.sendField():
-			if st := callStateOf(ctx); st != nil && st.key != "" {
-				if params, err := withField(req.Params, st.key); err == nil {
-					clone := *req
-					clone.Params = params
-					msg = &clone
-				}
-			}
+			c.initialize.Store(id)
+		case "tools/list":
+			c.lists.Store(id, true)
+		case "tools/call":
+			msg = c.callRequest(ctx, req, id)
 		}
 	}
 	return c.Connection.Write(ctx, msg)
 }
 
-func (c *keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
-	msg, err := c.Connection.Read(ctx)
-	if req, ok := msg.(*jsonrpc.Request); ok && err == nil && req.Method == "elicitation/create" {
-		// A live question: tie it to the call it was asked in, for elicit.
-		return c.srv.tieToCall(req), nil
+// callRequest is a tools/call request as it goes out: with SEP-3182's
+// field when the server's convention asks for it, and the task member when
+// the call runs as a task.
+func (c *keyConn) callRequest(ctx context.Context, req *jsonrpc.Request, id string) jsonrpc.Message {
+	st := callStateOf(ctx)
+	if st == nil {
+		return req
 	}
-	if resp, ok := msg.(*jsonrpc.Response); ok && err == nil && resp.Result != nil {
-		// Only the handshake's answer is read: the id is cleared once
-		// it came, so that the calls' answers pass untouched.
-		if id, _ := c.initialize.Load().(string); id != "" && id == fmt.Sprint(resp.ID.Raw()) {
-			c.initialize.Store("")
-			// Once declared, the field is sent for good: the tools built
-			// then promise once on it, and a server that stops declaring
-			// the capability ignores a member it does not know.
-			if declaresIdempotency(resp.Result) {
-				c.srv.declared.Store(true)
-			}
+	params := req.Params
+	if c.srv.sendField() && st.key != "" {
+		if p, err := withField(params, st.key); err == nil {
+			params = p
 		}
 	}
-	return msg, err
+	if st.wantTask {
+		if p, err := withTask(params); err == nil {
+			params = p
+			c.tasks.Store(id, st)
+		}
+	}
+	clone := *req
+	clone.Params = params
+	return &clone
+}
+
+func (c *keyConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	for {
+		msg, err := c.Connection.Read(ctx)
+		if err != nil {
+			return msg, err
+		}
+		switch m := msg.(type) {
+		case *jsonrpc.Request:
+			if m.Method == "elicitation/create" {
+				// A live question: tie it to the call it was asked in, for
+				// elicit.
+				return c.srv.tieToCall(m), nil
+			}
+		case *jsonrpc.Response:
+			if c.answered(m) {
+				// The answer to a request oncerun sent itself: the SDK
+				// knows nothing of it.
+				continue
+			}
+			c.read(m)
+		}
+		return msg, nil
+	}
+}
+
+// read takes what oncerun needs from an answer before the SDK reads it:
+// the handshake's capabilities, the tools' task support, a call's task.
+func (c *keyConn) read(resp *jsonrpc.Response) {
+	if resp.Result == nil {
+		return
+	}
+	id := fmt.Sprint(resp.ID.Raw())
+	// Only the handshake's answer is read: the id is cleared once it came,
+	// so that the calls' answers pass untouched.
+	if init, _ := c.initialize.Load().(string); init != "" && init == id {
+		c.initialize.Store("")
+		// Once declared, the field is sent for good: the tools built then
+		// promise once on it, and a server that stops declaring the
+		// capability ignores a member it does not know.
+		if declaresIdempotency(resp.Result) {
+			c.srv.declared.Store(true)
+		}
+		if declaresTaskCalls(resp.Result) {
+			c.srv.declaresTasks.Store(true)
+		}
+	}
+	if _, ok := c.lists.LoadAndDelete(id); ok {
+		c.srv.readToolList(resp.Result)
+	}
+	if v, ok := c.tasks.LoadAndDelete(id); ok {
+		if ti := createdTask(resp.Result); ti != nil {
+			v.(*callState).created.Store(ti)
+		}
+	}
+}
+
+// call sends a request oncerun makes itself (a task's tasks/get) on the
+// connection, and waits for its answer, which Read takes for it.
+func (c *keyConn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	id := "oncerun-" + strconv.FormatInt(c.ids.Add(1), 10)
+	rid, err := jsonrpc.MakeID(id)
+	if err != nil {
+		return nil, err
+	}
+	answer := make(chan *jsonrpc.Response, 1)
+	c.waiting.Store(id, answer)
+	defer c.waiting.Delete(id)
+	if err := c.Connection.Write(ctx, &jsonrpc.Request{ID: rid, Method: method, Params: params}); err != nil {
+		return nil, fmt.Errorf("%s: %w", method, err)
+	}
+	select {
+	case r := <-answer:
+		if r.Error != nil {
+			return nil, r.Error
+		}
+		return r.Result, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w", method, context.Cause(ctx))
+	}
+}
+
+// answered hands the answer to a request of call to its waiter, and
+// reports whether it was one.
+func (c *keyConn) answered(resp *jsonrpc.Response) bool {
+	v, ok := c.waiting.Load(fmt.Sprint(resp.ID.Raw()))
+	if !ok {
+		return false
+	}
+	v.(chan *jsonrpc.Response) <- resp
+	return true
 }
 
 // withField adds the key as the idempotencyKey member of a request's
@@ -210,7 +314,7 @@ func probe(ctx context.Context, srv *server, tool string, p *Probe, opts Options
 	keys := []string{first, first, "oncerun-probe/" + srv.cfg.Name + "/" + tool + "/" + uuid.NewString()}
 	answers := make([]json.RawMessage, len(keys))
 	for i, key := range keys {
-		res, err := srv.call(ctx, tool, args, key, true, nil, nil)
+		res, err := srv.call(ctx, tool, args, key, true, nil, nil, false)
 		switch {
 		case err != nil:
 		case res.NeedsInput():

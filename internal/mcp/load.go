@@ -89,6 +89,11 @@ type Source struct {
 	// KeyClaim says on what the tool's "server honours the key" rests:
 	// KeyDeclared, KeyVerified, KeyUnverified, or "" for no such claim.
 	KeyClaim string
+	// TaskSupport is the tool's execution.taskSupport as the server
+	// listed it (optional, required, forbidden, or ""); Tasks says its
+	// calls run as tasks.
+	TaskSupport string
+	Tasks       bool
 }
 
 // What a tool's claim that its server honours the key rests on.
@@ -440,12 +445,25 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 		src.Idempotent, src.KeyClaim = true, KeyDeclared
 	}
 	timeout := cmp.Or(t.Timeout, tools.DefaultTimeout)
-	t.Run = srv.runner(mt.Name, t.Class == tools.ClassExternal, timeout)
+	task := srv.usesTasks(mt.Name, cmp.Or(tc.Task, TaskAuto))
+	if srv.taskSupportOf(mt.Name) == "required" && tc.Task == TaskNever {
+		return tools.Tool{}, errors.New("the server requires its calls to run as tasks (execution.taskSupport required), and the configuration says task: never")
+	}
+	src.TaskSupport, src.Tasks = srv.taskSupportOf(mt.Name), task
+	t.Run = srv.runner(mt.Name, t.Class == tools.ClassExternal, timeout, task)
 	if live := srv.questionsFor(mt.Name).liveWait(); live > 0 {
 		// The step's attempt lasts as long as the call and a person's
 		// answer to a live question; the call's own clock stops while a
 		// person is asked.
 		t.Timeout = timeout + live
+	}
+	if task {
+		// A task is followed for up to task_wait in one attempt; the next
+		// attempt follows it on, not sending the call again.
+		t.Timeout = cmp.Or(t.Timeout, timeout) + cmp.Or(time.Duration(tc.TaskWait), DefaultTaskWait)
+		if t.Class == tools.ClassExternal {
+			t.Resume = srv.resumer(mt.Name)
+		}
 	}
 	// Check the definition as the worker's registry will, now, so that
 	// what it refuses is named by server and tool. The paired read is

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,6 +144,14 @@ type liveCall struct {
 	// call's own answer stream (over HTTP).
 	mu   sync.Mutex
 	asks map[string]bool
+	// created is the task the server answered the call with, and session
+	// and protocol the session it was created in; task is the task the
+	// call follows, for the questions the server asks about it.
+	created           *taskInfo
+	session, protocol string
+	task              atomic.Pointer[taskInfo]
+	// ended says the task the call follows has ended, or is lost.
+	ended atomic.Bool
 }
 
 // callMetaKey is the _meta member by which a live question the server
@@ -171,17 +180,22 @@ func (lc *liveCall) sent(id string) bool {
 	return lc.asks[id]
 }
 
+// relatedTaskKey is the _meta member by which a server ties a request to
+// a task (MCP's io.modelcontextprotocol/related-task).
+const relatedTaskKey = "io.modelcontextprotocol/related-task"
+
 // callFor finds the call in flight that the server's request id belongs
-// to: the one on whose answer stream it came (over HTTP), or the only
-// call in flight (over stdio, where nothing else tells).
-func (s *server) callFor(id string) *liveCall {
+// to: the one on whose answer stream it came (over HTTP), the one that
+// follows the task it names, or the only call in flight (over stdio, where
+// nothing else tells).
+func (s *server) callFor(id, task string) *liveCall {
 	var only, found *liveCall
 	n := 0
 	s.calls.Range(func(_, v any) bool {
 		lc := v.(*liveCall)
 		n++
 		only = lc
-		if lc.sent(id) {
+		if ti := lc.task.Load(); lc.sent(id) || (task != "" && ti != nil && ti.TaskID == task) {
 			found = lc
 			return false
 		}
@@ -211,7 +225,11 @@ func (s *server) tieToCall(req *jsonrpc.Request) *jsonrpc.Request {
 		meta = map[string]any{}
 	}
 	delete(meta, callMetaKey)
-	if lc := s.callFor(fmt.Sprint(req.ID.Raw())); lc != nil {
+	task := ""
+	if rt, ok := meta[relatedTaskKey].(map[string]any); ok {
+		task, _ = rt["taskId"].(string)
+	}
+	if lc := s.callFor(fmt.Sprint(req.ID.Raw()), task); lc != nil {
 		meta[callMetaKey] = lc.id
 	}
 	raw, err := json.Marshal(meta)
@@ -246,12 +264,24 @@ func (s *server) elicit(ctx context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk
 	if id == "" || !ok {
 		return dismiss("oncerun cannot tell which of its calls in flight asked it")
 	}
-	lc := v.(*liveCall)
+	return s.askThrough(v.(*liveCall), req.Params)
+}
+
+// askThrough puts question p, which the server asked in call lc, to a
+// person through lc, whose timeout stops meanwhile, and returns the
+// answer; a question nobody can be asked, or that cannot be put to a
+// person, is dismissed.
+func (s *server) askThrough(lc *liveCall, p *mcpsdk.ElicitParams) (*mcpsdk.ElicitResult, error) {
+	log := s.opts.Log.With(zap.String("server", s.cfg.Name), zap.String("tool", lc.tool))
+	dismiss := func(why string) (*mcpsdk.ElicitResult, error) {
+		log.Warn("MCP server's live question dismissed (cancel): "+why, zap.String("message", untrusted.Cut(p.Message, 200)))
+		return &mcpsdk.ElicitResult{Action: questions.ActionCancel}, nil
+	}
 	q := s.questionsFor(lc.tool)
 	if lc.ask == nil || q.liveWait() <= 0 {
 		return dismiss("nobody can be asked here")
 	}
-	it, err := itemOf(questions.LiveItem, req.Params)
+	it, err := itemOf(questions.LiveItem, p)
 	if err != nil {
 		return dismiss(err.Error())
 	}
@@ -261,7 +291,7 @@ func (s *server) elicit(ctx context.Context, req *mcpsdk.ElicitRequest) (*mcpsdk
 	}
 	lc.clock.pause()
 	defer lc.clock.resume()
-	log.Info("MCP server asks a person during a call", zap.String("tool", lc.tool), zap.String("question", asked.Summary()))
+	log.Info("MCP server asks a person during a call", zap.String("question", asked.Summary()))
 	answers, err := lc.ask(lc.ctx, asked)
 	if err != nil {
 		return nil, fmt.Errorf("the question was not answered: %w", err)

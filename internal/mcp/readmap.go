@@ -219,7 +219,7 @@ func (p PairedRead) found(read string, answer json.RawMessage) (bool, error) {
 // the mapped ones and answers {"found": bool, "answer": <the read's
 // answer>}, the answer every paired read gives.
 func mappedRead(srv *server, effect tools.Tool, p PairedRead, name string) tools.Tool {
-	read := srv.runner(p.Tool, false, tools.DefaultTimeout)
+	read := srv.runner(p.Tool, false, tools.DefaultTimeout, srv.usesTasks(p.Tool, TaskAuto))
 	how := "its answer's boolean found"
 	if f := p.Found; f != nil {
 		how = fmt.Sprintf("its answer's %s non-empty", cmp.Or(f.Pointer, "(whole answer)"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"sync"
 	"sync/atomic"
@@ -33,6 +34,20 @@ type server struct {
 	// calls are the calls in flight, by their liveCall's id, for the live
 	// questions the server asks in them.
 	calls sync.Map
+	// declaresTasks says the server declared task support for tools/call
+	// (tasks.requests.tools.call); taskSupport holds each tool's
+	// execution.taskSupport, read from the raw tools/list answers.
+	declaresTasks atomic.Bool
+	taskSupport   sync.Map
+	// conn is the current session's connection, on which oncerun sends the
+	// task requests the SDK has no method for (over stdio).
+	conn atomic.Pointer[keyConn]
+	// httpClient sends the requests oncerun posts itself to an http
+	// server (a task's, to the session that created it).
+	httpClient *http.Client
+	// unfinished counts the tasks this worker created that are not known
+	// to have ended (see unfinishedTask).
+	unfinished atomic.Int64
 
 	mu     sync.Mutex
 	cs     *mcpsdk.ClientSession
@@ -64,6 +79,9 @@ func newServer(cfg ServerConfig, opts Options) (*server, error) {
 			return nil, fmt.Errorf("bearer_token_env: %s is not set", cfg.BearerTokenEnv)
 		}
 		s.bearer = tok
+	}
+	if cfg.Transport == TransportHTTP {
+		s.httpClient = s.newHTTPClient()
 	}
 	return s, nil
 }
@@ -120,7 +138,22 @@ func (s *server) drop(cs *mcpsdk.ClientSession, why error) {
 // closeInBackground closes a session without holding up the caller: closing
 // waits for the server (a DELETE over http, the process's exit over stdio).
 func (s *server) closeInBackground(cs *mcpsdk.ClientSession) {
+	if s.keepsTasks() {
+		return
+	}
 	s.closing.Go(func() { _ = cs.Close() })
+}
+
+// keepsTasks reports whether the http server's session must stay open,
+// not closed: a task of this worker's may not have ended, and the next
+// worker follows it in the session that created it.
+func (s *server) keepsTasks() bool {
+	if s.cfg.Transport != TransportHTTP || s.unfinished.Load() == 0 {
+		return false
+	}
+	s.opts.Log.Info("MCP session left open: a task made in it may not have ended, and the next worker follows it there",
+		zap.String("server", s.cfg.Name), zap.Int64("tasks", s.unfinished.Load()))
+	return true
 }
 
 // close ends the session and refuses further calls.
@@ -130,7 +163,7 @@ func (s *server) close() error {
 	s.cs, s.closed = nil, true
 	s.mu.Unlock()
 	var err error
-	if cs != nil {
+	if cs != nil && !s.keepsTasks() {
 		err = cs.Close()
 		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 			// How a stdio server's process exited, perhaps long before,

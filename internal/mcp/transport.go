@@ -22,19 +22,13 @@ import (
 // its own (a process runs once).
 func (s *server) transport() mcpsdk.Transport {
 	if s.cfg.Transport == TransportHTTP {
-		base := http.DefaultTransport.(*http.Transport).Clone()
-		// Go's transport silently resends a request that carries an
-		// Idempotency-Key when a reused connection drops, after the server
-		// may have acted on it: a fresh connection per request keeps every
-		// send visible to the classification (as the payments client does).
-		base.DisableKeepAlives = true
 		return &keyTransport{srv: s, inner: &mcpsdk.StreamableClientTransport{
 			// The SDK and Go's client name the endpoint in their errors,
 			// which end up in logs, a key's recorded failure and the run's
 			// history: they are given it redacted, and the roundTripper
 			// puts the credentials back on the requests to it.
 			Endpoint:   untrusted.Redact(s.cfg.URL),
-			HTTPClient: &http.Client{Transport: telemetry.Transport(newRoundTripper(base, s.cfg.URL, s.bearer, s.cfg.IdempotencyKey.header()))},
+			HTTPClient: s.httpClient,
 			// oncerun only calls: it needs no messages the server would
 			// start.
 			DisableStandaloneSSE: true,
@@ -48,6 +42,18 @@ func (s *server) transport() mcpsdk.Transport {
 	cmd.Env = s.childEnv()
 	cmd.Stderr = s.opts.Stderr
 	return &keyTransport{srv: s, inner: &stdioTransport{inner: &mcpsdk.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}}}
+}
+
+// newHTTPClient is the client of an http server's requests, the SDK's and
+// oncerun's own.
+func (s *server) newHTTPClient() *http.Client {
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	// Go's transport silently resends a request that carries an
+	// Idempotency-Key when a reused connection drops, after the server may
+	// have acted on it: a fresh connection per request keeps every send
+	// visible to the classification (as the payments client does).
+	base.DisableKeepAlives = true
+	return &http.Client{Transport: telemetry.Transport(newRoundTripper(base, s.cfg.URL, s.bearer, s.cfg.IdempotencyKey.header()))}
 }
 
 // inheritedEnv is what a stdio server inherits of the worker's
@@ -74,9 +80,13 @@ func (s *server) childEnv() []string {
 type callState struct {
 	key string
 	// live is the call as live questions find it; nil for a probe's.
-	live   *liveCall
-	sent   atomic.Bool
-	status atomic.Int32
+	live *liveCall
+	// wantTask asks the server to run the call as a task; created is the
+	// task it answered with, if any.
+	wantTask bool
+	created  atomic.Pointer[taskInfo]
+	sent     atomic.Bool
+	status   atomic.Int32
 }
 
 type callStateKey struct{}

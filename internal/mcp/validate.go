@@ -141,6 +141,17 @@ func (s ServerConfig) validateTool(name string, t ToolConfig) []error {
 			bad("%s", problem)
 		}
 	}
+	switch t.Task {
+	case "", TaskAuto, TaskAlways, TaskNever:
+	default:
+		bad("task %q: want %s, %s or %s", t.Task, TaskAuto, TaskAlways, TaskNever)
+	}
+	if t.TaskWait < 0 {
+		bad("task_wait %s: negative", time.Duration(t.TaskWait))
+	}
+	if t.Probe != nil && t.Task == TaskAlways {
+		bad("probe: a tool whose calls run as tasks is not probed")
+	}
 	if t.Probe != nil && !t.Idempotent {
 		bad("probe: checks an idempotent: true claim; this tool makes none")
 	}

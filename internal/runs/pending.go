@@ -60,3 +60,16 @@ func (c *Client) Unresolved(ctx context.Context, tenant string) ([]Unresolved, e
 	}
 	return list, nil
 }
+
+// Asked is a round of questions a step's server asked a person, waiting
+// for an answer.
+type Asked = approvalstore.Question
+
+// Questions lists the rounds of questions waiting for an answer, the
+// nearest deadline first; tenant "" lists every tenant's.
+func (c *Client) Questions(ctx context.Context, tenant string) ([]Asked, error) {
+	if c.Pool == nil {
+		return nil, errors.New("list questions: the client has no database pool")
+	}
+	return approvalstore.PendingQuestions(ctx, c.Pool, tenant, time.Now())
+}
