@@ -130,9 +130,14 @@ type ToolInfo struct {
 	// says on what that rests: "declared" (the server declares SEP-3182's
 	// tools.idempotency), "verified" (the probe at start) or "unverified"
 	// (the configuration's word alone).
-	KeyClaim   string `json:"key_claim,omitempty"`
-	Edits      string `json:"edits"`
-	OncePerRun bool   `json:"once_per_run"`
+	KeyClaim string `json:"key_claim,omitempty"`
+	// TaskSupport, for an MCP tool, is its execution.taskSupport as its
+	// server lists it (optional, required or forbidden); Tasks says its
+	// calls run as MCP tasks, followed to their end across workers.
+	TaskSupport string `json:"task_support,omitempty"`
+	Tasks       bool   `json:"tasks,omitempty"`
+	Edits       string `json:"edits"`
+	OncePerRun  bool   `json:"once_per_run"`
 	// Grant, for a sub-agent's tool (source "agents", class delegate), is
 	// what its child run may use, less what its parent may not.
 	Grant []string `json:"grant,omitempty"`
@@ -167,7 +172,7 @@ func Describe(cfg Config) ([]ToolInfo, error) {
 			if src, ok := cfg.mcp.sources[name]; ok {
 				info.Source, info.Server, info.ServerTool, info.Transport = "mcp", src.Server, src.Tool, src.Transport
 				info.ClassFrom, info.ApprovalFrom, info.Warnings = src.ClassFrom, src.ApprovalFrom, src.Warnings
-				info.KeyClaim = src.KeyClaim
+				info.KeyClaim, info.TaskSupport, info.Tasks = src.KeyClaim, src.TaskSupport, src.Tasks
 				if h := src.Hints; h.Annotated {
 					info.Hints = map[string]bool{"readOnlyHint": h.ReadOnly, "destructiveHint": h.Destructive, "idempotentHint": h.Idempotent}
 				}

@@ -31,8 +31,10 @@ asked), its paired read, and what an approver may edit.
 (MCP tools), class, approval, guarantee, paired_read, idempotency_key,
 edits, once_per_run, for an MCP tool class_from, approval_from (configuration,
 annotation, default or unlisted), hints (the server's annotations),
-warnings and key_claim (declared, verified or unverified: what the claim
-that the server honours the key rests on), and for a sub-agent grant. A class or approval the configuration does not set
+warnings, key_claim (declared, verified or unverified: what the claim
+that the server honours the key rests on), task_support (the tool's
+execution.taskSupport) and tasks (its calls run as MCP tasks), and for a
+sub-agent grant. A class or approval the configuration does not set
 is shown with where it came from: "read (annotation)", "always (default)".
 A configured property that contradicts a server's annotation is warned of
 on standard error.`,
@@ -85,6 +87,9 @@ on standard error.`,
 				}
 				if t.Hints["idempotentHint"] && !t.Hints["readOnlyHint"] {
 					guarantee += " (idempotentHint)"
+				}
+				if t.Tasks {
+					guarantee += " (runs as a task)"
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, class, approval,
 					guarantee, cmp.Or(t.PairedRead, "-"), t.Edits)

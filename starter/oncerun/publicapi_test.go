@@ -142,7 +142,7 @@ var exportBudget = map[string]int{
 	"github.com/oncerun/oncerun/migrations":         5,
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
 	"github.com/oncerun/oncerun/starter/oncerundev": 2,
-	"github.com/oncerun/oncerun/tools":              57,
+	"github.com/oncerun/oncerun/tools":              59,
 	"github.com/oncerun/oncerun/worker":             40,
 	"github.com/oncerun/oncerun/workflows":          114,
 }
