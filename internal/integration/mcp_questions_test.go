@@ -137,6 +137,7 @@ func TestAServersQuestionWaitsInTheInboxAcrossAWorkerDeath(t *testing.T) {
 	assert.Equal(t, "dana", s.Questions[0].Answerer)
 	assert.Equal(t, 1, w.count("questions", "run_id = $1 AND state = 'answered' AND answered_by = 'dana'", run))
 	assert.Equal(t, 1, w.count("question_answers", "run_id = $1 AND outcome = 'accepted'", run), "the answer is audited")
+	w.saveHistory("acme", run)
 }
 
 // A server of an earlier protocol (the desk over Streamable HTTP,
@@ -211,6 +212,7 @@ func TestALiveQuestionIsLostWithItsWorker(t *testing.T) {
 	shipped := w.replacements()
 	require.Len(t, shipped, 1)
 	assert.Equal(t, "S", shipped[0].Size)
+	w.saveHistory("acme", run)
 }
 
 // A person answers a server's question in the inbox, in a real browser:
