@@ -152,13 +152,5 @@ func (a *Activities) pairedRead(ctx context.Context, tool tools.Tool, call tools
 // handle, as runTool runs the tool, and encodes its result as JSON.
 func resumeTool(ctx context.Context, tool tools.Tool, call tools.Call, handle json.RawMessage) (json.RawMessage, error) {
 	res, err := tool.Resume(ctx, call, handle)
-	if err != nil {
-		return nil, fmt.Errorf("tool %s: %w", tool.Name, cleanError(err))
-	}
-	b, err := json.Marshal(res)
-	if err != nil {
-		return nil, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("tool %s: result is not JSON: %v", tool.Name, err), ErrTypeToolFailed, err)
-	}
-	return b, nil
+	return encoded(tool, res, err)
 }

@@ -284,6 +284,11 @@ func failureOutcome(err error) string {
 // runTool runs the tool and encodes its result as JSON.
 func runTool(ctx context.Context, tool tools.Tool, call tools.Call) (json.RawMessage, error) {
 	res, err := tool.Run(ctx, call)
+	return encoded(tool, res, err)
+}
+
+// encoded is a tool's result as JSON, or its error, named.
+func encoded(tool tools.Tool, res any, err error) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tool %s: %w", tool.Name, cleanError(err))
 	}

@@ -13,10 +13,9 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/schema"
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
@@ -165,15 +164,9 @@ func (r *Registry) compile(t Tool) (*entry, error) {
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	c := jsonschema.NewCompiler()
 	// A schema loads nothing: an MCP server's "$ref" to a file or an
 	// address must not read the worker's files or reach the network.
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	url := "oncerun:tools/" + t.Name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		return nil, invalid("schema: %v", err)
-	}
-	s, err := c.Compile(url)
+	s, err := schema.Compile("oncerun:tools/"+t.Name+".json", doc)
 	if err != nil {
 		return nil, invalid("schema: %v", err)
 	}
@@ -310,7 +303,7 @@ func (r *Registry) Prepare(call ProposedCall) (Prepared, error) {
 	}
 	if err := e.schema.Validate(inst); err != nil {
 		return Prepared{}, fmt.Errorf("arguments of %s do not match its schema: %s: %w",
-			call.Tool, schemaMessage(err), ErrInvalidCall)
+			call.Tool, schema.Message(err), ErrInvalidCall)
 	}
 	if err := e.checkAmountValues(canonical); err != nil {
 		return Prepared{}, fmt.Errorf("arguments of %s: %w: %w", call.Tool, err, ErrInvalidCall)
@@ -427,31 +420,4 @@ func amount(raw json.RawMessage) (*big.Int, bool) {
 		return nil, false
 	}
 	return r.Num(), true
-}
-
-var englishPrinter = message.NewPrinter(language.English)
-
-// schemaMessage flattens a validation error into one line.
-func schemaMessage(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return err.Error()
-	}
-	var parts []string
-	for _, leaf := range leaves(ve) {
-		loc := "/" + strings.Join(leaf.InstanceLocation, "/")
-		parts = append(parts, fmt.Sprintf("at %s: %s", loc, leaf.ErrorKind.LocalizedString(englishPrinter)))
-	}
-	return strings.Join(parts, "; ")
-}
-
-func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(ve.Causes) == 0 {
-		return []*jsonschema.ValidationError{ve}
-	}
-	var out []*jsonschema.ValidationError
-	for _, c := range ve.Causes {
-		out = append(out, leaves(c)...)
-	}
-	return out
 }

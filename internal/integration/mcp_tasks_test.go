@@ -1,12 +1,10 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,57 +14,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/mcptest"
 	"github.com/oncerun/oncerun/worker"
 	"github.com/oncerun/oncerun/workflows"
 )
-
-// taskServers are the MCP servers whose tools run as tasks, which `make
-// test-deps` installs: the reference everything server and
-// tasks-server.mjs, on the official TypeScript SDK.
-const taskServers = "testdata/mcp-tasks"
-
-// nodeScript returns Node.js and the path of script under taskServers.
-func nodeScript(t *testing.T, script string) (string, string) {
-	t.Helper()
-	path, err := filepath.Abs(filepath.Join(taskServers, script))
-	require.NoError(t, err)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("the MCP task servers are not installed (%v): run `make test-deps`, which needs Node.js and npm", err)
-	}
-	node, err := exec.LookPath("node")
-	require.NoError(t, err, "Node.js runs the MCP task servers: apt-get install nodejs npm")
-	return node, path
-}
-
-// serveNode runs a Node.js server until the test ends, once it printed
-// ready.
-func serveNode(t *testing.T, node string, args, env []string, ready string) {
-	t.Helper()
-	cmd := exec.Command(node, args...)
-	cmd.Env = append(os.Environ(), env...)
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = w, w
-	require.NoError(t, cmd.Start())
-	w.Close()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(r)
-		done := false
-		for sc.Scan() {
-			if !done && strings.Contains(sc.Text(), ready) {
-				close(up)
-				done = true
-			}
-		}
-	}()
-	select {
-	case <-up:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%v did not start", args)
-	}
-}
 
 // setupTasks is a world whose MCP server "ship" is tasks-server.mjs, over
 // stdio (each worker's child process) or over HTTP (served for the test);
@@ -75,15 +26,15 @@ func setupTasks(t *testing.T, stdio bool, tools map[string]any) *mcpWorld {
 	t.Helper()
 	e := setup(t)
 	w := &mcpWorld{env: e, test: t, dir: t.TempDir()}
-	node, script := nodeScript(t, "tasks-server.mjs")
+	node, script := mcptest.Node(t, mcptest.Tasks)
 	ledger := filepath.Join(w.dir, "parcels.jsonl")
 	server := map[string]any{"name": "ship", "tools": tools}
 	if stdio {
 		server["transport"], server["command"], server["args"], server["env"] = "stdio", node, []string{script, "stdio"},
 			map[string]string{"LEDGER": ledger}
 	} else {
-		port := portOfFree(t)
-		serveNode(t, node, []string{script, "http"}, []string{"PORT=" + port, "LEDGER=" + ledger}, "listening on")
+		port := mcptest.FreePort(t)
+		mcptest.Serve(t, node, []string{script, "http"}, []string{"PORT=" + port, "LEDGER=" + ledger}, mcptest.TasksReady)
 		server["transport"], server["url"] = "http", "http://127.0.0.1:"+port+"/mcp"
 	}
 	w.writeConfig(server)
@@ -96,17 +47,11 @@ func setupEverything(t *testing.T, tools map[string]any) *mcpWorld {
 	t.Helper()
 	e := setup(t)
 	w := &mcpWorld{env: e, test: t, dir: t.TempDir()}
-	node, script := nodeScript(t, "node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-	port := portOfFree(t)
-	serveNode(t, node, []string{script, "streamableHttp"}, []string{"PORT=" + port}, "listening on port")
+	node, script := mcptest.Node(t, mcptest.Everything)
+	port := mcptest.FreePort(t)
+	mcptest.Serve(t, node, []string{script, "streamableHttp"}, []string{"PORT=" + port}, mcptest.EverythingReady)
 	w.writeConfig(map[string]any{"name": "every", "transport": "http", "url": "http://127.0.0.1:" + port + "/mcp", "tools": tools})
 	return w
-}
-
-func portOfFree(t *testing.T) string {
-	t.Helper()
-	addr := freeAddr(t)
-	return addr[strings.LastIndexByte(addr, ':')+1:]
 }
 
 // writeConfig writes the MCP configuration of server.

@@ -1,12 +1,9 @@
 package mcp_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,40 +15,21 @@ import (
 
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/mcp"
+	"github.com/oncerun/oncerun/internal/mcptest"
 	"github.com/oncerun/oncerun/internal/questions"
 	"github.com/oncerun/oncerun/tools"
 )
 
-// The task servers: the reference everything server and tasks-server.mjs,
-// written with the official TypeScript SDK, which `make test-deps`
-// installs from npm with their pinned versions.
-const taskServers = "../integration/testdata/mcp-tasks"
-
-// node returns Node.js and the path of script under taskServers.
-func node(t *testing.T, script string) (string, string) {
-	t.Helper()
-	path, err := filepath.Abs(filepath.Join(taskServers, script))
-	require.NoError(t, err)
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("the MCP task servers are not installed (%v): run `make test-deps`, which needs Node.js and npm", err)
-	}
-	bin, err := exec.LookPath("node")
-	require.NoError(t, err, "Node.js runs the MCP task servers: apt-get install nodejs npm")
-	return bin, path
-}
-
-const everythingScript = "node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-
-// everything is the everything server's configuration: over stdio, or
-// served over Streamable HTTP for the test.
+// everything is the reference everything server's configuration: over
+// stdio, or served over Streamable HTTP for the test.
 func everything(t *testing.T, stdio bool, tools map[string]mcp.ToolConfig) mcp.ServerConfig {
 	t.Helper()
-	bin, script := node(t, everythingScript)
+	bin, script := mcptest.Node(t, mcptest.Everything)
 	if stdio {
 		return mcp.ServerConfig{Name: "every", Transport: mcp.TransportStdio, Command: bin, Args: []string{script, "stdio"}, Tools: tools}
 	}
-	port := freePort(t)
-	serve(t, bin, []string{script, "streamableHttp"}, []string{"PORT=" + port}, "listening on port")
+	port := mcptest.FreePort(t)
+	mcptest.Serve(t, bin, []string{script, "streamableHttp"}, []string{"PORT=" + port}, mcptest.EverythingReady)
 	return httpConfig("every", "http://127.0.0.1:"+port+"/mcp", tools)
 }
 
@@ -59,53 +37,15 @@ func everything(t *testing.T, stdio bool, tools map[string]mcp.ToolConfig) mcp.S
 // and the ledger it writes each shipped parcel to.
 func tasksServer(t *testing.T, stdio bool, tools map[string]mcp.ToolConfig) (mcp.ServerConfig, string) {
 	t.Helper()
-	bin, script := node(t, "tasks-server.mjs")
+	bin, script := mcptest.Node(t, mcptest.Tasks)
 	ledger := filepath.Join(t.TempDir(), "parcels.jsonl")
 	if stdio {
 		return mcp.ServerConfig{Name: "ship", Transport: mcp.TransportStdio, Command: bin, Args: []string{script, "stdio"},
 			Env: map[string]string{"LEDGER": ledger}, Tools: tools}, ledger
 	}
-	port := freePort(t)
-	serve(t, bin, []string{script, "http"}, []string{"PORT=" + port, "LEDGER=" + ledger}, "listening on")
+	port := mcptest.FreePort(t)
+	mcptest.Serve(t, bin, []string{script, "http"}, []string{"PORT=" + port, "LEDGER=" + ledger}, mcptest.TasksReady)
 	return httpConfig("ship", "http://127.0.0.1:"+port+"/mcp", tools), ledger
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
-}
-
-// serve runs a server process until the test ends, once it has printed
-// ready on its standard output or error.
-func serve(t *testing.T, bin string, args, env []string, ready string) {
-	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	r, w, err := os.Pipe()
-	require.NoError(t, err)
-	cmd.Stdout, cmd.Stderr = w, w
-	require.NoError(t, cmd.Start())
-	w.Close()
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	up := make(chan struct{})
-	go func() {
-		sc := bufio.NewScanner(r)
-		var once sync.Once
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), ready) {
-				once.Do(func() { close(up) })
-			}
-		}
-	}()
-	select {
-	case <-up:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%s %v did not start", bin, args)
-	}
 }
 
 // parcels reads the parcels a task server's ledger holds.

@@ -957,7 +957,7 @@ var mutations = []Mutation{
 	{
 		Name:     "schema-loads-files",
 		Bug:      "a tool's schema may $ref a local file: an MCP server makes the worker read its files into its checks",
-		File:     "tools/registry.go",
+		File:     "internal/schema/schema.go",
 		Old:      "\tc.UseLoader(jsonschema.SchemeURLLoader{})\n",
 		New:      "",
 		Packages: []string{"./tools"},

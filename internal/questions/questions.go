@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
+	"github.com/oncerun/oncerun/internal/schema"
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
@@ -171,31 +170,25 @@ func (it Item) validate() error {
 // compile compiles a form question's schema: a JSON object schema of at
 // most MaxSchemaBytes, which may load nothing (a "$ref" to a file or an
 // address is refused).
-func compile(schema json.RawMessage) (*jsonschema.Schema, error) {
-	if len(schema) == 0 {
+func compile(raw json.RawMessage) (*jsonschema.Schema, error) {
+	if len(raw) == 0 {
 		return nil, errors.New("a form question needs a schema")
 	}
-	if len(schema) > MaxSchemaBytes {
-		return nil, fmt.Errorf("schema is %d bytes; at most %d", len(schema), MaxSchemaBytes)
+	if len(raw) > MaxSchemaBytes {
+		return nil, fmt.Errorf("schema is %d bytes; at most %d", len(raw), MaxSchemaBytes)
 	}
-	if err := untrusted.Value("schema", schema, MaxSchemaBytes); err != nil {
+	if err := untrusted.Value("schema", raw, MaxSchemaBytes); err != nil {
 		return nil, err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("schema is not JSON: %w", err)
 	}
 	if m, ok := doc.(map[string]any); !ok || m["type"] != "object" {
 		return nil, errors.New(`schema must describe an object ("type": "object")`)
 	}
-	c := jsonschema.NewCompiler()
 	// A server's schema loads nothing: no file, no address.
-	c.UseLoader(jsonschema.SchemeURLLoader{})
-	const at = "oncerun:question.json"
-	if err := c.AddResource(at, doc); err != nil {
-		return nil, fmt.Errorf("schema: %w", err)
-	}
-	s, err := c.Compile(at)
+	s, err := schema.Compile("oncerun:question.json", doc)
 	if err != nil {
 		return nil, fmt.Errorf("schema: %w", err)
 	}
@@ -270,7 +263,7 @@ func (it Item) check(an Answer) error {
 		return errors.New("content must be a JSON object")
 	}
 	if err := s.Validate(v); err != nil {
-		return fmt.Errorf("content does not match the question's schema: %s", schemaMessage(err))
+		return fmt.Errorf("content does not match the question's schema: %s", schema.Message(err))
 	}
 	return nil
 }
@@ -294,29 +287,6 @@ func (a Asked) Summary() string {
 		}
 		parts = append(parts, p)
 	}
-	return strings.Join(parts, "; ")
-}
-
-var english = message.NewPrinter(language.English)
-
-// schemaMessage flattens a validation error into one line.
-func schemaMessage(err error) string {
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return err.Error()
-	}
-	var parts []string
-	var walk func(*jsonschema.ValidationError)
-	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			parts = append(parts, fmt.Sprintf("at /%s: %s", strings.Join(e.InstanceLocation, "/"), e.ErrorKind.LocalizedString(english)))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
-		}
-	}
-	walk(ve)
 	return strings.Join(parts, "; ")
 }
 
