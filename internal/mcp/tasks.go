@@ -52,6 +52,8 @@ const (
 	maxPoll = 10 * time.Second
 	// maxTaskAnswer bounds a task's answer read over HTTP.
 	maxTaskAnswer = 8 << 20
+	// maxTaskIDBytes bounds a task's id, and the session recorded with it.
+	maxTaskIDBytes = 256
 )
 
 // Task statuses, as MCP names them.
@@ -176,6 +178,16 @@ func createdTask(result json.RawMessage) *taskInfo {
 // with the step's key (when the call is an external step's), and returns
 // the task's result as the call's answer.
 func (s *server) follow(ctx context.Context, tool string, lc *liveCall, ti *taskInfo) (*mcpsdk.CallToolResult, error) {
+	if err := untrusted.Name("the server's task id", ti.TaskID, maxTaskIDBytes); err != nil {
+		// The server runs the call as a task oncerun cannot keep: what it
+		// does is unknown.
+		return nil, fmt.Errorf("the call runs as a task oncerun cannot follow: %w", err)
+	}
+	if lc.session != "" {
+		if err := untrusted.Name("the server's session id", lc.session, maxTaskIDBytes); err != nil {
+			return nil, fmt.Errorf("the call runs as a task oncerun cannot follow: %w", err)
+		}
+	}
 	h := taskHandle{Kind: handleKind, Server: s.cfg.Name, Tool: tool, TaskID: ti.TaskID, Session: lc.session, Protocol: lc.protocol}
 	ended := s.unfinishedTask()
 	defer func() {
