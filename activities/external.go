@@ -13,6 +13,7 @@ import (
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/telemetry"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -106,6 +107,9 @@ func (a *Activities) CheckOutcome(ctx context.Context, in ToolInput) (OutcomeChe
 	if err != nil {
 		return OutcomeCheck{}, temporalError(err)
 	}
+	// The call's retries ran out: a live question its last attempt left
+	// pending has nobody to take its answer to the server.
+	a.loseLiveQuestions(ctx, in, true)
 	info, found, err := a.Store.Peek(ctx, idempotency.Claim{Key: key, ArgsHash: in.ArgsHash})
 	if err != nil {
 		return OutcomeCheck{}, temporalError(err)
@@ -116,6 +120,10 @@ func (a *Activities) CheckOutcome(ctx context.Context, in ToolInput) (OutcomeChe
 	known := "the last attempt's lease expired without an outcome"
 	if info.Failure != nil {
 		known = info.Failure.Message
+	}
+	if len(info.Handle) > 0 {
+		// The provider may still be making it: say what to look for.
+		known += "; the effect was in progress at the provider, recorded as " + untrusted.Cut(untrusted.Compact(info.Handle), 300)
 	}
 	return OutcomeCheck{Unknown: true, Resolution: NeedsResolution{Key: key.String(), FirstSentAt: info.FirstAttemptAt,
 		Known: known + "; the step's retries ran out before anything settled it"}}, nil

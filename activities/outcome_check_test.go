@@ -2,13 +2,18 @@ package activities_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/questions"
 )
 
 // When a step's retries run out, CheckOutcome decides whether the run waits
@@ -85,4 +90,32 @@ func TestCheckOutcomeIsKnownWhenNothingIsInDoubt(t *testing.T) {
 			assert.False(t, check.Unknown)
 		})
 	}
+}
+
+// When a step's retries run out, a live question its last attempt left
+// pending (its worker died while a person was asked) is lost: nobody is
+// left to take its answer to the server, so the inbox stops offering it.
+// A durable question of the step is not the call's to lose.
+func TestCheckOutcomeLosesTheLiveQuestionsTheLastAttemptLeft(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	in := input(t, 1, "send_gift", `{"order_id":"1001"}`)
+	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
+	require.NoError(t, err)
+	now := time.Now()
+	for _, live := range []bool{true, false} {
+		_, err := approvalstore.RecordQuestion(context.Background(), f.pool, approvalstore.QuestionRequest{
+			Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, AskID: fmt.Sprintf("live-%t", live), Tool: in.Tool, Key: key.String(),
+			Server: "gifts", Args: in.Args, ArgsHash: in.ArgsHash, Live: live, RequestedAt: now, Deadline: now.Add(time.Hour),
+			Items: []questions.Item{{ID: questions.LiveItem, Mode: questions.ModeForm, Message: "Which wrapping?",
+				Schema: json.RawMessage(`{"type":"object","properties":{"wrap":{"type":"string"}}}`)}},
+		})
+		require.NoError(t, err)
+	}
+
+	_, err = f.env().ExecuteActivity(f.acts.CheckOutcome, in)
+	require.NoError(t, err)
+
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM questions WHERE run_id = $1 AND live AND state = 'lost'`, in.RunID))
+	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM questions WHERE run_id = $1 AND NOT live AND state = 'pending'`, in.RunID))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -133,12 +134,17 @@ func (a *Activities) askLive(in ToolInput, key keys.Key) questions.Live {
 	}
 }
 
-// loseLiveQuestions records, on a retry of a step's call, that the live
-// questions an earlier attempt left pending can no longer be answered:
-// the worker that held the server's session is gone. It runs on retries
-// only: the first attempt has none.
-func (a *Activities) loseLiveQuestions(ctx context.Context, in ToolInput) {
-	if !activity.IsActivity(ctx) || activity.GetInfo(ctx).Attempt <= 1 || a.Pool == nil {
+// loseLiveQuestions records, on a retry of a step's call (another
+// attempt, or the call sent again with answers or after a person's
+// resolution), and once the call's retries ran out (over), that the
+// live questions an earlier attempt left pending can no longer be
+// answered: the worker that held the server's session is gone. The first
+// attempt of the step's first call has none, and skips the write.
+func (a *Activities) loseLiveQuestions(ctx context.Context, in ToolInput, over bool) {
+	if !activity.IsActivity(ctx) || a.Pool == nil {
+		return
+	}
+	if info := activity.GetInfo(ctx); !over && info.Attempt <= 1 && !strings.Contains(info.ActivityID, "#") {
 		return
 	}
 	n, err := approvalstore.LoseLiveQuestions(ctx, a.Pool, in.Tenant, in.RunID, in.Step, time.Now(),

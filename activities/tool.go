@@ -138,7 +138,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		// A server that asks a person over its live session is answered
 		// through the inbox while this attempt lives.
 		ctx = questions.WithLive(ctx, a.askLive(in, key))
-		a.loseLiveQuestions(ctx, in)
+		a.loseLiveQuestions(ctx, in, false)
 	}
 	claim := idempotency.Claim{Key: key, ArgsHash: p.ArgsHash, Retention: tool.Retention, Lease: tool.Timeout + leaseMargin}
 	charge, charged, err := chargeOf(in, key, tool, p.Args)

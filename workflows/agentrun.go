@@ -164,6 +164,9 @@ type run struct {
 	// turns counts the planning turns, carried across Continue-As-New.
 	turns int
 	ctl   controls
+	// early are the answers that came while their step's round of
+	// questions was being recorded, by step (see awaitAnswer).
+	early map[int64][]Answer
 }
 
 // bundledChanges is the change ID that stands for every change ID of this
@@ -270,6 +273,11 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	}
 	s.sendReply = false
 	opts.StartToCloseTimeout = call.Timeout
+	if limit := retriesPerAttempt * call.Timeout; limit > opts.ScheduleToCloseTimeout {
+		// An attempt that may last long (an MCP task followed, a person's
+		// answer to a live question) keeps room for retries after it.
+		opts.ScheduleToCloseTimeout = limit
+	}
 	var out activities.ToolOutput
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, in).Get(ctx, &out)
 	return out, err
@@ -481,6 +489,11 @@ var toolOptions = workflow.ActivityOptions{
 		},
 	},
 }
+
+// retriesPerAttempt is how many of its attempts a step's retries may last
+// at the least: a step whose attempt may last longer than a third of the
+// retry horizon has that horizon stretched.
+const retriesPerAttempt = 3
 
 // bookkeepingHorizon bounds the retries of the approvals table's writes:
 // longer than a database outage a run should ride out, short enough that a

@@ -27,17 +27,31 @@ func (r *run) awaitAnswer(ctx workflow.Context, s *Step, q *activities.Question)
 		r.touch(ctx)
 		return activities.Reply{}, false, nil
 	}
+	if r.halted() {
+		// Cancelled while the call ran: the server's questions are not put
+		// to anyone, and the call, which completed nothing, is not sent
+		// again.
+		s.State, s.Error, s.FinishedAt = StepCancelled, "questions withdrawn: "+r.stopReason(), now
+		r.touch(ctx)
+		return activities.Reply{}, false, nil
+	}
 	wait := r.in.Limits.ApprovalDeadline
 	if q.Wait > 0 {
 		wait = min(q.Wait, MaxApprovalDeadline)
 	}
 	deadline := now.Add(wait)
 	var recorded activities.QuestionRecorded
+	// An answer may reach the run before the activity that records the
+	// round has told it the round's number: it is kept until then.
+	s.asking = true
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, bookkeepingOptions), a.RequestQuestion, activities.QuestionRequest{
 		Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, AskID: fmt.Sprintf("run/%d", len(s.Questions)+1), Tool: s.Tool,
 		Key: s.Key, Server: q.Server, Args: s.Args, ArgsHash: s.ArgsHash, Goal: r.in.Goal, Items: q.Items, AnswerBy: q.AnswerBy,
 		RequestedBy: r.in.StartedBy, Lineage: r.lineage(), ParentGoal: r.parentGoal(), RequestedAt: now, Deadline: deadline,
 	}).Get(ctx, &recorded)
+	s.asking = false
+	early := r.early[s.Step]
+	delete(r.early, s.Step)
 	if err != nil {
 		s.State, s.FinishedAt = StepFailed, workflow.Now(ctx)
 		s.Error = "its server's questions could not be recorded for a person: " + failure(err)
@@ -52,6 +66,9 @@ func (r *run) awaitAnswer(ctx workflow.Context, s *Step, q *activities.Question)
 	r.touch(ctx)
 	log.Info("step waits for an answer to its server's questions", "step", s.Step, "tool", s.Tool, "round", sq.Round,
 		"deadline", deadline)
+	for _, sig := range early {
+		r.onAnswer(ctx, sig)
+	}
 
 	answered := func() bool { return sq.State != QuestionPending || s.State != StepWaitingForInput }
 	ok, err := workflow.AwaitWithTimeout(ctx, deadline.Sub(workflow.Now(ctx)), answered)
@@ -115,6 +132,14 @@ func (r *run) onAnswer(ctx workflow.Context, sig Answer) {
 		return
 	}
 	s := &r.status.Steps[sig.Step-1]
+	if s.asking {
+		if r.early == nil {
+			r.early = map[int64][]Answer{}
+		}
+		r.early[s.Step] = append(r.early[s.Step], sig)
+		log.Info("answer signal kept: the round it answers is being recorded", "step", sig.Step, "round", sig.Round)
+		return
+	}
 	if len(s.Questions) == 0 {
 		log.Warn("answer signal ignored: the step was asked nothing", "step", sig.Step, "answerer", sig.Answerer)
 		return

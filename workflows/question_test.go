@@ -25,6 +25,8 @@ type asking struct {
 	requests []activities.QuestionRequest
 	outcomes []activities.QuestionOutcome
 	rounds   int
+	// recordTime is how long each RequestQuestion takes.
+	recordTime time.Duration
 }
 
 // shirt is the question a server asks: which size.
@@ -42,7 +44,7 @@ func withQuestions(h *harness, rounds int) *asking {
 			defer q.mu.Unlock()
 			q.requests = append(q.requests, in)
 			return activities.QuestionRecorded{Round: len(q.requests)}, nil
-		})
+		}).AfterFn(func() time.Duration { return q.recordTime })
 	h.env.OnActivity(a.RecordQuestionOutcome, mock.Anything, mock.Anything).Return(
 		func(_ context.Context, in activities.QuestionOutcome) error {
 			q.mu.Lock()
@@ -235,4 +237,41 @@ func TestAnswerSignalsThatDoNotApplyChangeNothing(t *testing.T) {
 	assert.Equal(t, "dana@acme", s.Questions[0].Answerer)
 	assert.Equal(t, sizeAnswer("L"), s.Questions[0].Answers)
 	assert.Equal(t, 3*time.Hour, s.Questions[0].AnsweredAt.Sub(t0))
+}
+
+// An answer that reaches the run while its round is still being recorded
+// (the inbox lists the round as soon as its row commits) is kept, and
+// applied once the round's number is known.
+func TestAnAnswerThatComesWhileTheRoundIsRecordedIsKept(t *testing.T) {
+	t.Parallel()
+	h := setup(t, call("shop_order_shirt", `{}`, tools.ClassExternal))
+	q := withQuestions(h, 1)
+	q.recordTime = time.Minute
+	h.answerAt(30*time.Second, Answer{Step: 1, Round: 1, Answers: sizeAnswer("S"), Answerer: "dana@acme"})
+
+	st := h.run(t, modelRun())
+
+	s := st.Steps[0]
+	require.Equal(t, StepDone, s.State, s.Error)
+	assert.Equal(t, "dana@acme", s.Questions[0].Answerer)
+	assert.Len(t, h.toolCalls(), 2, "asked, then sent with the answer")
+}
+
+// A cancel that comes while the call runs withdraws the questions its
+// server then asks: nobody is asked, nothing is sent again.
+func TestACancelWhileTheCallRunsWithdrawsItsQuestions(t *testing.T) {
+	t.Parallel()
+	h := setup(t, call("shop_order_shirt", `{}`, tools.ClassExternal))
+	q := withQuestions(h, 1)
+	h.toolTime = time.Hour
+	h.updateAt(time.Minute, UpdateCancel, Control{By: "ops@acme", Reason: "customer left"})
+
+	st := h.run(t, modelRun())
+
+	s := st.Steps[0]
+	assert.Equal(t, StepCancelled, s.State)
+	assert.Contains(t, s.Error, "questions withdrawn")
+	assert.Empty(t, q.requests, "nobody was asked")
+	assert.Len(t, h.toolCalls(), 1)
+	assert.Equal(t, RunCancelled, st.State)
 }

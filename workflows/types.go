@@ -563,6 +563,9 @@ type Step struct {
 	// answer, which runs in an activity of its own.
 	reply     *activities.Reply
 	sendReply bool
+	// asking is set while the step's round of questions is being
+	// recorded: an answer that comes meanwhile is kept (run.early).
+	asking bool
 	// Guarantee is what the tool promises about its effect: "once", or
 	// "at-least-once" for an external tool whose provider neither honours
 	// our key nor can be asked (e-mail).

@@ -104,9 +104,9 @@ type External struct {
 // task that expired, or a server that restarted and forgot it).
 var ErrHandleLost = errors.New("the effect's handle can no longer be followed")
 
-// errNoRecorder is what RecordInProgress answers outside a call of
-// [Store.External].
-var errNoRecorder = errors.New("no external call records a handle here")
+// ErrNoRecorder is what RecordInProgress answers outside a call of
+// [Store.External] (a read, or a tool run on its own).
+var ErrNoRecorder = errors.New("no external call records a handle here")
 
 type handleRecorderKey struct{}
 
@@ -119,7 +119,7 @@ type handleRecorderKey struct{}
 func RecordInProgress(ctx context.Context, handle json.RawMessage) error {
 	rec, ok := ctx.Value(handleRecorderKey{}).(func(context.Context, json.RawMessage) error)
 	if !ok {
-		return errNoRecorder
+		return ErrNoRecorder
 	}
 	return rec(ctx, handle)
 }
@@ -214,14 +214,25 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 	if unknown.Previous != nil && unknown.Previous.Unresolved {
 		known = unknown.Previous.Message
 	}
-	if len(unknown.Handle) > 0 && ext.Resume != nil {
-		out, done, lostWhy, err := s.resume(ctx, lease, held, unknown, ext, known)
-		if done || err != nil {
-			return out, done, err
+	// An effect that was in progress at the provider and can no longer be
+	// followed may still be in progress there: it is never sent again on
+	// the provider's key, and a read that does not find it yet settles
+	// nothing.
+	inProgress := len(unknown.Handle) > 0
+	if inProgress {
+		lostWhy := "the effect's handle was recorded, and the tool cannot follow it"
+		if ext.Resume != nil {
+			out, done, why, err := s.resume(ctx, lease, held, unknown, ext, known)
+			if done || err != nil {
+				return out, done, err
+			}
+			lostWhy = why
 		}
-		// The handle can no longer be followed: what the provider did is
-		// for the paired read, or a person, to tell.
 		known += "; " + lostWhy
+		if ext.Read == nil {
+			return ExternalOutcome{}, false, s.unresolved(ctx, lease, known,
+				"the tool has no paired read, and the effect may still be in progress at the provider")
+		}
 	}
 	if ext.Read == nil {
 		age := unknown.Age
@@ -261,6 +272,10 @@ func (s *Store) resolveUnknown(ctx context.Context, lease *Lease, held *heldSinc
 		}
 		s.log.Info("unknown outcome resolved by the paired read: applied", a.fields()...)
 		return ExternalOutcome{Outcome: out, Resolved: true}, true, nil
+	}
+	if inProgress {
+		return ExternalOutcome{}, false, s.unresolved(ctx, lease, known,
+			"the paired read does not find the effect, which may still be in progress at the provider")
 	}
 	s.log.Info("unknown outcome resolved by the paired read: not applied", a.fields()...)
 	return ExternalOutcome{}, false, nil

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -102,47 +103,6 @@ func TestAFailedTaskIsADefiniteFailure(t *testing.T) {
 	assert.EqualValues(t, 1, p.calls.Load())
 }
 
-// A handle the provider no longer knows cannot be followed: the paired
-// read tells what happened, or, without one, a person must
-// (UnresolvedError), told the handle was lost.
-func TestALostHandleGoesToTheReadOrAPerson(t *testing.T) {
-	t.Parallel()
-	lost := func() (json.RawMessage, error) {
-		return nil, fmt.Errorf("task t-1: not found: %w", idempotency.ErrHandleLost)
-	}
-	t.Run("read", func(t *testing.T) {
-		t.Parallel()
-		f := setup(t)
-		ctx := context.Background()
-		c := claim(t, "acme", "r1", 2, "desk_research", `{"topic":"plates"}`)
-		var p task
-		var reads provider
-		ext := p.external(lost)
-		ext.Read = reads.read(true, `{"report":"found"}`, nil)
-		_, _ = f.store.External(ctx, c, ext)
-		out, err := f.store.External(ctx, c, ext)
-		require.NoError(t, err)
-		assert.True(t, out.Resolved)
-		assert.JSONEq(t, `{"report":"found"}`, string(out.Result))
-		assert.EqualValues(t, 1, reads.reads.Load())
-		assert.EqualValues(t, 1, p.calls.Load())
-	})
-	t.Run("person", func(t *testing.T) {
-		t.Parallel()
-		f := setup(t)
-		ctx := context.Background()
-		c := claim(t, "acme", "r1", 2, "desk_research", `{"topic":"plates"}`)
-		var p task
-		ext := p.external(lost)
-		_, _ = f.store.External(ctx, c, ext)
-		_, err := f.store.External(ctx, c, ext)
-		var unresolved *idempotency.UnresolvedError
-		require.ErrorAs(t, err, &unresolved)
-		assert.Contains(t, unresolved.Known, "task t-1: not found")
-		assert.EqualValues(t, 1, p.calls.Load(), "nothing is sent again on a guess")
-	})
-}
-
 // A handle that cannot be read now (the provider is down) leaves the
 // outcome unknown, the handle kept: the next attempt follows it again.
 func TestAHandleThatCannotBeReadNowIsFollowedAgain(t *testing.T) {
@@ -189,4 +149,76 @@ func TestAHandleIsRecordedUnderTheLease(t *testing.T) {
 	})
 	require.ErrorIs(t, err, idempotency.ErrLeaseLost)
 	assert.Empty(t, f.handle(t, c), "a stolen lease records nothing")
+}
+
+// A handle the provider no longer knows cannot be followed: the paired
+// read tells what happened when it finds the effect, or, without one, a
+// person must (UnresolvedError), told the handle was lost. It is never
+// answered by sending again: not on the provider's key, which a provider
+// that forgot the effect has forgotten too, and not on a paired read that
+// does not find the effect yet, which may still be in progress; so too
+// when the tool can no longer follow handles at all.
+func TestALostHandleGoesToTheReadOrAPersonNeverASend(t *testing.T) {
+	t.Parallel()
+	lost := func() (json.RawMessage, error) { return nil, fmt.Errorf("task t-1: not found: %w", idempotency.ErrHandleLost) }
+	for _, tc := range []struct {
+		name   string
+		change func(*idempotency.External, *provider)
+		found  bool
+	}{
+		{"the read finds it", func(e *idempotency.External, p *provider) { e.Read = p.read(true, `{"report":"found"}`, nil) }, true},
+		{"no read", func(*idempotency.External, *provider) {}, false},
+		{"the provider keeps keys", func(e *idempotency.External, _ *provider) { e.KeyLifetime = 24 * time.Hour }, false},
+		{"the read does not find it", func(e *idempotency.External, p *provider) { e.Read = p.read(false, "", nil) }, false},
+		{"the tool cannot follow it", func(e *idempotency.External, _ *provider) { e.Resume, e.KeyLifetime = nil, 24*time.Hour }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := setup(t)
+			ctx := context.Background()
+			c := claim(t, "acme", "r1", 2, "desk_research", `{"topic":"plates"}`)
+			var p task
+			var reads provider
+			ext := p.external(lost)
+			_, _ = f.store.External(ctx, c, ext)
+			tc.change(&ext, &reads)
+			out, err := f.store.External(ctx, c, ext)
+			assert.EqualValues(t, 1, p.calls.Load(), "sent once")
+			if tc.found {
+				require.NoError(t, err)
+				assert.True(t, out.Resolved)
+				assert.JSONEq(t, `{"report":"found"}`, string(out.Result))
+				assert.EqualValues(t, 1, reads.reads.Load())
+				return
+			}
+			var unresolved *idempotency.UnresolvedError
+			require.ErrorAs(t, err, &unresolved)
+			assert.Contains(t, unresolved.Known, "may still be in progress")
+			if ext.Resume != nil {
+				assert.Contains(t, unresolved.Known, "task t-1: not found")
+			}
+		})
+	}
+}
+
+// A person's not_applied answer clears the handle: the next attempt sends
+// the call afresh, and a later unknown outcome of that attempt does not
+// follow the old effect.
+func TestNotAppliedClearsTheHandle(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	c := claim(t, "acme", "r1", 2, "desk_research", `{"topic":"plates"}`)
+	var p task
+	ext := p.external(func() (json.RawMessage, error) { return nil, fmt.Errorf("task t-1: %w", idempotency.ErrHandleLost) })
+	_, _ = f.store.External(ctx, c, ext)
+	_, err := f.store.External(ctx, c, ext)
+	require.ErrorIs(t, err, idempotency.ErrUnresolved)
+	_, err = f.store.Resolve(ctx, c, idempotency.Answer{Applied: false, By: "dana", Note: "no job at the provider"})
+	require.NoError(t, err)
+	assert.Empty(t, f.handle(t, c), "the old effect's handle is gone")
+	_, err = f.store.External(ctx, c, ext)
+	require.ErrorIs(t, err, errTimedOut, "sent afresh")
+	assert.EqualValues(t, 2, p.calls.Load())
+	assert.EqualValues(t, 1, p.resumes.Load(), "the old handle was not followed again")
 }

@@ -46,7 +46,7 @@ RETURNING result`
 // before its effect, so that the next claim makes the effect again.
 const resolveNotAppliedSQL = `
 UPDATE idempotency_keys
-SET state = 'failed', failure = $4, lease_owner = NULL, lease_expiry = NULL
+SET state = 'failed', failure = $4, lease_owner = NULL, lease_expiry = NULL, handle = NULL
 WHERE tenant = $1 AND key = $2 AND args_hash = $3
   AND (state = 'failed' OR (state = 'in_flight' AND lease_expiry < statement_timestamp()))`
 
@@ -123,6 +123,9 @@ type KeyInfo struct {
 	FirstAttemptAt time.Time
 	// LeaseLive is true while an attempt holds the key.
 	LeaseLive bool
+	// Handle is what an attempt recorded of its effect in progress at the
+	// provider ([RecordInProgress]), or nil.
+	Handle json.RawMessage
 }
 
 // OutcomeUnknown reports whether an attempt may have made the key's
@@ -150,5 +153,5 @@ func (s *Store) Peek(ctx context.Context, claim Claim) (info KeyInfo, found bool
 		return KeyInfo{}, found, err
 	}
 	return KeyInfo{State: row.State, Failure: row.Failure, FirstAttemptAt: row.CreatedAt,
-		LeaseLive: row.State == StateInFlight && !row.LeaseExpired}, true, nil
+		LeaseLive: row.State == StateInFlight && !row.LeaseExpired, Handle: row.Handle}, true, nil
 }

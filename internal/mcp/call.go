@@ -52,6 +52,7 @@ func (s *server) runner(name string, external bool, timeout time.Duration, task 
 		}
 		lc, end := s.beginLive(ctx, name, clock)
 		defer end()
+		lc.timeout = timeout
 		res, err := s.call(ctx, name, args, call.Key.String(), external, reply, lc, task)
 		if err == nil && lc.created != nil {
 			// The server runs the call as a task: it is followed to its

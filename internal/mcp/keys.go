@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -220,10 +221,14 @@ func (c *keyConn) read(resp *jsonrpc.Response) {
 	}
 }
 
+// ownIDPrefix begins the ids of the requests oncerun sends itself; the
+// SDK numbers its own.
+const ownIDPrefix = "oncerun-"
+
 // call sends a request oncerun makes itself (a task's tasks/get) on the
 // connection, and waits for its answer, which Read takes for it.
 func (c *keyConn) call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	id := "oncerun-" + strconv.FormatInt(c.ids.Add(1), 10)
+	id := ownIDPrefix + strconv.FormatInt(c.ids.Add(1), 10)
 	rid, err := jsonrpc.MakeID(id)
 	if err != nil {
 		return nil, err
@@ -245,15 +250,20 @@ func (c *keyConn) call(ctx context.Context, method string, params json.RawMessag
 	}
 }
 
-// answered hands the answer to a request of call to its waiter, and
-// reports whether it was one.
+// answered hands the answer to a request of call to its waiter, once,
+// and reports whether it answers one of oncerun's own requests: a late
+// answer, whose waiter has gone, or a second answer to the same id, is
+// dropped, never passed to the SDK nor left blocking the connection.
 func (c *keyConn) answered(resp *jsonrpc.Response) bool {
-	v, ok := c.waiting.Load(fmt.Sprint(resp.ID.Raw()))
-	if !ok {
-		return false
+	id := fmt.Sprint(resp.ID.Raw())
+	if v, ok := c.waiting.LoadAndDelete(id); ok {
+		select {
+		case v.(chan *jsonrpc.Response) <- resp:
+		default:
+		}
+		return true
 	}
-	v.(chan *jsonrpc.Response) <- resp
-	return true
+	return strings.HasPrefix(id, ownIDPrefix)
 }
 
 // withField adds the key as the idempotencyKey member of a request's

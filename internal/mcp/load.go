@@ -462,7 +462,7 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 		// attempt follows it on, not sending the call again.
 		t.Timeout = cmp.Or(t.Timeout, timeout) + cmp.Or(time.Duration(tc.TaskWait), DefaultTaskWait)
 		if t.Class == tools.ClassExternal {
-			t.Resume = srv.resumer(mt.Name)
+			t.Resume = srv.resumer(mt.Name, timeout)
 		}
 	}
 	// Check the definition as the worker's registry will, now, so that

@@ -138,8 +138,9 @@ type liveCall struct {
 	// ctx is the call's own context: the step's, heartbeating.
 	ctx context.Context
 	// clock bounds the call by its timeout, and stops while a person is
-	// asked.
-	clock *callClock
+	// asked; timeout bounds each request that follows its task.
+	clock   *callClock
+	timeout time.Duration
 	// asks are the ids of the JSON-RPC requests the server sent on the
 	// call's own answer stream (over HTTP).
 	mu   sync.Mutex
@@ -185,26 +186,32 @@ func (lc *liveCall) sent(id string) bool {
 const relatedTaskKey = "io.modelcontextprotocol/related-task"
 
 // callFor finds the call in flight that the server's request id belongs
-// to: the one on whose answer stream it came (over HTTP), the one that
-// follows the task it names, or the only call in flight (over stdio, where
-// nothing else tells).
+// to: the one on whose answer stream it came (over HTTP: the transport
+// says so, whatever the request claims); else the one that follows the
+// task it names; else the only call in flight (over stdio, where nothing
+// else tells).
 func (s *server) callFor(id, task string) *liveCall {
-	var only, found *liveCall
+	var only, onStream, ofTask *liveCall
 	n := 0
 	s.calls.Range(func(_, v any) bool {
 		lc := v.(*liveCall)
 		n++
 		only = lc
-		if ti := lc.task.Load(); lc.sent(id) || (task != "" && ti != nil && ti.TaskID == task) {
-			found = lc
+		if lc.sent(id) {
+			onStream = lc
 			return false
+		}
+		if ti := lc.task.Load(); task != "" && ti != nil && ti.TaskID == task && ofTask == nil {
+			ofTask = lc
 		}
 		return true
 	})
-	if found != nil {
-		return found
-	}
-	if n == 1 {
+	switch {
+	case onStream != nil:
+		return onStream
+	case ofTask != nil:
+		return ofTask
+	case n == 1:
 		return only
 	}
 	return nil

@@ -195,14 +195,52 @@ func (s *server) follow(ctx context.Context, tool string, lc *liveCall, ti *task
 			ended()
 		}
 	}()
-	if raw, err := json.Marshal(h); err == nil {
-		if err := idempotency.RecordInProgress(ctx, raw); err != nil {
-			s.opts.Log.Warn("MCP task not recorded with its key: a worker that dies now leaves its outcome to the paired read or a person",
-				zap.String("server", s.cfg.Name), zap.String("tool", tool), zap.String("task", ti.TaskID), zap.Error(err))
-		}
+	if err := s.record(ctx, h); err != nil {
+		return nil, err
 	}
 	lc.task.Store(ti)
 	return s.await(ctx, h, lc, ti)
+}
+
+// Recording a task's handle is tried recordTries times, recordBackoff
+// apart, then doubled.
+const (
+	recordTries   = 4
+	recordBackoff = 100 * time.Millisecond
+)
+
+// record records task h with the step's key, trying again when the
+// database fails. A lease lost on the way ends the attempt: another worker
+// holds the key, and what this one knows must not be written over its
+// record. A handle that cannot be recorded otherwise is not fatal: the
+// task is followed all the same, but a worker that dies meanwhile leaves
+// its outcome to the paired read or a person.
+func (s *server) record(ctx context.Context, h taskHandle) error {
+	raw, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("record task %s: %w", h.TaskID, err)
+	}
+	pause := recordBackoff
+	for try := 1; ; try++ {
+		err = idempotency.RecordInProgress(ctx, raw)
+		switch {
+		case err == nil, errors.Is(err, idempotency.ErrNoRecorder):
+			return nil
+		case errors.Is(err, idempotency.ErrLeaseLost):
+			return fmt.Errorf("the call runs as task %s, which could not be recorded: %w", h.TaskID, err)
+		}
+		if try == recordTries || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
+	s.opts.Log.Warn("MCP task not recorded with its key: a worker that dies now leaves its outcome to the paired read or a person",
+		zap.String("server", s.cfg.Name), zap.String("tool", h.Tool), zap.String("task", h.TaskID), zap.Error(err))
+	return nil
 }
 
 // unfinishedTask counts a task of this worker's sessions that is not
@@ -219,7 +257,7 @@ func (s *server) unfinishedTask() (done func()) {
 // resumer returns the Resume of an external tool whose calls run as
 // tasks: it follows the task an earlier attempt recorded, as that attempt
 // would have.
-func (s *server) resumer(tool string) func(ctx context.Context, call tools.Call, handle json.RawMessage) (any, error) {
+func (s *server) resumer(tool string, timeout time.Duration) func(ctx context.Context, call tools.Call, handle json.RawMessage) (any, error) {
 	return func(ctx context.Context, call tools.Call, handle json.RawMessage) (any, error) {
 		var h taskHandle
 		if err := json.Unmarshal(handle, &h); err != nil || h.Kind != handleKind || h.TaskID == "" {
@@ -228,6 +266,7 @@ func (s *server) resumer(tool string) func(ctx context.Context, call tools.Call,
 		}
 		lc, end := s.beginLive(ctx, tool, nil)
 		defer end()
+		lc.timeout = timeout
 		ti := &taskInfo{TaskID: h.TaskID, Status: taskWorking}
 		lc.task.Store(ti)
 		res, err := s.await(ctx, h, lc, ti)
@@ -239,13 +278,17 @@ func (s *server) resumer(tool string) func(ctx context.Context, call tools.Call,
 }
 
 // await polls task h until it ends, and returns its result: a task that
-// ends failed or cancelled is a definite failure; one the server no
-// longer knows is idempotency.ErrHandleLost; questions the server asks
-// while the task waits for input go to a person through lc.
+// ends failed is a definite failure; one that was cancelled (by somebody
+// else: oncerun never cancels a task), or that the server no longer knows,
+// is idempotency.ErrHandleLost, its outcome left to the paired read or a
+// person; questions the server asks while the task waits for input go to
+// a person through lc. Each tasks/get, and tasks/result of a task that
+// has ended, is bounded by the call's timeout; tasks/result of a task
+// that waits for input lasts as long as the person takes.
 func (s *server) await(ctx context.Context, h taskHandle, lc *liveCall, ti *taskInfo) (*mcpsdk.CallToolResult, error) {
 	poll := clampPoll(ti.PollInterval)
 	for {
-		got, err := s.taskCall(ctx, h, lc, "tasks/get")
+		got, err := s.boundedTaskCall(ctx, h, lc, "tasks/get")
 		if err != nil {
 			return nil, fmt.Errorf("read task %s: %w", h.TaskID, err)
 		}
@@ -259,28 +302,33 @@ func (s *server) await(ctx context.Context, h taskHandle, lc *liveCall, ti *task
 		switch st.Status {
 		case taskCompleted, taskFailed, taskCancelled:
 			lc.ended.Store(true)
-			fallthrough
+			return s.ended(ctx, h, lc, st)
 		case taskInputRequired:
-			// tasks/result answers the result once the task has ended; while
-			// it waits for input it carries the server's questions first.
+			// While the task waits for input, tasks/result carries the
+			// server's questions first, then the result once it has ended.
 			raw, err := s.taskCall(ctx, h, lc, "tasks/result")
 			if err != nil {
 				return nil, fmt.Errorf("read the result of task %s: %w", h.TaskID, err)
 			}
-			if st.Status == taskInputRequired {
-				if again, err := s.taskCall(ctx, h, lc, "tasks/get"); err == nil {
-					_ = json.Unmarshal(again, &st)
+			again, err := s.boundedTaskCall(ctx, h, lc, "tasks/get")
+			if err == nil {
+				err = json.Unmarshal(again, &st)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("read task %s after its questions: %w", h.TaskID, err)
+			}
+			switch st.Status {
+			case taskCompleted:
+				lc.ended.Store(true)
+				var res mcpsdk.CallToolResult
+				if err := json.Unmarshal(raw, &res); err != nil {
+					return nil, fmt.Errorf("read the result of task %s: %w", h.TaskID, unreadableAnswer(err))
 				}
+				return &res, nil
+			case taskFailed, taskCancelled:
+				lc.ended.Store(true)
+				return s.ended(ctx, h, lc, st)
 			}
-			var res mcpsdk.CallToolResult
-			if err := json.Unmarshal(raw, &res); err != nil {
-				return nil, fmt.Errorf("read the result of task %s: %w", h.TaskID, unreadableAnswer(err))
-			}
-			if st.Status == taskFailed || st.Status == taskCancelled {
-				return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("the task %s ended %s%s: %s", h.TaskID, st.Status,
-					colonText(st.StatusMessage), contentText(res.Content))))
-			}
-			return &res, nil
 		case taskWorking:
 		default:
 			return nil, fmt.Errorf("task %s has a status oncerun does not know: %q", h.TaskID, untrusted.Cut(st.Status, 40))
@@ -291,6 +339,49 @@ func (s *server) await(ctx context.Context, h taskHandle, lc *liveCall, ti *task
 		case <-time.After(poll):
 		}
 	}
+}
+
+// ended reads the result of task h, which has ended with st: completed,
+// its result; failed, a definite failure, saying what the server said of
+// it when it can be read; cancelled, an outcome oncerun cannot know (what
+// the task did before it was cancelled).
+func (s *server) ended(ctx context.Context, h taskHandle, lc *liveCall, st taskInfo) (*mcpsdk.CallToolResult, error) {
+	if st.Status == taskCancelled {
+		return nil, fmt.Errorf("the task %s was cancelled%s, by somebody other than oncerun: what it did before is unknown: %w",
+			h.TaskID, colonText(st.StatusMessage), idempotency.ErrHandleLost)
+	}
+	raw, err := s.boundedTaskCall(ctx, h, lc, "tasks/result")
+	var res mcpsdk.CallToolResult
+	if err == nil {
+		if uerr := json.Unmarshal(raw, &res); uerr != nil {
+			err = unreadableAnswer(uerr)
+		}
+	}
+	if st.Status == taskFailed {
+		said := ""
+		if err == nil {
+			said = ": " + contentText(res.Content)
+		}
+		return nil, tools.Permanent(tools.NotApplied(fmt.Errorf("the task %s ended failed%s%s", h.TaskID, colonText(st.StatusMessage), said)))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the result of task %s: %w", h.TaskID, err)
+	}
+	return &res, nil
+}
+
+// boundedTaskCall is taskCall bounded by the call's timeout.
+func (s *server) boundedTaskCall(ctx context.Context, h taskHandle, lc *liveCall, method string) (json.RawMessage, error) {
+	if lc.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, lc.timeout, fmt.Errorf("%s took longer than the call's timeout (%s): %w", method, lc.timeout, errCallTimeout))
+		defer cancel()
+	}
+	raw, err := s.taskCall(ctx, h, lc, method)
+	if cause := context.Cause(ctx); err != nil && errors.Is(cause, errCallTimeout) && !errors.Is(err, errCallTimeout) {
+		err = fmt.Errorf("%w: %w", err, cause)
+	}
+	return raw, err
 }
 
 func colonText(s string) string {
@@ -381,7 +472,7 @@ var postIDs atomic.Int64
 // task waits for input) is put to a person through lc and answered; other
 // requests are refused. It returns the HTTP status with any error.
 func (s *server) post(ctx context.Context, session, protocol string, lc *liveCall, method string, params json.RawMessage) (json.RawMessage, int, error) {
-	id := "oncerun-" + strconv.FormatInt(postIDs.Add(1), 10)
+	id := ownIDPrefix + strconv.FormatInt(postIDs.Add(1), 10)
 	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 	if err != nil {
 		return nil, 0, err

@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -132,6 +134,39 @@ func TestATaskThatEndsFailedIsADefiniteFailure(t *testing.T) {
 	assert.Contains(t, err.Error(), "the warehouse refused the job")
 }
 
+// A task cancelled at the server, by somebody other than oncerun, may
+// have done part of its work: its outcome is unknown, for the paired read
+// or a person, never a definite failure that frees the key.
+func TestATaskCancelledBySomebodyElseHasAnUnknownOutcome(t *testing.T) {
+	t.Parallel()
+	cfg, _ := tasksServer(t, true, map[string]mcp.ToolConfig{"cancelled_job": {}})
+	d := load(t, cfg)
+	err := run(t, toolOf(t, d, "ship_cancelled_job"), callOf(t, "ship_cancelled_job", 1, `{}`), nil)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, tools.ErrHandleLost)
+	assert.NotErrorIs(t, err, tools.ErrNotApplied, "what it did before it was cancelled is unknown")
+	assert.False(t, permanent(err))
+	assert.Contains(t, err.Error(), "was cancelled (cancelled at the warehouse), by somebody other than oncerun")
+}
+
+// Each tasks/get is bounded by the call's timeout: a server that stops
+// answering about its task ends the attempt when the timeout passes, not
+// when the step's whole attempt (the call's timeout and task_wait) does.
+func TestEachReadOfATaskIsBoundedByTheCallsTimeout(t *testing.T) {
+	t.Parallel()
+	cfg, _ := tasksServer(t, false, map[string]mcp.ToolConfig{"stalling_job": {Timeout: mcp.Duration(2 * time.Second)}})
+	d := load(t, cfg)
+	tool := toolOf(t, d, "ship_stalling_job")
+	require.Greater(t, tool.Timeout, time.Hour, "the step's attempt follows its task for task_wait")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := tool.Run(ctx, callOf(t, tool.Name, 1, `{}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "tasks/get took longer than the call's timeout (2s)")
+	assert.NoError(t, ctx.Err(), "the attempt's own deadline did not end it")
+	assert.NotErrorIs(t, err, tools.ErrNotApplied, "the task may still run")
+}
+
 // A task the server no longer knows cannot be followed: the error says
 // the handle is lost, for the paired read or a person.
 func TestATaskTheServerForgetsIsLost(t *testing.T) {
@@ -209,6 +244,36 @@ func TestATaskIsResumedByItsHandle(t *testing.T) {
 			assert.Contains(t, string(raw), shipped[0]["parcel"].(string))
 		})
 	}
+}
+
+// Recording a task's handle is tried again when the database fails; a
+// lease lost meanwhile ends the attempt, leaving the key to the worker
+// that holds it.
+func TestATasksHandleIsRecordedThroughFailuresButNotPastALostLease(t *testing.T) {
+	t.Parallel()
+	cfg, _ := tasksServer(t, true, map[string]mcp.ToolConfig{"ship_parcel": {}})
+	d := load(t, cfg)
+	tool := toolOf(t, d, "ship_ship_parcel")
+
+	var tries int
+	var recorded json.RawMessage
+	flaky := idempotency.RecordingTo(context.Background(), func(_ context.Context, h json.RawMessage) error {
+		if tries++; tries < 3 {
+			return errors.New("connection reset by peer")
+		}
+		recorded = h
+		return nil
+	})
+	require.NoError(t, run(t, tool, callOf(t, tool.Name, 1, `{"order_id":"1","seconds":0.3}`), nil, flaky))
+	assert.Equal(t, 3, tries)
+	assert.Contains(t, string(recorded), `"kind":"mcp_task"`)
+
+	lost := idempotency.RecordingTo(context.Background(), func(context.Context, json.RawMessage) error {
+		return fmt.Errorf("record the handle: %w", idempotency.ErrLeaseLost)
+	})
+	err := run(t, tool, callOf(t, tool.Name, 2, `{"order_id":"2","seconds":0.3}`), nil, lost)
+	require.ErrorIs(t, err, idempotency.ErrLeaseLost)
+	assert.NotErrorIs(t, err, tools.ErrNotApplied, "the task was created: what it does is for the key's holder to learn")
 }
 
 // task: never refuses a tool the server says must run as a task; task:

@@ -8,6 +8,10 @@
 //   failing_job {}                    a task that ends failed
 //   forgetful_job {}                  a task the server forgets (its time to
 //                                     live is half a second)
+//   cancelled_job {}                  a task cancelled at the server, by
+//                                     somebody else, after it began
+//   stalling_job {}                   a task whose tasks/get, once it has
+//                                     begun, is never answered
 //
 // Run it as `node tasks-server.mjs stdio`, or `node tasks-server.mjs http`
 // with PORT set (it prints "listening on PORT" when it is ready). LEDGER
@@ -30,96 +34,77 @@ function ship(parcel) {
   return { content: [{ type: "text", text: JSON.stringify(parcel) }], structuredContent: parcel };
 }
 
+// stalled are the tasks whose tasks/get the server never answers.
+const stalled = new Set();
+
+class StallingTaskStore extends InMemoryTaskStore {
+  async getTask(taskId, sessionId) {
+    if (stalled.has(taskId)) return new Promise(() => {});
+    return super.getTask(taskId, sessionId);
+  }
+}
+
 function newServer() {
-  const taskStore = new InMemoryTaskStore();
+  const taskStore = new StallingTaskStore();
   const server = new McpServer({ name: "oncerun-test-tasks", version: "1.0.0" }, {
     capabilities: { tasks: { list: {}, cancel: {}, requests: { tools: { call: {} } } } },
     taskStore,
     taskMessageQueue: new InMemoryTaskMessageQueue(),
   });
-  const additive = { readOnlyHint: false, destructiveHint: false };
-  const read = (args, extra) => extra.taskStore.getTask(extra.taskId);
-  const result = (args, extra) => extra.taskStore.getTaskResult(extra.taskId);
+  // job registers a tool that runs as a task: start begins its work once
+  // the task is created (the tool answers at once with the task).
+  const job = (name, description, inputSchema, start, ttl = 600000, pollInterval = 200) =>
+    server.experimental.tasks.registerToolTask(name, {
+      description,
+      inputSchema,
+      execution: { taskSupport: "required" },
+      annotations: { readOnlyHint: false, destructiveHint: false },
+    }, {
+      createTask: async (args, extra) => {
+        const task = await extra.taskStore.createTask({ ttl, pollInterval });
+        start(task.taskId, args, extra.taskStore, extra);
+        return { task };
+      },
+      getTask: (args, extra) => extra.taskStore.getTask(extra.taskId),
+      getTaskResult: (args, extra) => extra.taskStore.getTaskResult(extra.taskId),
+    });
+  const later = (ms, f) => setTimeout(() => Promise.resolve().then(f).catch(() => {}), ms);
 
-  server.experimental.tasks.registerToolTask("ship_parcel", {
-    description: "Ship a parcel for an order; runs as a task.",
-    inputSchema: { order_id: z.string(), seconds: z.number().default(1) },
-    execution: { taskSupport: "required" },
-    annotations: additive,
-  }, {
-    createTask: async (args, extra) => {
-      const task = await extra.taskStore.createTask({ ttl: 600000, pollInterval: 200 });
-      setTimeout(() => {
-        const parcel = { parcel: "pc_" + task.taskId.slice(0, 8), order_id: args.order_id };
-        extra.taskStore.storeTaskResult(task.taskId, "completed", ship(parcel)).catch(() => {});
-      }, args.seconds * 1000);
-      return { task };
-    },
-    getTask: read,
-    getTaskResult: result,
-  });
+  job("ship_parcel", "Ship a parcel for an order; runs as a task.",
+    { order_id: z.string(), seconds: z.number().default(1) },
+    (id, args, tasks) => later(args.seconds * 1000, () =>
+      tasks.storeTaskResult(id, "completed", ship({ parcel: "pc_" + id.slice(0, 8), order_id: args.order_id }))));
 
-  server.experimental.tasks.registerToolTask("ask_parcel", {
-    description: "Ship a parcel for an order in the size a person chooses; runs as a task.",
-    inputSchema: { order_id: z.string() },
-    execution: { taskSupport: "required" },
-    annotations: additive,
-  }, {
-    createTask: async (args, extra) => {
-      const task = await extra.taskStore.createTask({ ttl: 600000, pollInterval: 200 });
-      (async () => {
-        await extra.taskStore.updateTaskStatus(task.taskId, "input_required", "Which size?");
-        const answer = await extra.sendRequest({
-          method: "elicitation/create",
-          params: {
-            message: "Which size should the parcel's shirt be?",
-            requestedSchema: { type: "object", required: ["size"], properties: { size: { type: "string", enum: ["S", "M", "L"] } } },
-          },
-        }, ElicitResultSchema, { relatedTask: { taskId: task.taskId } });
-        if (answer.action !== "accept") {
-          await extra.taskStore.storeTaskResult(task.taskId, "completed", {
-            isError: true, content: [{ type: "text", text: "nothing shipped: the question was " + answer.action }],
-          });
-          return;
-        }
-        const parcel = { parcel: "pc_" + task.taskId.slice(0, 8), order_id: args.order_id, size: answer.content.size };
-        await extra.taskStore.storeTaskResult(task.taskId, "completed", ship(parcel));
-      })().catch((e) => extra.taskStore.updateTaskStatus(task.taskId, "failed", String(e)).catch(() => {}));
-      return { task };
-    },
-    getTask: read,
-    getTaskResult: result,
-  });
+  job("ask_parcel", "Ship a parcel for an order in the size a person chooses; runs as a task.",
+    { order_id: z.string() },
+    (id, args, tasks, extra) => (async () => {
+      await tasks.updateTaskStatus(id, "input_required", "Which size?");
+      const answer = await extra.sendRequest({
+        method: "elicitation/create",
+        params: {
+          message: "Which size should the parcel's shirt be?",
+          requestedSchema: { type: "object", required: ["size"], properties: { size: { type: "string", enum: ["S", "M", "L"] } } },
+        },
+      }, ElicitResultSchema, { relatedTask: { taskId: id } });
+      if (answer.action !== "accept") {
+        await tasks.storeTaskResult(id, "completed", {
+          isError: true, content: [{ type: "text", text: "nothing shipped: the question was " + answer.action }],
+        });
+        return;
+      }
+      const parcel = { parcel: "pc_" + id.slice(0, 8), order_id: args.order_id, size: answer.content.size };
+      await tasks.storeTaskResult(id, "completed", ship(parcel));
+    })().catch((e) => tasks.updateTaskStatus(id, "failed", String(e)).catch(() => {})));
 
-  server.experimental.tasks.registerToolTask("failing_job", {
-    description: "A job that fails.",
-    inputSchema: {},
-    execution: { taskSupport: "required" },
-    annotations: additive,
-  }, {
-    createTask: async (args, extra) => {
-      const task = await extra.taskStore.createTask({ ttl: 600000, pollInterval: 200 });
-      setTimeout(() => {
-        extra.taskStore.storeTaskResult(task.taskId, "failed", {
-          isError: true, content: [{ type: "text", text: "the warehouse refused the job" }],
-        }).catch(() => {});
-      }, 300);
-      return { task };
-    },
-    getTask: read,
-    getTaskResult: result,
-  });
+  job("failing_job", "A job that fails.", {}, (id, args, tasks) => later(300, () =>
+    tasks.storeTaskResult(id, "failed", { isError: true, content: [{ type: "text", text: "the warehouse refused the job" }] })));
 
-  server.experimental.tasks.registerToolTask("forgetful_job", {
-    description: "A job whose task the server forgets.",
-    inputSchema: {},
-    execution: { taskSupport: "required" },
-    annotations: additive,
-  }, {
-    createTask: async (args, extra) => ({ task: await extra.taskStore.createTask({ ttl: 500, pollInterval: 2000 }) }),
-    getTask: read,
-    getTaskResult: result,
-  });
+  job("forgetful_job", "A job whose task the server forgets.", {}, () => {}, 500, 2000);
+
+  job("cancelled_job", "A job cancelled at the server after it began.", {}, (id, args, tasks) => later(300, () =>
+    tasks.updateTaskStatus(id, "cancelled", "cancelled at the warehouse")));
+
+  job("stalling_job", "A job whose status the server stops answering.", {}, (id) => later(100, () => stalled.add(id)));
   return { server, taskStore };
 }
 
