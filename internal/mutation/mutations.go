@@ -950,7 +950,7 @@ var mutations = []Mutation{
 		Bug:      "a live question whose worker died stays pending: a person answers it, and nothing can reach the server",
 		File:     "activities/question.go",
 		Old:      "\tif info := activity.GetInfo(ctx); !over && info.Attempt <= 1 && !strings.Contains(info.ActivityID, \"#\") {\n",
-		New:      "\tif _ = activity.GetInfo(ctx); !over {\n",
+		New:      "\tif _, _ = activity.GetInfo(ctx), strings.Contains; !over {\n",
 		Packages: []string{"./internal/integration"},
 		Tests:    []string{"TestALiveQuestionIsLostWithItsWorker"},
 	},
