@@ -84,25 +84,10 @@ type QuestionInfo struct {
 }
 
 func (s *Server) answerAPI(w http.ResponseWriter, r *http.Request, id Identity) {
-	step, err := ParseStep(r.PathValue("step"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var req AnswerRequest
-	bad := s.decodeBody(w, r, &req)
-	sr := StepRequestOf(r, id, approvalstore.ViaAPI, step)
-	sr.Invalid = bad
-	res, err := s.Answer(r.Context(), AnswerRequestInput(sr, req))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	status := http.StatusAccepted
-	if res.Repeated {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, res)
+	answerStep(s, w, r, id, func(ctx context.Context, sr StepRequest, req AnswerRequest) (AnswerResponse, bool, error) {
+		res, err := s.Answer(ctx, AnswerRequestInput(sr, req))
+		return res, res.Repeated, err
+	})
 }
 
 // AnswerInput is one answer to a round of a step's questions.

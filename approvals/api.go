@@ -235,9 +235,11 @@ type DecideResponse struct {
 
 func (s *Server) decideAPI(verb string) func(http.ResponseWriter, *http.Request, Identity) {
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
-		var req DecideRequest
-		s.decideWith(w, r, id, workflows.Decision(verb), &req, func(in *DecideInput) {
-			in.ArgsHash, in.Comment, in.Round = req.ArgsHash, req.Comment, req.Round
+		answerStep(s, w, r, id, func(ctx context.Context, sr StepRequest, req DecideRequest) (DecideResponse, bool, error) {
+			sr.Round = req.Round
+			res, err := s.Decide(ctx, DecideInput{StepRequest: sr, Decision: workflows.Decision(verb), ArgsHash: req.ArgsHash,
+				Comment: req.Comment})
+			return res, res.Repeated, err
 		})
 	}
 }
@@ -263,33 +265,37 @@ type EditRequest struct {
 // (the message names the field) or its edit rule, 409 when the reviewed
 // hash is stale.
 func (s *Server) editAPI(w http.ResponseWriter, r *http.Request, id Identity) {
-	var req EditRequest
-	s.decideWith(w, r, id, workflows.DecisionEdit, &req, func(in *DecideInput) {
-		in.ArgsHash, in.Args, in.Comment, in.Round = req.ArgsHash, req.Args, req.Comment, req.Round
+	answerStep(s, w, r, id, func(ctx context.Context, sr StepRequest, req EditRequest) (DecideResponse, bool, error) {
+		sr.Round = req.Round
+		res, err := s.Decide(ctx, DecideInput{StepRequest: sr, Decision: workflows.DecisionEdit, ArgsHash: req.ArgsHash,
+			Args: req.Args, Comment: req.Comment})
+		return res, res.Repeated, err
 	})
 }
 
-// decideWith answers a decision request of the API: it decodes the body
-// into req, lets fill copy it into the decision, decides, and answers 202
-// for a decision accepted now, 200 for a repeat.
-func (s *Server) decideWith(w http.ResponseWriter, r *http.Request, id Identity, d workflows.Decision, req any, fill func(*DecideInput)) {
+// answerStep answers an API request in which a person answers about a
+// step (a decision, a resolution, answers to questions): it reads the
+// path's step and the body into a Req, lets do record the answer (a body
+// that does not decode is refused there, once the request is audited, if
+// it names a step), and answers 202 for an answer accepted now, 200 for a
+// repeat of the answer of record.
+func answerStep[Req, Res any](s *Server, w http.ResponseWriter, r *http.Request, id Identity,
+	do func(ctx context.Context, sr StepRequest, req Req) (res Res, repeated bool, err error)) {
 	step, err := ParseStep(r.PathValue("step"))
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	in := DecideInput{StepRequest: StepRequestOf(r, id, approvalstore.ViaAPI, step), Decision: d}
-	// A body that does not decode is refused once the request is audited,
-	// if it names a step.
-	in.Invalid = s.decodeBody(w, r, req)
-	fill(&in)
-	res, err := s.Decide(r.Context(), in)
+	var req Req
+	sr := StepRequestOf(r, id, approvalstore.ViaAPI, step)
+	sr.Invalid = s.decodeBody(w, r, &req)
+	res, repeated, err := do(r.Context(), sr, req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	status := http.StatusAccepted
-	if res.Repeated {
+	if repeated {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, res)

@@ -86,27 +86,10 @@ type ResolutionInfo struct {
 }
 
 func (s *Server) resolveAPI(w http.ResponseWriter, r *http.Request, id Identity) {
-	step, err := ParseStep(r.PathValue("step"))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var req ResolveRequest
-	// A body that does not decode is refused once the request is audited,
-	// if it names a step.
-	bad := s.decodeBody(w, r, &req)
-	sr := StepRequestOf(r, id, approvalstore.ViaAPI, step)
-	sr.Invalid = bad
-	res, err := s.Resolve(r.Context(), ResolveRequestInput(sr, req))
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	status := http.StatusAccepted
-	if res.Repeated {
-		status = http.StatusOK
-	}
-	writeJSON(w, status, res)
+	answerStep(s, w, r, id, func(ctx context.Context, sr StepRequest, req ResolveRequest) (ResolveResponse, bool, error) {
+		res, err := s.Resolve(ctx, ResolveRequestInput(sr, req))
+		return res, res.Repeated, err
+	})
 }
 
 // ResolveRequestInput is the answer a resolve request of sr gives, as the
