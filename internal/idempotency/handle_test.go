@@ -160,7 +160,9 @@ func TestAHandleIsRecordedUnderTheLease(t *testing.T) {
 // when the tool can no longer follow handles at all.
 func TestALostHandleGoesToTheReadOrAPersonNeverASend(t *testing.T) {
 	t.Parallel()
-	lost := func() (json.RawMessage, error) { return nil, fmt.Errorf("task t-1: not found: %w", idempotency.ErrHandleLost) }
+	lost := func() (json.RawMessage, error) {
+		return nil, fmt.Errorf("task t-1: not found: %w", idempotency.ErrHandleLost)
+	}
 	for _, tc := range []struct {
 		name   string
 		change func(*idempotency.External, *provider)
