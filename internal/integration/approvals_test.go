@@ -268,8 +268,7 @@ func TestApprovalsAPIDecisionErrors(t *testing.T) {
 			a.expectError(r, tc.status, tc.code, tc.parts...)
 		})
 	}
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State, "no refused request decided the step")
 	assert.Equal(t, 0, e.count("approval_decisions", "outcome = 'accepted'"))
 	assert.Equal(t, 1, e.count("approval_decisions", "outcome = 'args_mismatch' AND args_hash = $1", other))
@@ -333,8 +332,7 @@ func TestApprovalsAPITenantIsolation(t *testing.T) {
 	}
 	a.expectError(a.do(http.MethodPost, stepPath(run, 2, "approve"), "gus", approvals.DecideRequest{ArgsHash: step.ArgsHash}),
 		http.StatusNotFound, "not_found")
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State)
 
 	// acme's viewer sees it.
@@ -354,8 +352,7 @@ func TestApprovalsAPITenantIsolation(t *testing.T) {
 	assert.Equal(t, theirs.ArgsHash, list.Approvals[0].ArgsHash)
 	a.do(http.MethodGet, "/v1/approvals?state=decided", "gus", nil).json(t, &list)
 	assert.Empty(t, list.Approvals)
-	gst, err := e.runs.Status(context.Background(), "globex", run)
-	require.NoError(t, err)
+	gst := e.status("globex", run)
 	assert.Equal(t, workflows.StepPendingApproval, gst.Steps[1].State, "globex's step still waits")
 }
 

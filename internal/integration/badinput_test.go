@@ -190,8 +190,7 @@ WHERE tenant = 'acme' AND run_id = $1 AND step = 2 ORDER BY id DESC LIMIT 1`, ru
 	a.expectError(a.do(http.MethodPost, "/v1/runs/r%FF/steps/2/approve", "dana", body(hash, "")), http.StatusNotFound, "not_found")
 	assert.Equal(t, total, e.count("approval_decisions", "true"))
 	assert.Zero(t, e.count("approval_decisions", "outcome = 'accepted'"), "nothing was accepted")
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State)
 }
 
@@ -527,7 +526,6 @@ func TestInboxFormsWithBadValues(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, status, "%s", page)
 	assert.Equal(t, before, rows(), "a form that cannot be read leaves no row")
 
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State)
 }

@@ -24,8 +24,7 @@ import (
 func (e *env) decide(runID string, step int64, decision workflows.Decision, approver, comment string) workflows.Step {
 	e.t.Helper()
 	ctx := context.Background()
-	st, err := e.runs.Status(ctx, "acme", runID)
-	require.NoError(e.t, err)
+	st := e.status("acme", runID)
 	require.Greater(e.t, len(st.Steps), int(step-1))
 	d, err := e.runs.Decide(ctx, e.pool, approvalstore.DecisionRequest{StepRequest: approvalstore.Local("acme", runID, step, approver), Decision: string(decision), ArgsHash: st.Steps[step-1].ArgsHash, Comment: comment})
 	require.NoError(e.t, err)
@@ -122,10 +121,9 @@ func TestCLIDirectDecisionFollowsTheDecisionOfRecord(t *testing.T) {
 	e.startWorker("w1", worker.Options{})
 	run := e.id("recorded")
 	e.startCLIRun(run)
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	// Recorded through the approvals service's API, whose signal was lost.
-	_, err = approvalstore.Decide(context.Background(), e.pool, approvalstore.DecisionRequest{
+	_, err := approvalstore.Decide(context.Background(), e.pool, approvalstore.DecisionRequest{
 		StepRequest: approvalstore.StepRequest{Tenant: "acme", RunID: run, Step: 3, By: "olga", Role: "approver", May: true,
 			RemoteAddr: "127.0.0.1", Via: approvalstore.ViaAPI},
 		Decision: approvalstore.DecisionApprove, ArgsHash: st.Steps[2].ArgsHash,

@@ -189,8 +189,7 @@ func TestInboxDecisionFormsAreProtected(t *testing.T) {
 	assert.Contains(t, page, "issue_credit — step 2 of run", "the inbox is shown again with the step")
 
 	assert.Equal(t, 0, e.count("approval_decisions", "outcome = 'accepted'"))
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State)
 
 	// The right form decides: redirect, a message, and an empty list.
@@ -492,8 +491,7 @@ func TestInboxEditInBrowser(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, alert, "amount_cents may not increase")
 	checkLayout(t, ctx, dir, "phone-inbox-refused.png")
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	require.Equal(t, workflows.StepPendingApproval, st.Steps[1].State, "a refused edit leaves the step pending")
 
 	// Less is accepted: the run goes on with the edited amount.

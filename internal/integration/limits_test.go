@@ -505,8 +505,7 @@ func TestRuleApprovedCreditThatCrossesACapWaitsAgainInRoundTwo(t *testing.T) {
 	want := "over the daily cap for issue_credit: 0.00 of 100.00 EUR spent, this call 259.00"
 	assert.Equal(t, []any{"limit", want, rule.ArgsHash}, []any{limit.ApprovalKind, limit.Reason, limit.ArgsHash})
 	assert.Zero(t, e.count("credits", "tenant = 'acme'"), "the rule's approval did not take it past the cap")
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	ap := limitWait(st.Steps[0])
 	require.NotNil(t, ap, "%+v", st.Steps[0])
 	assert.Equal(t, 2, ap.Round)

@@ -246,8 +246,7 @@ func TestResolveSignalsAnOpenRun(t *testing.T) {
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, "decision_conflict", apiErr.Code)
 
-	st, err := e.runs.Status(context.Background(), "acme", run)
-	require.NoError(t, err)
+	st := e.status("acme", run)
 	assert.Equal(t, workflows.StepPendingApproval, st.Steps[1].State, "the run ignored an answer for a step not in needs_resolution")
 	r = a.do(http.MethodPost, stepPath(run, 2, "approve"), "dana", approvals.DecideRequest{ArgsHash: step.ArgsHash})
 	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	enumspb "go.temporal.io/api/enums/v1"
 	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
 	sdkworker "go.temporal.io/sdk/worker"
@@ -179,6 +181,22 @@ func (e *env) waitFor(tenant, runID string, what string, cond func(workflows.Sta
 	}
 	e.t.Fatalf("run %s never reached %s; last status: %+v", runID, what, last)
 	return last
+}
+
+// status asks the run for its status once it answers: a query waits for a
+// worker to take it, which on a loaded machine can outlast one RPC's
+// deadline, so a query that times out is asked again for up to a minute.
+func (e *env) status(tenant, runID string) workflows.Status {
+	e.t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		st, err := e.runs.Status(context.Background(), tenant, runID)
+		var timedOut *serviceerror.DeadlineExceeded
+		if err == nil || !errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &timedOut) || time.Now().After(deadline) {
+			require.NoError(e.t, err)
+			return st
+		}
+	}
 }
 
 // result waits for the run to close and returns its final status.
