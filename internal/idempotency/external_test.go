@@ -316,12 +316,17 @@ func TestExternalUnknownOutcomeWithoutRead(t *testing.T) {
 	}
 }
 
+// TestExternalSlowCallIsNeverTakenOver: a call that outlasts its lease
+// several times over keeps its key, because the lease is renewed while it
+// runs. The lease is long enough that a loaded machine's pauses do not
+// lose it, and every intrusion comes after the first lease would have
+// ended.
 func TestExternalSlowCallIsNeverTakenOver(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	c := claim(t, "acme", "r1", 2, "refund_payment", `{"amount_cents":500}`)
-	c.Lease = 300 * time.Millisecond
+	c.Lease = 1500 * time.Millisecond
 	var renewals atomic.Int64
 	started := make(chan struct{})
 	ext := idempotency.External{
@@ -330,12 +335,12 @@ func TestExternalSlowCallIsNeverTakenOver(t *testing.T) {
 			select {
 			case <-ctx.Done():
 				return nil, context.Cause(ctx)
-			case <-time.After(time.Second):
+			case <-time.After(4 * time.Second):
 				return json.RawMessage(`{"refund_id":"re_1"}`), nil
 			}
 		},
 		BeforeEffect: beforeEffect,
-		Renew:        50 * time.Millisecond,
+		Renew:        100 * time.Millisecond,
 		OnRenew:      func() { renewals.Add(1) },
 	}
 	type result struct {
@@ -352,7 +357,7 @@ func TestExternalSlowCallIsNeverTakenOver(t *testing.T) {
 
 	other := newStore(t, f.pool, "worker-b")
 	var intruder provider
-	for _, at := range []time.Duration{400 * time.Millisecond, 600 * time.Millisecond, 850 * time.Millisecond} {
+	for _, at := range []time.Duration{1800 * time.Millisecond, 2600 * time.Millisecond, 3400 * time.Millisecond} {
 		time.Sleep(time.Until(callStart.Add(at)))
 		_, err := other.Begin(ctx, c)
 		require.ErrorIs(t, err, idempotency.ErrInFlight, "Begin %s into the call", at)

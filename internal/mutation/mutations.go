@@ -78,6 +78,15 @@ var mutations = []Mutation{
 		Tests:    []string{"TestExpiredLeaseIsTakenOverAndStaleOwnerFenced"},
 	},
 	{
+		Name:     "external-lease-not-renewed",
+		Bug:      "a call's lease is never renewed in the database while the call runs: a slow call's key is taken over by another worker once its first lease ends",
+		File:     "internal/idempotency/external.go",
+		Old:      "\t\t\terr := s.Renew(ctx, lease)\n",
+		New:      "\t\t\tvar err error\n",
+		Packages: []string{"./internal/idempotency"},
+		Tests:    []string{"TestExternalSlowCallIsNeverTakenOver"},
+	},
+	{
 		Name:     "no-claim-before-effect",
 		Bug:      "a transactional call begins its transaction without claiming the key: a retry of a completed call runs its effect again",
 		File:     "internal/idempotency/do.go",
