@@ -34,7 +34,16 @@ func (r *run) awaitLimit(ctx workflow.Context, s *Step, p *activities.Parked) (p
 	if s.Limit != nil && s.Limit.Prior != nil {
 		prior = s.Limit.Prior
 	}
-	s.Limit = &StepLimit{Reason: p.Reason, Level: p.Level, At: workflow.Now(ctx), Prior: prior}
+	now := workflow.Now(ctx)
+	s.Limit = &StepLimit{Reason: p.Reason, Level: p.Level, At: now, Prior: prior}
+	if r.halted() && workflow.GetVersion(ctx, limitWithdrawnWhenHalted, workflow.DefaultVersion, 1) == 1 {
+		// Cancelled (or failing) while the attempt ran: nothing ran, and
+		// nobody is asked to let it run past the limit, since it would
+		// never start again.
+		s.State, s.Error, s.FinishedAt = StepCancelled, "stopped at a money limit: "+r.stopReason(), now
+		r.touch(ctx)
+		return r.observation(s, planner.OutcomeCancelled), false, nil
+	}
 	workflow.GetLogger(ctx).Info("step waits at a money limit", "step", s.Step, "tool", s.Tool, "reason", p.Reason)
 	if err := r.awaitWait(ctx, s, p.Reason, ApprovalKindLimit, round); err != nil {
 		return planner.Observation{}, false, err
@@ -45,6 +54,11 @@ func (r *run) awaitLimit(ctx workflow.Context, s *Step, p *activities.Parked) (p
 	s.Limit.Exception = s.Approval.Decision == DecisionApprove
 	return planner.Observation{}, true, nil
 }
+
+// limitWithdrawnWhenHalted is the change under which a step that parks at
+// a money limit in a run already cancelled ends cancelled at once; before
+// it, the step waited for an approval that could not start it again.
+const limitWithdrawnWhenHalted = "limit-withdrawn-when-halted"
 
 // awaitWait is awaitApproval for a wait of kind ("" for the tool's rule,
 // ApprovalKindLimit) in round (0 for the first).

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -169,6 +170,47 @@ func TestARejectedStepAtALimitNeverRuns(t *testing.T) {
 	plans := h.planInputs()
 	require.Len(t, plans, 3)
 	assert.Equal(t, []planner.Outcome{planner.OutcomeRejected}, outcomes(plans[1].History))
+}
+
+// A cancel that comes while a step's attempt runs, and the attempt then
+// parks at a limit: nobody is asked to approve an exception for a run
+// that will never start the step again, and the run ends at once.
+func TestACancelWhileTheCallRunsWithdrawsItsLimitWait(t *testing.T) {
+	t.Parallel()
+	c := small("o-1")
+	h := setup(t, c)
+	h.park = parkUnlessException(1)
+	h.toolTime = time.Hour
+	h.updateAt(time.Minute, UpdateCancel, Control{By: "ops@acme", Reason: "customer left"})
+
+	st := h.run(t, modelRun())
+
+	require.Equal(t, RunCancelled, st.State)
+	s := st.Steps[0]
+	assert.Equal(t, StepCancelled, s.State)
+	assert.Contains(t, s.Error, "stopped at a money limit: ")
+	require.NotNil(t, s.Limit, "the step says where it stopped")
+	assert.Equal(t, capReason, s.Limit.Reason)
+	assert.Empty(t, h.approvalRequests(), "nobody was asked")
+	assert.Len(t, h.toolCalls(), 1)
+	assert.Less(t, st.UpdatedAt.Sub(t0), 2*time.Hour, "the run did not wait out an approval deadline")
+}
+
+// A run recorded before the change replays as it ran: its cancelled step
+// asked for the limit's approval and waited for it.
+func TestARunBeforeTheChangeKeepsItsLimitWaitAfterACancel(t *testing.T) {
+	t.Parallel()
+	c := small("o-1")
+	h := setup(t, c)
+	h.env.OnGetVersion(limitWithdrawnWhenHalted, workflow.DefaultVersion, 1).Return(workflow.DefaultVersion)
+	h.park = parkUnlessException(1)
+	h.toolTime = time.Hour
+	h.updateAt(time.Minute, UpdateCancel, Control{By: "ops@acme", Reason: "customer left"})
+
+	st := h.run(t, modelRun())
+
+	assert.Equal(t, StepExpired, st.Steps[0].State)
+	assert.Len(t, h.approvalRequests(), 1)
 }
 
 func TestAParkedStepOfAParallelTurnWaitsWhileTheOthersRun(t *testing.T) {

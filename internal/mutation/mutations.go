@@ -1089,4 +1089,13 @@ var mutations = []Mutation{
 		Packages: []string{"./activities"},
 		Tests:    []string{"TestCheckOutcomeLosesTheLiveQuestionsTheLastAttemptLeft"},
 	},
+	{
+		Name:     "limit-wait-after-cancel",
+		Bug:      "a step whose attempt parks at a money limit after its run was cancelled asks an approver for an exception it can never use, and the cancelled run waits out the approval deadline",
+		File:     "workflows/approval.go",
+		Old:      "if r.halted() && workflow.GetVersion(ctx, limitWithdrawnWhenHalted, workflow.DefaultVersion, 1) == 1 {",
+		New:      "if false && r.halted() && workflow.GetVersion(ctx, limitWithdrawnWhenHalted, workflow.DefaultVersion, 1) == 1 {",
+		Packages: []string{"./workflows"},
+		Tests:    []string{"TestACancelWhileTheCallRunsWithdrawsItsLimitWait"},
+	},
 }
