@@ -8,5 +8,7 @@
 // schema (under an advisory lock, as test binaries of several packages run at
 // once) and rebuilt whenever a migration changes. Each test then copies it
 // with CREATE DATABASE … TEMPLATE, which takes tens of milliseconds, and drops
-// its copy at cleanup.
+// its copy at cleanup. Building a template drops those of other versions of
+// the migrations; a test that finds its own template dropped that way (tests
+// of two versions share the server) builds it again and goes on.
 package pgtest

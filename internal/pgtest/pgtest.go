@@ -2,6 +2,7 @@ package pgtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/oncerun/oncerun/migrations"
@@ -24,9 +26,8 @@ const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 const templateLock = int64(0x6f6e636572756e) // "oncerun"
 
 var (
-	templateOnce sync.Once
+	templateMu   sync.Mutex
 	templateName string
-	templateErr  error
 )
 
 // ServerURL returns the URL of the server tests run against.
@@ -77,21 +78,29 @@ func newDB(t testing.TB, migrated bool) DB {
 // Create creates a database, migrated or empty, outside any test (for
 // examples and TestMain). The caller must call drop when done.
 func Create(ctx context.Context, migrated bool) (db DB, drop func(context.Context) error, err error) {
-	template := "template0"
-	if migrated {
-		templateOnce.Do(func() { templateName, templateErr = ensureTemplate(ctx) })
-		if templateErr != nil {
-			return DB{}, nil, fmt.Errorf("template database: %w", templateErr)
-		}
-		template = templateName
-	}
 	name := "oncerun_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")
 	u, err := withDatabase(ServerURL(), name)
 	if err != nil {
 		return DB{}, nil, err
 	}
-	if err := adminExec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+template); err != nil {
-		return DB{}, nil, fmt.Errorf("create database %s: %w", name, err)
+	template := "template0"
+	for rebuild := false; ; rebuild = true {
+		if migrated {
+			if template, err = migratedTemplate(ctx, rebuild); err != nil {
+				return DB{}, nil, fmt.Errorf("template database: %w", err)
+			}
+		}
+		err = adminExec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+template)
+		var pgErr *pgconn.PgError
+		if migrated && !rebuild && errors.As(err, &pgErr) && pgErr.Code == "3D000" {
+			// Tests of another version of the migrations, on the same
+			// server, dropped this version's template: build it again.
+			continue
+		}
+		if err != nil {
+			return DB{}, nil, fmt.Errorf("create database %s: %w", name, err)
+		}
+		break
 	}
 	drop = func(ctx context.Context) error {
 		if err := adminExec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
@@ -149,10 +158,28 @@ func connect(t testing.TB, url string) *pgx.Conn {
 	return conn
 }
 
+// migratedTemplate returns the name of the migrated template, built once
+// per process, or again when rebuild is set.
+func migratedTemplate(ctx context.Context, rebuild bool) (string, error) {
+	templateMu.Lock()
+	defer templateMu.Unlock()
+	if templateName == "" || rebuild {
+		// Rebuilt, the template leaves the others be: tests of their
+		// version run on the same server now.
+		name, err := ensureTemplate(ctx, !rebuild)
+		if err != nil {
+			return "", err
+		}
+		templateName = name
+	}
+	return templateName, nil
+}
+
 // ensureTemplate builds the migrated template database unless it exists.
 // Test binaries of several packages run at once, so the check and the build
-// happen under a session advisory lock.
-func ensureTemplate(ctx context.Context) (string, error) {
+// happen under a session advisory lock. With dropOld, a template it builds
+// drops those of other versions of the migrations.
+func ensureTemplate(ctx context.Context, dropOld bool) (string, error) {
 	name := "oncerun_template_" + migrations.Fingerprint()[:16]
 	admin, err := pgx.Connect(ctx, ServerURL())
 	if err != nil {
@@ -191,6 +218,9 @@ func ensureTemplate(ctx context.Context) (string, error) {
 	}
 	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" WITH is_template true"); err != nil {
 		return "", fmt.Errorf("mark template: %w", err)
+	}
+	if !dropOld {
+		return name, nil
 	}
 	return name, dropOldTemplates(ctx, admin, name)
 }
