@@ -68,6 +68,9 @@ type Activities struct {
 	// SpendAlerts delivers the alerts at 80% and 100% of a spend cap
 	// beyond the log line (the alert webhook). Nil: the log line only.
 	SpendAlerts SpendAlerter
+
+	// liveHoldFor, when set (by tests), stands for liveHold.
+	liveHoldFor time.Duration
 }
 
 // AgentSet is a deployment's checked sub-agents (see docs/agent-runs.md).

@@ -1,6 +1,7 @@
 package activities
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,6 +70,12 @@ func (a *Activities) RecordQuestionOutcome(ctx context.Context, in QuestionOutco
 // livePoll is how often a live question's worker looks for its answer.
 const livePoll = 500 * time.Millisecond
 
+// liveHold is how long a live question's worker is taken for alive after
+// it last renewed its hold on the round; it renews every sixth of it. A
+// worker that dies (on whatever attempt of whatever step) leaves its round
+// offered to people for at most liveHold.
+const liveHold = 30 * time.Second
+
 // askLive is how a step's call puts a question its server asks over the
 // live session to a person: the round is recorded (live), and the call
 // waits for its answer of record, which only this worker can give the
@@ -82,7 +89,7 @@ func (a *Activities) askLive(in ToolInput, key keys.Key) questions.Live {
 		req := approvalstore.QuestionRequest{
 			Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, AskID: "live/" + uuid.NewString(), Tool: in.Tool, Key: key.String(),
 			Server: asked.Server, Args: in.Args, ArgsHash: in.ArgsHash, Items: asked.Items, Live: true, AnswerBy: asked.AnswerBy,
-			RequestedAt: now, Deadline: now.Add(asked.Wait),
+			RequestedAt: now, Deadline: now.Add(asked.Wait), Hold: a.liveHold(),
 		}
 		round, err := approvalstore.RecordQuestion(ctx, a.Pool, req)
 		if err != nil {
@@ -101,8 +108,17 @@ func (a *Activities) askLive(in ToolInput, key keys.Key) questions.Live {
 		defer wait.Stop()
 		poll := time.NewTicker(livePoll)
 		defer poll.Stop()
-		for {
+		renewed := time.Now()
+		for held := true; ; {
 			rec, err := approvalstore.AnswerOfRecord(ctx, a.Pool, in.Tenant, in.RunID, in.Step, round)
+			if err == nil && rec == nil && !held {
+				// The hold could not be renewed (it lapsed, or the round
+				// is no longer pending) and no answer came: the round
+				// reads lost, and no answer will be accepted.
+				record(approvalstore.QuestionLost, "its hold lapsed: the worker could not renew it within "+a.liveHold().String())
+				log.Warn("a live question's hold could not be renewed; it is lost", zap.Int("round", round))
+				return nil, fmt.Errorf("round %d of the questions of step %d: %w", round, in.Step, errLiveQuestionGone)
+			}
 			if err == nil && rec != nil {
 				var answers questions.Answers
 				if err := json.Unmarshal(rec.Answers, &answers); err != nil {
@@ -120,6 +136,18 @@ func (a *Activities) askLive(in ToolInput, key keys.Key) questions.Live {
 			if activity.IsActivity(ctx) {
 				activity.RecordHeartbeat(ctx)
 			}
+			if held && time.Since(renewed) >= a.liveHold()/6 {
+				ok, err := approvalstore.RenewLiveQuestion(ctx, a.Pool, in.Tenant, in.RunID, in.Step, round, a.liveHold())
+				switch {
+				case err != nil:
+					log.Warn("could not renew the hold on a live question", zap.Int("round", round), zap.Error(err))
+				case !ok:
+					held = false // look for an answer once more, then stop
+					continue
+				default:
+					renewed = time.Now()
+				}
+			}
 			select {
 			case <-ctx.Done():
 				record(approvalstore.QuestionLost, "the call that asked it ended before it was answered: "+context.Cause(ctx).Error())
@@ -132,6 +160,15 @@ func (a *Activities) askLive(in ToolInput, key keys.Key) questions.Live {
 			}
 		}
 	}
+}
+
+// errLiveQuestionGone: a live question stopped waiting before it was
+// answered: its hold lapsed, or another attempt of the step took it over.
+var errLiveQuestionGone = errors.New("the live question can no longer be answered: its hold lapsed, or another attempt of the step took it over")
+
+// liveHold is how long a live question's hold lasts unrenewed.
+func (a *Activities) liveHold() time.Duration {
+	return cmp.Or(a.liveHoldFor, liveHold)
 }
 
 // loseLiveQuestions records, on a retry of a step's call (another

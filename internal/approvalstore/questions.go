@@ -58,6 +58,10 @@ type QuestionRequest struct {
 	ParentGoal  string    `json:"parent_goal,omitempty" db:"parent_goal"`
 	RequestedAt time.Time `json:"requested_at" db:"requested_at"`
 	Deadline    time.Time `json:"deadline" db:"deadline"`
+	// Hold, on a live round, is how long its worker is known to be alive
+	// without renewing (see RenewLiveQuestion): past it, the round reads
+	// lost. Zero: the round lapses only with its deadline.
+	Hold time.Duration `json:"hold,omitempty" db:"-"`
 }
 
 // Question is a row of the questions table.
@@ -108,10 +112,23 @@ type AnswerRecord struct {
 	AnsweredAt time.Time       `db:"answered_at"`
 }
 
-// questionColumns are the columns of a Question, from questions q.
+// lapsedSQL holds, for questions q, when a live round is pending but its
+// worker stopped renewing its hold: the worker is gone, and the round is
+// lost, whether or not anything has written so yet. The database's clock
+// decides, as it does for a key's lease.
+const lapsedSQL = `(q.state = 'pending' AND q.live AND q.held_until <= statement_timestamp())`
+
+// lapsedNote is what a lapsed round's note says.
+const lapsedNote = "the worker that held the session with the server stopped renewing its hold before the question was answered: " +
+	"its answer can no longer reach the server"
+
+// questionColumns are the columns of a Question, from questions q. A
+// lapsed round reads lost.
 const questionColumns = `q.tenant, q.run_id, q.step, q.round, q.ask_id, q.tool, q.key, q.server, q.args, q.args_hash, q.goal,
-    q.items, q.live, q.answer_by, q.requested_by, q.lineage, q.parent_goal, q.requested_at, q.deadline, q.state,
-    coalesce(q.answered_by, '') AS answered_by, q.answered_at, q.answers, q.note`
+    q.items, q.live, q.answer_by, q.requested_by, q.lineage, q.parent_goal, q.requested_at, q.deadline,
+    CASE WHEN ` + lapsedSQL + ` THEN 'lost' ELSE q.state END AS state,
+    coalesce(q.answered_by, '') AS answered_by, q.answered_at, q.answers,
+    CASE WHEN ` + lapsedSQL + ` THEN '` + lapsedNote + `' ELSE q.note END AS note`
 
 // answerColumns are the columns of an AnswerRecord.
 const answerColumns = `id, tenant, run_id, step, round, answers, outcome, answerer, role, note, remote_addr, user_agent, via,
@@ -122,8 +139,9 @@ const answerColumns = `id, tenant, run_id, step, round, answers, outcome, answer
 const recordQuestionSQL = `
 WITH ins AS (
     INSERT INTO questions (tenant, run_id, step, round, ask_id, tool, key, server, args, args_hash, goal, items, live, answer_by,
-        requested_by, lineage, parent_goal, requested_at, deadline)
-    SELECT $1, $2, $3, coalesce(max(round), 0) + 1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18
+        requested_by, lineage, parent_goal, requested_at, deadline, held_until)
+    SELECT $1, $2, $3, coalesce(max(round), 0) + 1, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+        CASE WHEN $12 AND $19::float8 > 0 THEN statement_timestamp() + make_interval(secs => $19::float8) END
     FROM questions WHERE tenant = $1 AND run_id = $2 AND step = $3
     ON CONFLICT (tenant, run_id, step, ask_id) DO NOTHING
     RETURNING round)
@@ -148,7 +166,7 @@ func RecordQuestion(ctx context.Context, db DB, q QuestionRequest) (int, error) 
 		answerBy = []string{}
 	}
 	args := []any{q.Tenant, q.RunID, q.Step, q.AskID, q.Tool, q.Key, q.Server, q.Args, q.ArgsHash, storable(q.Goal), items, q.Live,
-		answerBy, storable(q.RequestedBy), lineage(q.Lineage), storable(q.ParentGoal), q.RequestedAt, q.Deadline}
+		answerBy, storable(q.RequestedBy), lineage(q.Lineage), storable(q.ParentGoal), q.RequestedAt, q.Deadline, q.Hold.Seconds()}
 	var round int
 	// A step asks one round at a time; rounds of one step recorded at the
 	// same moment (a worker's live question as another's attempt
@@ -224,6 +242,29 @@ func LoseLiveQuestions(ctx context.Context, db DB, tenant, runID string, step in
 	}
 	return tag.RowsAffected(), nil
 }
+
+const renewLiveQuestionSQL = `
+UPDATE questions SET held_until = statement_timestamp() + make_interval(secs => $5::float8)
+WHERE tenant = $1 AND run_id = $2 AND step = $3 AND round = $4 AND live AND state = 'pending'
+  AND held_until > statement_timestamp()`
+
+// RenewLiveQuestion moves a pending live round's hold on by hold from now:
+// its worker is alive and waits for the answer. It reports false when the
+// round is no longer pending, or its hold had already lapsed (it reads
+// lost, and may have been answered as such): the worker must then stop
+// waiting, as if it had died.
+func RenewLiveQuestion(ctx context.Context, db DB, tenant, runID string, step int64, round int, hold time.Duration) (bool, error) {
+	tag, err := db.Exec(ctx, renewLiveQuestionSQL, tenant, runID, step, round, hold.Seconds())
+	if err != nil {
+		return false, fmt.Errorf("renew the hold on round %d of the questions of step %d of run %s: %w", round, step, runID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// loseLapsedSQL writes down that a lapsed round is lost.
+const loseLapsedSQL = `
+UPDATE questions q SET state = 'lost', answered_at = statement_timestamp(), note = $5
+WHERE q.tenant = $1 AND q.run_id = $2 AND q.step = $3 AND q.round = $4 AND ` + lapsedSQL
 
 const withdrawQuestionsSQL = `
 UPDATE questions SET state = 'cancelled', answered_by = nullif($4, ''), answered_at = $5, note = $6
@@ -436,8 +477,16 @@ func answer(ctx context.Context, db DB, r AnswerRequest) (Answered, error) {
 	}
 	if q.State != QuestionPending || !r.Now.Before(q.Deadline) {
 		why := "the round is " + q.State
-		if q.State == QuestionPending {
+		switch {
+		case q.State == QuestionPending:
 			why = "the round's deadline " + stamp(q.Deadline) + " has passed"
+		case q.Live && q.State == QuestionLost:
+			why += ": " + q.Note
+			// A round read lost because its hold lapsed says so in the
+			// table too.
+			if _, err := tx.Exec(ctx, loseLapsedSQL, r.Tenant, r.RunID, r.Step, q.Round, lapsedNote); err != nil {
+				return Answered{}, fmt.Errorf("answer: record round %d of step %d of run %s lost: %w", q.Round, r.Step, r.RunID, err)
+			}
 		}
 		return Answered{}, a.refuse(ctx, OutcomeNotPending, why, refused(ErrNotPending,
 			fmt.Sprintf("round %d of the questions of step %d of run %s is not pending: %s", q.Round, r.Step, r.RunID, why)))
@@ -517,7 +566,7 @@ func (a answerAudit) refuse(ctx context.Context, outcome, detail string, why *Re
 // answer: pending, no answer of record, deadline ahead ($2: now); the
 // nearest deadline first.
 const listQuestionsSQL = `SELECT ` + questionColumns + ` FROM questions q
-WHERE q.tenant = $1 AND q.state = 'pending' AND q.deadline > $2
+WHERE q.tenant = $1 AND q.state = 'pending' AND q.deadline > $2 AND NOT coalesce(` + lapsedSQL + `, false)
   AND NOT EXISTS (SELECT 1 FROM question_answers n
                   WHERE n.tenant = q.tenant AND n.run_id = q.run_id AND n.step = q.step AND n.round = q.round
                     AND n.outcome = 'accepted')
@@ -564,7 +613,7 @@ func itemIDs(items []questions.Item) string {
 // pendingQuestionsSQL lists the rounds that wait for an answer of every
 // tenant ($1 = ”) or one, the nearest deadline first.
 const pendingQuestionsSQL = `SELECT ` + questionColumns + ` FROM questions q
-WHERE q.state = 'pending' AND q.deadline > $2 AND ($1 = '' OR q.tenant = $1)
+WHERE q.state = 'pending' AND q.deadline > $2 AND ($1 = '' OR q.tenant = $1) AND NOT coalesce(` + lapsedSQL + `, false)
   AND NOT EXISTS (SELECT 1 FROM question_answers n
                   WHERE n.tenant = q.tenant AND n.run_id = q.run_id AND n.step = q.step AND n.round = q.round
                     AND n.outcome = 'accepted')

@@ -3,6 +3,7 @@ package approvalstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -290,4 +291,57 @@ func TestListQuestionsListsWhatWaits(t *testing.T) {
 		steps = append(steps, q.Step)
 	}
 	assert.Equal(t, []int64{4, 2}, steps, "6 is past its deadline, 7 answered")
+}
+
+// A live round whose worker stopped renewing its hold reads lost whatever
+// step it belongs to and however that step's retries ended: the lists stop
+// offering it, an answer is refused and writes the loss down, and a
+// renewal after the lapse is refused too. A round renewed in time stays
+// offered.
+func TestALiveQuestionWhoseHoldLapsedIsLost(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t, 4)
+	ctx := context.Background()
+	live := asked()
+	live.Live, live.AnswerBy, live.Hold = true, nil, time.Second
+	for _, step := range []int64{2, 3} {
+		live.Step, live.AskID = step, fmt.Sprintf("live/%d", step)
+		_, err := approvalstore.RecordQuestion(ctx, pool, live)
+		require.NoError(t, err)
+	}
+	for range 3 {
+		time.Sleep(400 * time.Millisecond)
+		ok, err := approvalstore.RenewLiveQuestion(ctx, pool, "acme", "r1", 3, 1, time.Second)
+		require.NoError(t, err)
+		require.True(t, ok, "step 3's worker renews in time")
+	}
+
+	now := t0.Add(time.Minute)
+	list, err := approvalstore.ListQuestions(ctx, pool, approvalstore.Page{Tenant: "acme", Now: now, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, list, 1, "step 2's hold lapsed")
+	assert.EqualValues(t, 3, list[0].Step)
+	pending, err := approvalstore.PendingQuestions(ctx, pool, "", now)
+	require.NoError(t, err)
+	require.Len(t, pending, 1)
+	q, err := approvalstore.LookupQuestion(ctx, pool, "acme", "r1", 2, 0)
+	require.NoError(t, err)
+	assert.Equal(t, approvalstore.QuestionLost, q.State)
+	assert.Contains(t, q.Note, "stopped renewing its hold")
+
+	r := danasAnswer()
+	r.Step, r.Now = 2, now
+	_, err = approvalstore.Answer(ctx, pool, r)
+	require.ErrorIs(t, err, approvalstore.ErrNotPending)
+	assert.Contains(t, err.Error(), "the round is lost: the worker that held the session")
+	var state string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT state FROM questions WHERE step = 2`).Scan(&state))
+	assert.Equal(t, approvalstore.QuestionLost, state, "the answer wrote the loss down")
+	ok, err := approvalstore.RenewLiveQuestion(ctx, pool, "acme", "r1", 2, 1, time.Second)
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	r.Step = 3
+	_, err = approvalstore.Answer(ctx, pool, r)
+	require.NoError(t, err, "step 3's round is still held")
 }

@@ -1098,4 +1098,22 @@ var mutations = []Mutation{
 		Packages: []string{"./workflows"},
 		Tests:    []string{"TestACancelWhileTheCallRunsWithdrawsItsLimitWait"},
 	},
+	{
+		Name:     "live-hold-not-renewed",
+		Bug:      "a live question's worker never renews its hold while it waits: a question a person takes longer than the hold to answer is lost with its worker alive",
+		File:     "activities/question.go",
+		Old:      "if held && time.Since(renewed) >= a.liveHold()/6 {",
+		New:      "if false && held && time.Since(renewed) >= a.liveHold()/6 {",
+		Packages: []string{"./activities"},
+		Tests:    []string{"TestALiveQuestionsWorkerRenewsItsHold"},
+	},
+	{
+		Name:     "live-hold-lapse-ignored",
+		Bug:      "a live round whose worker stopped renewing its hold still reads pending: the inbox offers a question whose answer can never reach the server, once a non-external step's last attempt died with it",
+		File:     "internal/approvalstore/questions.go",
+		Old:      "const lapsedSQL = `(q.state = 'pending' AND q.live AND q.held_until <= statement_timestamp())`",
+		New:      "const lapsedSQL = `(q.state = 'pending' AND q.live AND false)`",
+		Packages: []string{"./internal/approvalstore"},
+		Tests:    []string{"TestALiveQuestionWhoseHoldLapsedIsLost"},
+	},
 }
