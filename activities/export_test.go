@@ -11,7 +11,7 @@ import (
 // registered as an activity.
 
 // SetLiveHold makes a's live questions' holds last d unrenewed, renewed
-// every d/6.
+// every d/6 (at most every livePoll).
 func SetLiveHold(a *Activities, d time.Duration) { a.liveHoldFor = d }
 
 // AskLive is how a's call of in, under key, puts a live question to a

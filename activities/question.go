@@ -71,7 +71,8 @@ func (a *Activities) RecordQuestionOutcome(ctx context.Context, in QuestionOutco
 const livePoll = 500 * time.Millisecond
 
 // liveHold is how long a live question's worker is taken for alive after
-// it last renewed its hold on the round; it renews every sixth of it. A
+// it last renewed its hold on the round; it renews every sixth of it, at
+// most as often as it polls (livePoll). A
 // worker that dies (on whatever attempt of whatever step) leaves its round
 // offered to people for at most liveHold.
 const liveHold = 30 * time.Second

@@ -57,9 +57,9 @@ func answerWrap(f fixture) error {
 func TestALiveQuestionsWorkerRenewsItsHold(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	done := askLive(t, f, 900*time.Millisecond)
+	done := askLive(t, f, 3*time.Second)
 
-	time.Sleep(2 * time.Second)
+	time.Sleep(5 * time.Second)
 	require.NoError(t, answerWrap(f), "the round is still held")
 	require.NoError(t, <-done)
 	assert.Equal(t, 1, f.count(t, `SELECT count(*) FROM questions WHERE run_id = 'r1' AND state = 'answered'`))
@@ -71,7 +71,7 @@ func TestALiveQuestionsWorkerRenewsItsHold(t *testing.T) {
 func TestALiveQuestionWhoseHoldLapsedStopsWaiting(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	done := askLive(t, f, 900*time.Millisecond)
+	done := askLive(t, f, 3*time.Second)
 	_, err := f.pool.Exec(context.Background(), `UPDATE questions SET held_until = statement_timestamp() - interval '1 second' WHERE run_id = 'r1'`)
 	require.NoError(t, err)
 

@@ -246,10 +246,11 @@ func LoseLiveQuestions(ctx context.Context, db DB, tenant, runID string, step in
 const renewLiveQuestionSQL = `
 UPDATE questions SET held_until = statement_timestamp() + make_interval(secs => $5::float8)
 WHERE tenant = $1 AND run_id = $2 AND step = $3 AND round = $4 AND live AND state = 'pending'
-  AND held_until > statement_timestamp()`
+  AND (held_until IS NULL OR held_until > statement_timestamp())`
 
 // RenewLiveQuestion moves a pending live round's hold on by hold from now:
-// its worker is alive and waits for the answer. It reports false when the
+// its worker is alive and waits for the answer (a round recorded without a
+// hold takes one). It reports false when the
 // round is no longer pending, or its hold had already lapsed (it reads
 // lost, and may have been answered as such): the worker must then stop
 // waiting, as if it had died.

@@ -3,9 +3,11 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/oncerun/oncerun/internal/payments"
 	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -598,4 +601,58 @@ func TestLimitsAPIRefusesBadInputOverHTTP(t *testing.T) {
 		a.expectError(r, http.StatusBadRequest, "invalid_request", "limits.spend")
 	}
 	a.expectError(a.do(http.MethodGet, "/v1/runs/"+e.id("bad-budget"), "ops", nil), http.StatusNotFound, "not_found")
+}
+
+// TestACancelledRunsStepThatParksAtACapEndsAtOnce: a run cancelled while
+// an external step's attempt runs, whose next attempt then parks at a cap
+// lowered meanwhile, ends cancelled at once: nobody is asked for an
+// exception the step could never use, and nothing is charged.
+func TestACancelledRunsStepThatParksAtACapEndsAtOnce(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	release := make(chan struct{})
+	var attempts, charged atomic.Int32
+	e.tools = append(e.tools, tools.Tool{
+		Name: "charge_fee", Description: "Charge the customer a fee at the provider.", Class: tools.ClassExternal,
+		Schema: json.RawMessage(`{"type":"object","properties":{"amount_cents":{"type":"integer"},"currency":{"type":"string"}},` +
+			`"required":["amount_cents","currency"]}`),
+		Amounts: []tools.Amount{{Field: "amount_cents", Currency: "currency"}},
+		Run: func(ctx context.Context, _ tools.Call) (any, error) {
+			if attempts.Add(1) > 1 {
+				charged.Add(1)
+				return map[string]any{"charged": true}, nil
+			}
+			select {
+			case <-release:
+				return nil, tools.NotApplied(errors.New("the provider refused the connection"))
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		},
+	})
+	e.startWorker("w1", worker.Options{})
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, e.tools...)
+	require.NoError(t, err)
+	a := e.serveApprovals(func(c *approvals.Config) { c.Tools = reg })
+	a.setLimit("fees", 10000, "charge_fee")
+	run := e.id("cancel-at-cap")
+	a.startRun(run, nil, call("charge_fee", `{"amount_cents":8000,"currency":"EUR"}`))
+	e.eventually("the fee's first attempt", func() bool { return attempts.Load() == 1 })
+
+	r := a.do(http.MethodPost, "/v1/runs/"+run+"/cancel", "ops", map[string]any{"reason": "the customer withdrew"})
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	a.setLimit("fees", 5000, "charge_fee")
+	close(release)
+
+	st := e.result("acme", run)
+	assert.Equal(t, workflows.RunCancelled, st.State)
+	require.Len(t, st.Steps, 1)
+	s := st.Steps[0]
+	assert.Equal(t, workflows.StepCancelled, s.State)
+	assert.Contains(t, s.Error, "stopped at a money limit: the run was cancelled by ops")
+	require.NotNil(t, s.Limit)
+	assert.Contains(t, s.Limit.Reason, "over the daily cap for charge_fee (fees)")
+	assert.EqualValues(t, 1, attempts.Load(), "the attempt that parked never reached the provider")
+	assert.Zero(t, charged.Load())
+	assert.Zero(t, e.count("approvals", "run_id = $1", run), "nobody was asked")
 }
