@@ -158,6 +158,24 @@ func TestParallelTurnMakesTwoIdenticalKeyedCallsOneEffect(t *testing.T) {
 	assert.Equal(t, 1, voucher, "one effect")
 }
 
+// Two identical calls of one parallel turn that each need approval: the
+// second waits while the first is pending, and once the first is approved
+// and applied it is a duplicate, never put to an approver.
+func TestParallelTurnAsksForOneApprovalOfTwoIdenticalCalls(t *testing.T) {
+	t.Parallel()
+	c := call("issue_voucher", `{"amount_cents":500,"order_id":"o-1"}`, tools.ClassKeyed)
+	c.OncePerRun, c.NeedsApproval, c.ApprovalReason = true, true, "vouchers need a person"
+	h := setup(t, c, c)
+	h.batch, h.parallel = true, true
+	h.signalAt(time.Hour, approve(1, c, "alice"))
+
+	st := h.run(t, modelRun())
+
+	assert.Equal(t, []StepState{StepDone, StepDuplicate}, states(st))
+	require.Len(t, h.approvalRequests(), 1, "one approval for one intent")
+	assert.EqualValues(t, 1, h.approvalRequests()[0].Step)
+}
+
 func TestParallelTurnFailedCallDoesNotStopTheOthers(t *testing.T) {
 	t.Parallel()
 	h := setup(t, lookup("o-1"), payout("o-2"), credit("o-3"))

@@ -201,7 +201,7 @@ var mutations = []Mutation{
 		Bug:      "the approvals service refuses a change of decision only from the approver who made it: another approver's contrary decision is answered as a repeat",
 		File:     "internal/approvalstore/decide.go",
 		Old:      "if orig.Decision != r.Decision {",
-		New:      "if orig.Decision != r.Decision && orig.Approver == r.Approver {",
+		New:      "if orig.Decision != r.Decision && orig.Approver == r.By {",
 		Packages: []string{"./internal/approvalstore"},
 		Tests:    []string{"TestDecideRecordsOneDecisionOfRecord"},
 	},
@@ -416,12 +416,12 @@ var mutations = []Mutation{
 	},
 	{
 		Name:     "parallel-turn-same-intent",
-		Bug:      "two identical keyed calls of one parallel turn do not wait for each other: both run, two effects",
+		Bug:      "two identical keyed calls of one parallel turn do not wait for each other: the second is put to an approver while the first waits for one, two approvals for one intent",
 		File:     "workflows/turn.go",
 		Old:      "\tif !parallel || !call.OncePerRun {\n",
 		New:      "\tif true {\n",
 		Packages: []string{"./workflows"},
-		Tests:    []string{"TestParallelTurnMakesTwoIdenticalKeyedCallsOneEffect"},
+		Tests:    []string{"TestParallelTurnAsksForOneApprovalOfTwoIdenticalCalls", "TestParallelTurnMakesTwoIdenticalKeyedCallsOneEffect"},
 	},
 	{
 		Name:     "cancel-keeps-approvals",
