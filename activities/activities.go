@@ -25,9 +25,14 @@ import (
 // Application error types of the activities' failures, as Temporal reports
 // them. All but ErrTypeInFlight and ErrTypeToolFailed are non-retryable.
 const (
-	ErrTypeKeyReuse       = "KeyReuse"
-	ErrTypeInvalidArgs    = "InvalidArgs"
-	ErrTypeUnknownTool    = "UnknownTool"
+	ErrTypeKeyReuse    = "KeyReuse"
+	ErrTypeInvalidArgs = "InvalidArgs"
+	ErrTypeUnknownTool = "UnknownTool"
+	// ErrTypeToolElsewhere: the step's tool is not registered on the
+	// worker that took the attempt, and another worker of the task queue
+	// may have it (a rolling deploy): retried a few times, then
+	// ErrTypeUnknownTool.
+	ErrTypeToolElsewhere  = "ToolElsewhere"
 	ErrTypeUnknownPlanner = "UnknownPlanner"
 	ErrTypePlanner        = "PlannerFailed"
 	ErrTypeInFlight       = "InFlight"

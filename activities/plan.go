@@ -55,6 +55,12 @@ type PlanInput struct {
 	// Depth is how deep the run is among child runs: 0 for a run a person
 	// started.
 	Depth int `json:"depth,omitempty"`
+	// FirstStep, set by a run under step identity (docs/agent-runs.md,
+	// "Step identity"), is the step number the turn's first call takes:
+	// each call proposed takes the next, valid or not. Plan then reads the
+	// dedup store for the key of each call it refuses or holds for
+	// approval, and a call whose key is there is that step (Made).
+	FirstStep int64 `json:"first_step,omitempty"`
 }
 
 // MaxMessageBytes bounds the planner's final message as a run records it.
@@ -100,6 +106,13 @@ type PlannedCall struct {
 	// Delegate, for a call of a sub-agent's tool (class delegate), is the
 	// child run to start.
 	Delegate *Delegation `json:"delegate,omitempty"`
+	// Made says the dedup store holds the call's key completed, with its
+	// arguments' hash: a worker made the step and died before the run
+	// recorded it. The call is that step whatever this worker's registry
+	// says of it (Invalid, NeedsApproval): the run makes it without asking,
+	// and RunTool replays the stored result. Set only for a turn with
+	// PlanInput.FirstStep.
+	Made bool `json:"made,omitempty"`
 }
 
 // ClassDelegate is the class of a call of a sub-agent's tool: the run
@@ -162,14 +175,19 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, er
 		return out, nil
 	}
 	for _, c := range prop.Calls {
-		pc := a.check(c, in)
+		out.Calls = append(out.Calls, a.check(c, in))
+	}
+	if err := a.findMade(ctx, in, out.Calls); err != nil {
+		return PlanOutput{}, err
+	}
+	for i := range out.Calls {
+		pc := &out.Calls[i]
 		if in.Compact {
 			if pc.Invalid == "" && bytes.Equal(pc.Args, pc.Proposed.Args) {
 				pc.Args = nil
 			}
 			pc.Proposed = tools.ProposedCall{}
 		}
-		out.Calls = append(out.Calls, pc)
 	}
 	return out, nil
 }

@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/intents"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -44,6 +45,12 @@ type ToolInput struct {
 	// asked in an earlier attempt's answer (ToolOutput.Question), is sent
 	// back with the call.
 	Reply *Reply `json:"reply,omitempty"`
+	// Tree, set by a run of a tree whose runs may make the step's intent
+	// at the same moment (a child run, or a parent's step in a turn that
+	// delegates), is the tree's first run: the step claims its intent
+	// there (package intents), and is a duplicate (ToolOutput.Duplicate)
+	// when another step of the tree made it.
+	Tree string `json:"tree,omitempty"`
 }
 
 // SpendInput is what a step's charge needs of its run.
@@ -92,6 +99,18 @@ type ToolOutput struct {
 	// completed nothing, and the run waits for an answer to send back
 	// (ToolInput.Reply).
 	Question *Question `json:"question,omitempty"`
+	// Duplicate is set, and nothing else, when another step of the run's
+	// tree made the step's intent (ToolInput.Tree): nothing was done.
+	Duplicate *TreeDuplicate `json:"duplicate,omitempty"`
+}
+
+// TreeDuplicate is the step of a run tree that made an intent another of
+// its steps proposed: its run, step and key, and its result.
+type TreeDuplicate struct {
+	RunID  string          `json:"run_id"`
+	Step   int64           `json:"step"`
+	Key    string          `json:"key"`
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // RunTool executes one step under its key, by the tool's effect class:
@@ -114,9 +133,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 	log := a.log(ctx).With(callFields(key)...)
 	tool, ok := a.Tools.Lookup(in.Tool)
 	if !ok {
+		if out, made, err := a.madeBefore(ctx, in, key); made || err != nil {
+			st.called(a.Metrics, in.Tool, metrics.OutcomeReplayed)
+			return out, err
+		}
 		st.called(a.Metrics, in.Tool, metrics.OutcomeInvalid)
-		return ToolOutput{}, temporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("step %d: tool %q is not registered on this worker", in.Step, in.Tool), ErrTypeUnknownTool, nil)
+		return ToolOutput{}, toolMissing(ctx, in)
 	}
 	// Check again what the workflow planned: the worker's schemas may have
 	// changed since, and the approval was given for exactly this hash.
@@ -126,6 +148,10 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			in.Step, p.ArgsHash, in.ArgsHash, tools.ErrInvalidCall)
 	}
 	if err != nil {
+		if out, made, merr := a.madeBefore(ctx, in, key); made || merr != nil {
+			st.called(a.Metrics, in.Tool, metrics.OutcomeReplayed)
+			return out, merr
+		}
 		st.called(a.Metrics, in.Tool, metrics.OutcomeInvalid)
 		log.Warn("tool call refused", zap.Error(err))
 		return ToolOutput{}, temporalError(err)
@@ -172,6 +198,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			got    spend.Counted
 		)
 		out, err = a.Store.Do(ctx, claim, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
+			// The run tree's claim on the intent commits with the effect.
+			if in.Tree != "" {
+				if err := intents.ClaimTx(ctx, tx, intentOf(in, key, p.ArgsHash)); err != nil {
+					return nil, err
+				}
+			}
 			// The amounts count in the effect's own transaction: both
 			// commit, or neither.
 			if charged {
@@ -191,6 +223,10 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			st.outcome = outcomeParked
 			return a.parked(ctx, in, level), nil
 		}
+		if dup, ok := duplicateOf(err); ok {
+			st.called(a.Metrics, in.Tool, metrics.OutcomeDuplicate)
+			return dup, nil
+		}
 		switch {
 		case err != nil:
 		case out.Replayed:
@@ -203,6 +239,17 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		}
 	case tools.ClassExternal:
 		call.DB = a.Pool
+		if in.Tree != "" {
+			// The run tree's claim on the intent, before anything is sent.
+			if err := intents.ClaimCall(ctx, a.Pool, intentOf(in, key, p.ArgsHash)); err != nil {
+				if dup, ok := duplicateOf(err); ok {
+					st.called(a.Metrics, in.Tool, metrics.OutcomeDuplicate)
+					return dup, nil
+				}
+				st.called(a.Metrics, in.Tool, failureOutcome(err))
+				return ToolOutput{}, temporalError(err)
+			}
+		}
 		if charged {
 			parked, perr := a.reserve(ctx, in, claim, charge)
 			if perr != nil || parked != nil {
@@ -232,6 +279,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 				a.release(ctx, claim, charge)
 			}
 		}
+
 	default:
 		err = fmt.Errorf("tool %s has unknown class %q: %w", tool.Name, tool.Class, tools.ErrInvalidTool)
 	}

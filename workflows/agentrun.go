@@ -32,11 +32,14 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	if err := in.runnable(); err != nil {
 		return Status{}, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidInput", err)
 	}
+	checkCarry(in.Carry)
 	r := newRun(ctx, in)
 	if c := in.Carry; c == nil || c.Bundled {
-		v := workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, spendLimits)
-		// A later generation keeps the run's first answer on limits.
+		v := workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, stepIdentity)
+		// A later generation keeps the run's first answers on limits and
+		// on step identity.
 		r.bundled, r.limits = v >= 1, v >= spendLimits && (c == nil || c.Limits)
+		r.identity = v >= stepIdentity && (c == nil || c.Identity)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.snapshot().withSummaries(), nil }); err != nil {
 		return Status{}, fmt.Errorf("register status query: %w", err)
@@ -159,6 +162,12 @@ type run struct {
 	// bundledChanges: its steps wait for approval at a money limit (see
 	// awaitLimit). Others have their amounts counted, never parked.
 	limits bool
+	// identity is set in a run that began under version stepIdentity of
+	// bundledChanges: a step's identity does not depend on the worker that
+	// replays it (see stepIdentity). madeRead is what the current workflow
+	// task read of the store about the run's steps (see made).
+	identity bool
+	madeRead madeSteps
 	// task counts the local activities of the current workflow task.
 	task taskLoad
 	// turns counts the planning turns, carried across Continue-As-New.
@@ -255,6 +264,7 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	if call.Delegate != nil {
 		return r.delegate(ctx, s, call)
 	}
+	in.Tree = r.treeOf(s, call)
 	if r.localStep(call) {
 		return r.executeLocal(ctx, call, in)
 	}
@@ -309,6 +319,9 @@ const localScriptPlanning = "local-script-planning"
 // with the square of its length.
 func (r *run) planInput() activities.PlanInput {
 	in := activities.PlanInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Planner: r.in.Planner}
+	if r.identity {
+		in.FirstStep = int64(len(r.status.Steps)) + 1
+	}
 	if p := r.in.Parent; p != nil {
 		// A child run may use only its grant, empty or not.
 		in.Depth, in.Granted, in.Grant, in.Model = p.Depth, true, r.in.Grant, r.in.Model
@@ -379,6 +392,8 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 		StartedAt:  r.status.StartedAt,
 		Bundled:    r.bundled,
 		Limits:     r.limits,
+		Identity:   r.identity,
+		Format:     carryFormat,
 		Turns:      r.turns,
 		Paused:     r.status.Paused,
 		Messages:   r.status.Messages,

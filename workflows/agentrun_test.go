@@ -21,10 +21,39 @@ import (
 	"github.com/oncerun/oncerun/tools"
 )
 
-func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
+func TestAgentRunInvalidCallIsARefusedStep(t *testing.T) {
 	t.Parallel()
 	bad, l := invalid("refund_everything"), lookup("o-1")
 	h := setup(t, bad, l)
+
+	st := h.run(t, modelRun())
+
+	require.Len(t, st.Steps, 2)
+	r := st.Steps[0]
+	assert.Equal(t, int64(1), r.Step)
+	assert.Equal(t, StepFailed, r.State)
+	assert.True(t, r.Refused)
+	assert.Equal(t, RefusedPrefix+bad.Invalid, r.Error)
+	assert.Equal(t, key(t, 1, "refund_everything"), r.Key, "a refused call's key is its place's, though nothing runs under it")
+	assert.Equal(t, key(t, 2, "lookup_order"), st.Steps[1].Key, "the next call is step 2, whatever the registry said of step 1")
+	tools := h.toolCalls()
+	require.Len(t, tools, 1, "a refused call never runs")
+	assert.Equal(t, int64(2), tools[0].In.Step)
+	plans := h.planInputs()
+	require.Len(t, plans, 3)
+	assert.Equal(t, []int64{1, 2, 3}, []int64{plans[0].FirstStep, plans[1].FirstStep, plans[2].FirstStep})
+	assert.Equal(t, []planner.Observation{{
+		Step: 1, Turn: 1, Call: planner.Call{Tool: bad.Proposed.Tool, Args: bad.Proposed.Args, ID: "call_1_1"},
+		Outcome: planner.OutcomeInvalid, Error: bad.Invalid,
+	}}, plans[1].History)
+	assert.Equal(t, []planner.Outcome{planner.OutcomeInvalid, planner.OutcomeDone}, outcomes(plans[2].History))
+}
+
+func TestAgentRunInvalidCallGetsNoStepInARunBeforeStepIdentity(t *testing.T) {
+	t.Parallel()
+	bad, l := invalid("refund_everything"), lookup("o-1")
+	h := setup(t, bad, l)
+	h.beforeStepIdentity()
 
 	st := h.run(t, modelRun())
 
@@ -38,6 +67,7 @@ func TestAgentRunInvalidCallGetsNoStep(t *testing.T) {
 	plans := h.planInputs()
 	require.Len(t, plans, 3)
 	assert.Equal(t, 1, plans[1].Proposed)
+	assert.Zero(t, plans[1].FirstStep)
 	assert.Equal(t, []planner.Observation{{
 		Turn: 1, Call: bad.Proposed, Outcome: planner.OutcomeInvalid, Error: bad.Invalid,
 	}}, plans[1].History)
@@ -48,12 +78,12 @@ func TestAgentRunStepsRunUnderTheirKeys(t *testing.T) {
 	t.Parallel()
 	l1, bad, c, l2 := lookup("o-1"), invalid("nope"), credit("o-1"), lookup("o-2")
 	h := setup(t, l1, bad, c, l2)
-	h.signalAt(time.Hour, approve(2, c, "alice"))
+	h.signalAt(time.Hour, approve(3, c, "alice"))
 
 	st := h.run(t, modelRun())
 
-	want := []string{key(t, 1, "lookup_order"), key(t, 2, "issue_credit"), key(t, 3, "lookup_order")}
-	assert.Equal(t, want, h.stepKeys(t))
+	want := []string{key(t, 1, "lookup_order"), key(t, 2, "nope"), key(t, 3, "issue_credit"), key(t, 4, "lookup_order")}
+	assert.Equal(t, []string{want[0], want[2], want[3]}, h.stepKeys(t), "the refused step 2 runs nothing")
 	var got []string
 	for i, s := range st.Steps {
 		assert.Equal(t, int64(i+1), s.Step)
@@ -131,7 +161,7 @@ func TestAgentRunStopsAtLimits(t *testing.T) {
 	}{
 		{"valid calls stop at max steps", lookup("o-1"), false, 3, 3, "stopped at the limit of 3 steps"},
 		{"one turn past max steps", lookup("o-1"), true, 3, 1, "stopped at the limit of 3 steps"},
-		{"invalid calls stop at twice max steps", invalid("nope"), false, 0, 6, "stopped after 6 proposed calls, 6 of them invalid"},
+		{"refused calls are steps and stop at max steps", invalid("nope"), false, 3, 3, "stopped at the limit of 3 steps"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -147,12 +177,37 @@ func TestAgentRunStopsAtLimits(t *testing.T) {
 			st := h.run(t, in)
 
 			assert.Len(t, st.Steps, tc.wantSteps)
-			assert.Len(t, h.toolCalls(), tc.wantSteps)
+			ran := tc.wantSteps
+			if tc.call.Invalid != "" {
+				ran = 0
+			}
+			assert.Len(t, h.toolCalls(), ran)
 			assert.Len(t, h.planInputs(), tc.wantPlans)
 			assert.Equal(t, RunCompleted, st.State)
 			assert.Equal(t, tc.wantMsg, st.Message)
 		})
 	}
+}
+
+// In a run that began before step identity, invalid calls get no step,
+// and twice MaxSteps proposals end the run.
+func TestAgentRunBeforeStepIdentityStopsInvalidCallsAtTwiceMaxSteps(t *testing.T) {
+	t.Parallel()
+	calls := make([]activities.PlannedCall, 20)
+	for i := range calls {
+		calls[i] = invalid("nope")
+	}
+	h := setup(t, calls...)
+	h.beforeStepIdentity()
+	in := modelRun()
+	in.Limits.MaxSteps = 3
+
+	st := h.run(t, in)
+
+	assert.Empty(t, st.Steps)
+	assert.Empty(t, h.toolCalls())
+	assert.Len(t, h.planInputs(), 6)
+	assert.Equal(t, "stopped after 6 proposed calls, 6 of them invalid", st.Message)
 }
 
 func TestAgentRunFailedToolDoesNotStopRun(t *testing.T) {

@@ -48,11 +48,14 @@ func TestContinueAsNewKeepsStepNumbers(t *testing.T) {
 			var nums []int64
 			for _, s := range next.Carry.Steps {
 				nums = append(nums, s.Step)
-				assert.Equal(t, StepDone, s.State)
 			}
 			assert.Equal(t, []int64{1, 2, 3}, nums)
-			assert.Equal(t, 4, next.Carry.Proposed, "the invalid call counts as proposed")
-			assert.Equal(t, []planner.Outcome{planner.OutcomeDone, planner.OutcomeInvalid, planner.OutcomeDone, planner.OutcomeDone},
+			assert.Equal(t, []StepState{StepDone, StepFailed, StepDone}, []StepState{next.Carry.Steps[0].State,
+				next.Carry.Steps[1].State, next.Carry.Steps[2].State}, "the invalid call is step 2, refused")
+			assert.Equal(t, 3, next.Carry.Proposed)
+			assert.True(t, next.Carry.Identity, "every generation numbers its steps as the first did")
+			assert.Equal(t, carryFormat, next.Carry.Format)
+			assert.Equal(t, []planner.Outcome{planner.OutcomeDone, planner.OutcomeInvalid, planner.OutcomeDone},
 				outcomes(next.Carry.History))
 			assert.Equal(t, 1, next.Carry.Generation)
 			assert.Equal(t, t0, next.Carry.StartedAt)
@@ -66,16 +69,17 @@ func TestContinueAsNewKeepsStepNumbers(t *testing.T) {
 			h2.env.SetStartTime(t0.Add(time.Hour))
 			st := h2.run(t, next)
 
-			assert.Equal(t, []string{key(t, 4, "lookup_order"), key(t, 5, "lookup_order")}, h2.stepKeys(t))
+			assert.Equal(t, []string{key(t, 4, "lookup_order"), key(t, 5, "lookup_order"), key(t, 6, "lookup_order")}, h2.stepKeys(t))
 			plans := h2.planInputs()
 			require.NotEmpty(t, plans)
-			assert.Equal(t, 4, plans[0].Proposed)
-			assert.Len(t, plans[0].History, 4)
+			assert.Equal(t, 3, plans[0].Proposed)
+			assert.Equal(t, int64(4), plans[0].FirstStep)
+			assert.Len(t, plans[0].History, 3)
 			nums = nil
 			for _, s := range st.Steps {
 				nums = append(nums, s.Step)
 			}
-			require.Equal(t, []int64{1, 2, 3, 4, 5}, nums)
+			require.Equal(t, []int64{1, 2, 3, 4, 5, 6}, nums)
 			assert.Equal(t, key(t, 4, "lookup_order"), st.Steps[3].Key)
 			assert.Equal(t, 1, st.Generation)
 			assert.Equal(t, t0, st.StartedAt, "a run started when its first generation did")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/planner"
 )
 
 // ErrTypeDelegation is the type of the error that ends a delegating step
@@ -270,4 +271,39 @@ func (r *run) treeApplied() []Intent {
 		}
 	}
 	return out
+}
+
+// treeOf is the run tree step s claims its intent in (ToolInput.Tree):
+// the tree's first run, for a step of a tool that makes each intent once
+// per run in a run under step identity whose tree may make the same intent
+// at the same moment (a child run, or a parent whose step's turn
+// delegates); "" otherwise, when what the run knows of its tree suffices.
+func (r *run) treeOf(s *Step, call activities.PlannedCall) string {
+	if !r.identity || !call.OncePerRun {
+		return ""
+	}
+	if p := r.in.Parent; p != nil {
+		return p.BudgetRun
+	}
+	for i := range r.status.Steps {
+		if e := &r.status.Steps[i]; e.Turn == s.Turn && e.Class == activities.ClassDelegate {
+			return r.in.RunID
+		}
+	}
+	return ""
+}
+
+// treeDuplicate records step s as a duplicate of d, the step of another
+// run of the tree (or of this run) that made its intent, as the store's
+// claim on the intent says, and returns what the planner learns.
+func (r *run) treeDuplicate(ctx workflow.Context, s *Step, d *activities.TreeDuplicate) planner.Observation {
+	s.State, s.DuplicateOf, s.Result = StepDuplicate, d.Step, d.Result
+	if d.RunID != r.in.RunID {
+		s.DuplicateRun = d.RunID
+	}
+	s.FinishedAt = workflow.Now(ctx)
+	workflow.GetLogger(ctx).Info("call repeats an intent another step of the run tree made; not executed", "step", s.Step,
+		"tool", s.Tool, "duplicate_of_run", d.RunID, "duplicate_of", d.Step, "duplicate_key", d.Key, "args_hash", s.ArgsHash)
+	r.touch(ctx)
+	return r.observation(s, planner.OutcomeDuplicate)
 }

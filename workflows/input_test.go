@@ -30,7 +30,7 @@ func scriptedTurns(t *testing.T, calls []activities.PlannedCall, before bool) (S
 	suite.SetLogger(testLogger(t))
 	env := suite.NewTestWorkflowEnvironment()
 	if before {
-		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, spendLimits).Return(workflow.DefaultVersion)
+		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, stepIdentity).Return(workflow.DefaultVersion)
 	}
 	var inputs []activities.PlanInput
 	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(ctx context.Context, pi activities.PlanInput) (activities.PlanOutput, error) {
@@ -84,7 +84,7 @@ func TestScriptedRunSendsItsNextCallsInBatches(t *testing.T) {
 	t.Run("batches", func(t *testing.T) {
 		t.Parallel()
 		st, inputs := scriptedTurns(t, calls, false)
-		assert.Equal(t, []StepState{StepDone, StepDone, StepDone}, states(st))
+		assert.Equal(t, []StepState{StepDone, StepFailed, StepDone, StepDone}, states(st), "the refused call is step 2")
 		at, sent := offsets(inputs)
 		assert.Equal(t, []int{0, 2, 4}, at, "the whole plan; after the invalid call, the rest; then the turn that finds it done")
 		assert.Equal(t, []int{4, 2, 0}, sent)
@@ -126,13 +126,13 @@ func TestScriptedRunCarriesNoHistory(t *testing.T) {
 	calls := []activities.PlannedCall{lookup("o-1"), invalid("nope"), lookup("o-2"), lookup("o-3")}
 	h := setup(t, calls...)
 	h.onTool = func(env *testsuite.TestWorkflowEnvironment, in activities.ToolInput) error {
-		env.SetContinueAsNewSuggested(in.Step == 2)
+		env.SetContinueAsNewSuggested(in.Step == 3)
 		return nil
 	}
 	h.env.ExecuteWorkflow(AgentRun, scripted(calls...))
 	next := h.continuedAsNew(t)
 	require.NotNil(t, next.Carry)
-	assert.Len(t, next.Carry.Steps, 2)
+	assert.Len(t, next.Carry.Steps, 3, "the refused call is step 2")
 	assert.Equal(t, 3, next.Carry.Proposed)
 	assert.Empty(t, next.Carry.History)
 }

@@ -61,9 +61,12 @@ func (r *run) executeLocal(ctx workflow.Context, call activities.PlannedCall, in
 
 // yieldIfFull lets the workflow task complete when its local activities
 // have reached a bound.
+// A task that recorded a refusal by a planning turn that ran in it
+// completes too, so that the refusal is in the history before the next
+// local step makes an effect (see stepIdentity).
 func (r *run) yieldIfFull(ctx workflow.Context) error {
 	r.task.sync(ctx)
-	if r.task.markers < maxLocalPerTask && r.task.bytes < maxLocalBytesPerTask {
+	if r.task.markers < maxLocalPerTask && r.task.bytes < maxLocalBytesPerTask && !r.task.refused {
 		return nil
 	}
 	return workflow.Sleep(ctx, time.Millisecond)
@@ -77,6 +80,9 @@ type taskLoad struct {
 	historyLength int
 	markers       int
 	bytes         int
+	// refused is set once a planning turn of the task refused a call (see
+	// run.refuse).
+	refused bool
 }
 
 // sync starts the count again when a new workflow task has begun.

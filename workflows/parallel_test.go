@@ -40,13 +40,16 @@ func TestParallelTurnMakesEveryCallAStepAtOnce(t *testing.T) {
 
 	st := h.run(t, modelRun())
 
-	require.Len(t, st.Steps, 3)
+	require.Len(t, st.Steps, 4, "the refused call is a step too, in the order proposed")
 	for i, s := range st.Steps {
 		assert.Equal(t, int64(i+1), s.Step)
 		assert.Equal(t, 1, s.Turn, "step %d", s.Step)
-		assert.Equal(t, StepDone, s.State)
 	}
-	assert.Equal(t, []string{"call_a", "call_c", "call_d"}, []string{st.Steps[0].CallID, st.Steps[1].CallID, st.Steps[2].CallID})
+	assert.Equal(t, []StepState{StepDone, StepFailed, StepDone, StepDone}, states(st))
+	assert.True(t, st.Steps[1].Refused)
+	assert.Equal(t, []string{"call_a", "call_b", "call_c", "call_d"},
+		[]string{st.Steps[0].CallID, st.Steps[1].CallID, st.Steps[2].CallID, st.Steps[3].CallID})
+	assert.Len(t, h.toolCalls(), 3)
 	// All three ran at once, not one after another (the harness records
 	// an attempt when its time has passed).
 	for _, c := range h.toolCalls() {

@@ -66,6 +66,10 @@ type harness struct {
 	// onQuestion, when set before the run, is called at each RunTool
 	// attempt: a non-nil answer is the attempt's (its server asks).
 	onQuestion func(in activities.ToolInput) *activities.Question
+	// treeDup, when set before the run, is called at each RunTool attempt:
+	// a non-nil answer is the attempt's (another step of the run's tree
+	// made the intent).
+	treeDup func(in activities.ToolInput) *activities.TreeDuplicate
 	// approvalErr, when set before the run, is what every RequestApproval
 	// attempt returns; requestErr, when set, what the attempts of one step
 	// return; requestTime is how long each attempt takes.
@@ -80,6 +84,11 @@ type harness struct {
 	// checks edits against.
 	warnBefore []time.Duration
 	edits      *tools.Registry
+	// made, when set before the run, are the steps the dedup store holds
+	// completed (as a worker that died before recording them left them),
+	// which MadeSteps answers; decisions are their decisions of record.
+	made      map[int64]activities.MadeStep
+	decisions map[int64]activities.MadeDecision
 
 	mu          sync.Mutex
 	plans       []activities.PlanInput
@@ -88,6 +97,7 @@ type harness struct {
 	resolutions []activities.ApprovalResolution
 	warnings    []warning
 	editsOff    []activities.EditRefusal
+	madeReads   []activities.MadeQuery
 	started     []activity.Info // every activity attempt, in start order
 }
 
@@ -121,6 +131,7 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval)
 	env.OnActivity(a.WarnApprovalDeadline, mock.Anything, mock.Anything).Return(h.warnDeadline)
 	env.OnActivity(a.CheckEdit, mock.Anything, mock.Anything).Return(h.checkEdit)
+	env.OnActivity(a.MadeSteps, mock.Anything, mock.Anything).Return(h.madeSteps)
 	env.OnActivity(a.RecordEditRefused, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EditRefusal) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -190,11 +201,42 @@ func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activitie
 			return activities.ToolOutput{Question: q}, nil
 		}
 	}
+	if h.treeDup != nil {
+		if d := h.treeDup(in); d != nil {
+			return activities.ToolOutput{Duplicate: d}, nil
+		}
+	}
 	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
 	if err != nil {
 		return activities.ToolOutput{}, err
 	}
 	return activities.ToolOutput{Key: key.String(), Result: result(in.Step), Replayed: h.replayed, FollowUps: h.followUps}, nil
+}
+
+func (h *harness) madeSteps(_ context.Context, q activities.MadeQuery) (activities.MadeSteps, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.madeReads = append(h.madeReads, q)
+	var out activities.MadeSteps
+	for n := q.First; n <= q.Last; n++ {
+		m, ok := h.made[n]
+		if !ok {
+			continue
+		}
+		m.Step = n
+		if d, ok := h.decisions[n]; ok && q.WithDecisions {
+			m.Decision = &d
+		}
+		out.Steps = append(out.Steps, m)
+	}
+	return out, nil
+}
+
+// storeReads returns the MadeSteps queries the run made.
+func (h *harness) storeReads() []activities.MadeQuery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]activities.MadeQuery(nil), h.madeReads...)
 }
 
 func (h *harness) requestApproval(_ context.Context, in activities.ApprovalRequest) (activities.ApprovalRecorded, error) {
@@ -253,6 +295,12 @@ func (w *testWriter) Write(p []byte) (int, error) {
 		w.t.Log(strings.TrimSuffix(string(p), "\n"))
 	}
 	return len(p), nil
+}
+
+// beforeStepIdentity makes the run one that began before step identity
+// (under spendLimits), as runs of the release before it replay.
+func (h *harness) beforeStepIdentity() {
+	h.env.OnGetVersion(bundledChanges, workflow.DefaultVersion, stepIdentity).Return(spendLimits)
 }
 
 // run executes the workflow to its end and returns its result.

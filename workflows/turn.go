@@ -2,6 +2,7 @@ package workflows
 
 import (
 	"fmt"
+	"time"
 
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
@@ -17,8 +18,8 @@ import (
 func (r *run) loop(ctx workflow.Context) error {
 	lim := r.in.Limits
 	for {
-		if r.cancelled() {
-			return nil
+		if stop, err := r.stopping(ctx); err != nil || stop {
+			return err
 		}
 		if len(r.status.Steps) >= lim.MaxSteps {
 			r.status.Message = fmt.Sprintf("stopped at the limit of %d steps", lim.MaxSteps) + r.unread()
@@ -32,11 +33,11 @@ func (r *run) loop(ctx workflow.Context) error {
 			r.status.Message = fmt.Sprintf("stopped after %d proposed calls, %d of them invalid", r.proposed, r.proposed-len(r.status.Steps)) + r.unread()
 			return nil
 		}
-		if err := r.gate(ctx); err != nil {
+		if err := r.gateTurn(ctx); err != nil {
 			return err
 		}
-		if r.cancelled() {
-			return nil
+		if stop, err := r.stopping(ctx); err != nil || stop {
+			return err
 		}
 		if r.historyFull(ctx) {
 			return r.continueAsNew(ctx)
@@ -55,9 +56,10 @@ func (r *run) loop(ctx workflow.Context) error {
 				plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
 			}
 		}
-		if r.cancelled() {
-			// Cancelled while the planner thought: its calls are not made.
-			return nil
+		if stop, err := r.stopping(ctx); err != nil || stop {
+			// Cancelled while the planner thought: its calls are not made
+			// (but for those a worker made and died before recording).
+			return err
 		}
 		if plan.Done || len(plan.Calls) == 0 {
 			if r.undelivered() > 0 {
@@ -65,7 +67,7 @@ func (r *run) loop(ctx workflow.Context) error {
 				// the run unread.
 				continue
 			}
-			r.status.Message = plan.Message
+			r.status.Message = r.scriptEnd(plan.Message)
 			return nil
 		}
 		if plan.Parallel && r.in.Planner != planner.NameScript && len(plan.Calls) > 1 &&
@@ -76,7 +78,12 @@ func (r *run) loop(ctx workflow.Context) error {
 			continue
 		}
 		for i, call := range plan.Calls {
-			if len(r.status.Steps) >= lim.MaxSteps || r.cancelled() {
+			if len(r.status.Steps) >= lim.MaxSteps {
+				break
+			}
+			if stop, err := r.stopping(ctx); err != nil {
+				return err
+			} else if stop {
 				break
 			}
 			// A script's batch (see scriptBatch) may continue as new
@@ -109,7 +116,11 @@ const parallelTurns = "parallel-turns"
 // it and run it. It reports whether the call was done, so that the rest of
 // the planner's batch may follow.
 func (r *run) take(ctx workflow.Context, call activities.PlannedCall, i int) (bool, error) {
-	if call.Invalid != "" {
+	if call.Invalid != "" && !call.Made {
+		if r.identity {
+			r.remember(r.refuse(ctx, call, i))
+			return false, nil
+		}
 		r.remember(r.invalid(ctx, call))
 		return false, nil
 	}
@@ -145,8 +156,11 @@ func (r *run) takeTurn(ctx workflow.Context, calls []activities.PlannedCall) err
 			break
 		}
 		r.proposed++
-		if call.Invalid != "" {
+		if call.Invalid != "" && !call.Made {
 			o := r.invalid(ctx, call)
+			if r.identity {
+				o = r.refuse(ctx, call, i)
+			}
 			obs[i] = &o
 			continue
 		}
@@ -204,6 +218,18 @@ func (r *run) number(ctx workflow.Context, call activities.PlannedCall, i int) (
 	if err != nil {
 		return nil, temporal.NewNonRetryableApplicationError(err.Error(), "InvalidKey", err)
 	}
+	r.status.Steps = append(r.status.Steps, Step{
+		Step: n, Turn: r.turns, CallID: r.callID(call, i), Tool: call.Proposed.Tool, Class: call.Class, Key: key.String(),
+		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: workflow.Now(ctx), Guarantee: call.Guarantee,
+		made: call.Made,
+	})
+	return &r.status.Steps[n-1], nil
+}
+
+// callID is the id a step of call, the i-th of its turn, keeps: the
+// planner's, when it may be sent back (see validCallID), else for a
+// model's call one of the run's own.
+func (r *run) callID(call activities.PlannedCall, i int) string {
 	id := call.Proposed.ID
 	if !validCallID(id) {
 		id = ""
@@ -211,11 +237,7 @@ func (r *run) number(ctx workflow.Context, call activities.PlannedCall, i int) (
 			id = fmt.Sprintf("call_%d_%d", r.turns, i+1)
 		}
 	}
-	r.status.Steps = append(r.status.Steps, Step{
-		Step: n, Turn: r.turns, CallID: id, Tool: call.Proposed.Tool, Class: call.Class, Key: key.String(),
-		Args: call.Args, ArgsHash: call.ArgsHash, State: StepRunning, PlannedAt: workflow.Now(ctx), Guarantee: call.Guarantee,
-	})
-	return &r.status.Steps[n-1], nil
+	return id
 }
 
 // validCallID reports whether a planner's call id may be kept and sent
@@ -272,6 +294,13 @@ func (sl *slot) release() {
 // holds a slot of its turn. It reports false, having cancelled the step,
 // when the run was cancelled meanwhile.
 func (r *run) start(ctx workflow.Context, s *Step, sl *slot, why string) (planner.Observation, bool, error) {
+	if r.halted() || r.status.Paused != nil {
+		// A step a worker made and died before recording is made again,
+		// from the store, whatever the run's cancel or pause says.
+		if made, err := r.madeStep(ctx, s); err != nil || made {
+			return planner.Observation{}, err == nil, err
+		}
+	}
 	if err := r.gate(ctx); err != nil {
 		return planner.Observation{}, false, err
 	}
@@ -303,14 +332,27 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		return planner.Observation{}, false, err
 	}
 	if r.halted() {
-		return r.cancelStep(ctx, s, "not started"), false, nil
+		if made, err := r.madeStep(ctx, s); err != nil {
+			return planner.Observation{}, false, err
+		} else if !made {
+			return r.cancelStep(ctx, s, "not started"), false, nil
+		}
 	}
-	if o, dup := r.duplicate(ctx, s, call); dup {
-		return o, true, nil
+	if o, dup, err := r.duplicateUnlessMade(ctx, s, call); err != nil || dup {
+		return o, dup, err
 	}
-	if call.NeedsApproval {
+	if call.NeedsApproval && !call.Made {
 		if err := r.awaitApproval(ctx, s, call.ApprovalReason); err != nil {
 			return planner.Observation{}, false, err
+		}
+		if s.State == StepCancelled && s.Approval.Decision != "" {
+			// Approved, then cancelled before it started: unless a worker
+			// made it and died before recording (see approvedBefore).
+			if made, err := r.madeStep(ctx, s); err != nil {
+				return planner.Observation{}, false, err
+			} else if made {
+				s.State, s.Error, s.FinishedAt = StepApproved, "", time.Time{}
+			}
 		}
 		if s.State != StepApproved {
 			return r.observation(s, notApproved(s.State)), false, nil
@@ -318,8 +360,8 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		// An approver may have edited the call into one an earlier step
 		// applied.
 		if s.Edit != nil && !parallel {
-			if o, dup := r.duplicate(ctx, s, call); dup {
-				return o, true, nil
+			if o, dup, err := r.duplicateUnlessMade(ctx, s, call); err != nil || dup {
+				return o, dup, err
 			}
 		}
 	}
@@ -333,8 +375,8 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		if err := r.awaitIntentFree(ctx, s); err != nil {
 			return planner.Observation{}, false, err
 		}
-		if o, dup := r.duplicate(ctx, s, call); dup {
-			return o, true, nil
+		if o, dup, err := r.duplicateUnlessMade(ctx, s, call); err != nil || dup {
+			return o, dup, err
 		}
 	}
 	s.State = StepRunning
@@ -408,7 +450,10 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 // into an intent an earlier step applied), with o its observation.
 func (r *run) parkedAtLimit(ctx workflow.Context, s *Step, sl *slot, call activities.PlannedCall, parallel bool,
 	out *activities.ToolOutput, err *error) (o planner.Observation, ended bool, runErr error) {
-	for *err == nil && (out.Parked != nil || out.Question != nil) {
+	for *err == nil && (out.Parked != nil || out.Question != nil || out.Duplicate != nil) {
+		if d := out.Duplicate; d != nil {
+			return r.treeDuplicate(ctx, s, d), true, nil
+		}
 		sl.release()
 		if q := out.Question; q != nil {
 			reply, ok, werr := r.awaitAnswer(ctx, s, q)
@@ -424,8 +469,8 @@ func (r *run) parkedAtLimit(ctx workflow.Context, s *Step, sl *slot, call activi
 			// An approver may have edited the call into one an earlier
 			// step applied.
 			if s.Edit != nil && !parallel {
-				if o, dup := r.duplicate(ctx, s, call); dup {
-					return o, true, nil
+				if o, dup, err := r.duplicateUnlessMade(ctx, s, call); err != nil || dup {
+					return o, dup, err
 				}
 			}
 		}
@@ -488,6 +533,24 @@ func (r *run) awaitIntentFree(ctx workflow.Context, s *Step) error {
 		}
 		return true
 	})
+}
+
+// duplicateUnlessMade is duplicate in a run under step identity: a step
+// that would repeat an applied intent is not a duplicate when the store
+// holds its own key made (see made), for its effect exists.
+func (r *run) duplicateUnlessMade(ctx workflow.Context, s *Step, call activities.PlannedCall) (planner.Observation, bool, error) {
+	if !r.identity {
+		o, dup := r.duplicate(ctx, s, call)
+		return o, dup, nil
+	}
+	if s.made || !call.OncePerRun || (r.appliedIntent(s.Tool, s.ArgsHash) == nil && r.treeIntent(s.Tool, s.ArgsHash) == nil) {
+		return planner.Observation{}, false, nil
+	}
+	if made, err := r.madeStep(ctx, s); err != nil || made {
+		return planner.Observation{}, false, err
+	}
+	o, dup := r.duplicate(ctx, s, call)
+	return o, dup, nil
 }
 
 // duplicate records step s as a duplicate, and returns what the planner

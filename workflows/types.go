@@ -334,6 +334,14 @@ type Carry struct {
 	Turns    int               `json:"turns,omitempty"`
 	Paused   *ControlRecord    `json:"paused,omitempty"`
 	Messages []AcceptedMessage `json:"messages,omitempty"`
+	// Identity says the run began under step identity: every generation
+	// numbers its steps so.
+	Identity bool `json:"identity,omitempty"`
+	// Format is the carry's format (carryFormat); a worker whose release
+	// knows only older formats fails the generation's workflow task rather
+	// than drop a field it does not know. 0 in carries of releases before
+	// formats.
+	Format int `json:"format,omitempty"`
 }
 
 // RunState is the state of a run.
@@ -566,6 +574,14 @@ type Step struct {
 	// asking is set while the step's round of questions is being
 	// recorded: an answer that comes meanwhile is kept (run.early).
 	asking bool
+	// Refused says the call was refused before it ran (by the worker's
+	// registry, or a child run's grant): the step failed, and Error, which
+	// begins with RefusedPrefix, says why. Only runs under step identity
+	// number refused calls; earlier runs gave them no step.
+	Refused bool `json:"refused,omitempty"`
+	// made is set once the run knows the dedup store holds the step's key
+	// completed: its effect exists, whatever the run's own view says.
+	made bool
 	// Guarantee is what the tool promises about its effect: "once", or
 	// "at-least-once" for an external tool whose provider neither honours
 	// our key nor can be asked (e-mail).

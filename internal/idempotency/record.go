@@ -19,6 +19,8 @@ type KeyRecord struct {
 	Step   int64  `db:"step"`
 	Tool   string `db:"tool"`
 	State  State  `db:"state"`
+	// ArgsHash is the hash of the arguments the key was claimed with.
+	ArgsHash string `db:"args_hash"`
 	// Result is the effect's result, for a completed key.
 	Result json.RawMessage `db:"result"`
 	// Failure is a failed key's [Failure], as JSON.
@@ -30,7 +32,7 @@ type KeyRecord struct {
 	ExpiresAt   time.Time  `db:"expires_at"`
 }
 
-const recordColumns = `tenant, key, run_id, step, tool, state, result, failure, attempts, created_at, completed_at, expires_at`
+const recordColumns = `tenant, key, run_id, step, tool, state, args_hash, result, failure, attempts, created_at, completed_at, expires_at`
 
 // The statements of the readers.
 const (
@@ -55,6 +57,14 @@ SELECT ` + recordColumns + `
 FROM idempotency_keys
 WHERE tool = $1 AND state = 'completed' AND created_at >= $2 AND completed_at < $3
 ORDER BY completed_at`
+
+	// completedStepsSQL reads the completed keys of a run's steps from $3
+	// to $4, by the run's index.
+	completedStepsSQL = `
+SELECT ` + recordColumns + `
+FROM idempotency_keys
+WHERE run_id = $1 AND tenant = $2 AND step BETWEEN $3 AND $4 AND state = 'completed'
+ORDER BY step`
 
 	// countInFlightSQL counts the keys of the runs named that are in
 	// flight.
@@ -81,6 +91,16 @@ func KeysOfRun(ctx context.Context, db DB, tenant, runID string) ([]KeyRecord, e
 	ks, err := collectRecords(db.Query(ctx, keysOfRunSQL, runID, tenant))
 	if err != nil {
 		return nil, fmt.Errorf("read the keys of run %s: %w", runID, err)
+	}
+	return ks, nil
+}
+
+// CompletedSteps reads the completed keys of the tenant's run whose steps
+// are from first to last, by step.
+func CompletedSteps(ctx context.Context, db DB, tenant, runID string, first, last int64) ([]KeyRecord, error) {
+	ks, err := collectRecords(db.Query(ctx, completedStepsSQL, runID, tenant, first, last))
+	if err != nil {
+		return nil, fmt.Errorf("read the completed keys of steps %d to %d of run %s: %w", first, last, runID, err)
 	}
 	return ks, nil
 }

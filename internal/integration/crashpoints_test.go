@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,14 +49,21 @@ type workerProcess struct {
 // database, with the provider of w when it is set, and extra variables.
 func startWorkerProcess(t *testing.T, e *env, w *externalWorld, extra ...string) *workerProcess {
 	t.Helper()
-	bin := buildWorker(t)
+	var env []string
+	if w != nil {
+		env = append(env, "PAYMENTS_BASE_URL="+w.provider.URL(), "PAYMENTS_API_KEY="+sandbox.DefaultAPIKey)
+	}
+	return startCommandWorker(t, e, buildWorker(t), append(env, extra...)...)
+}
+
+// startCommandWorker starts bin's worker command, oncerun's or another
+// build's, on e's task queue and database, with extra variables.
+func startCommandWorker(t *testing.T, e *env, bin string, extra ...string) *workerProcess {
+	t.Helper()
 	cmd := exec.Command(bin, "worker")
 	cmd.Env = append(localEnv(t, cmd.Environ()),
 		"TEMPORAL_ADDRESS="+frontend, "TEMPORAL_NAMESPACE="+namespace, "TEMPORAL_TASK_QUEUE="+e.queue,
 		"DATABASE_URL="+e.pool.Config().ConnString(), "METRICS_ADDR="+freeAddr(t), "APPROVALS_TOKENS_FILE=")
-	if w != nil {
-		cmd.Env = append(cmd.Env, "PAYMENTS_BASE_URL="+w.provider.URL(), "PAYMENTS_API_KEY="+sandbox.DefaultAPIKey)
-	}
 	cmd.Env = append(cmd.Env, extra...)
 	p := &workerProcess{t: t, cmd: cmd, logs: &syncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
@@ -64,7 +72,7 @@ func startWorkerProcess(t *testing.T, e *env, w *externalWorld, extra ...string)
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		if t.Failed() {
-			t.Logf("worker process log:\n%s", p.logs.String())
+			t.Logf("%s worker process log:\n%s", filepath.Base(bin), p.logs.String())
 		}
 	})
 	return p

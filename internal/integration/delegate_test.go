@@ -156,8 +156,9 @@ func TestAParentDelegatesToTwoChildrenWhoseApprovalsShareTheInbox(t *testing.T) 
 	assert.Contains(t, reports[1], "rejected by dana")
 }
 
-// A child asking for a tool outside its grant is refused, and its planner
-// is told why; the parent's own tools are not the child's.
+// A child asking for a tool outside its grant is refused (a refused step
+// of the child, which its parent's step names), and its planner is told
+// why; the parent's own tools are not the child's.
 func TestAChildMayUseOnlyTheToolsItIsGranted(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -182,7 +183,11 @@ func TestAChildMayUseOnlyTheToolsItIsGranted(t *testing.T) {
 	final := e.result("acme", run)
 	require.Equal(t, workflows.RunCompleted, final.State, "error: %s", final.Error)
 	child := e.result("acme", workflows.ChildRunID(run, 1))
-	assert.Empty(t, child.Steps, "the credit never became a step of the child")
+	require.Len(t, child.Steps, 1)
+	assert.Equal(t, workflows.StepFailed, child.Steps[0].State, "the credit is a refused step of the child, which never ran")
+	assert.True(t, child.Steps[0].Refused)
+	assert.Contains(t, final.Steps[0].Error, `step 1 issue_credit failed: refused: tool "issue_credit" is not granted to this run`,
+		"the parent learns what its child was refused")
 	assert.Zero(t, e.count("credits", "tenant = 'acme' AND reason = 'sneaky'"))
 	assert.Zero(t, e.count("approvals", "tenant = 'acme' AND run_id = $1", workflows.ChildRunID(run, 1)))
 	var told bool

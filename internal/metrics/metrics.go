@@ -18,6 +18,9 @@ const (
 	// OutcomeReplayed: the key was already completed; the stored result was
 	// returned and nothing ran.
 	OutcomeReplayed = "replayed"
+	// OutcomeDuplicate: another step of the run's tree made the step's
+	// intent; nothing was done (package intents).
+	OutcomeDuplicate = "duplicate"
 	// OutcomeInFlight: another attempt holds the key's lease; nothing ran and
 	// Temporal retries after a backoff.
 	OutcomeInFlight = "in_flight"
