@@ -17,6 +17,18 @@
 // worker does it with [NewWorker], [DialTemporal], [NewPool] and
 // [Registry], as the integration tests do.
 //
+// # Versions
+//
+// A worker computes a digest of its registry (every tool's definition,
+// with its MCP server or its sub-agent; see [tools.Registry.Digest]): its
+// start line, /metrics (oncerun_worker_registry_info), its Temporal
+// identity and `oncerun tools` carry it. With [Config.Versioning] (a
+// Worker Deployment name, TEMPORAL_DEPLOYMENT_NAME) the worker polls as one
+// version of that deployment, its build ID by default made of its
+// executable's digest and its registry's, and registers AgentRun as
+// auto-upgrade (or pinned) and the watchdog's and reconciliation's passes
+// as pinned; docs/deploy.md, "Rolling deploys", is the procedure.
+//
 // # Fault injection
 //
 // ONCERUN_CRASH_AT and ONCERUN_STALL_AT make a worker kill (or stop) itself

@@ -64,6 +64,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 			return Config{}, "", fmt.Errorf("%s %q is not true or false", settings.EnvOpenAIParallelToolCalls, s)
 		}
 	}
+	versioning, err := versioningFromEnv(getenv)
+	if err != nil {
+		return Config{}, "", err
+	}
 	var logAttempts bool
 	if s := getenv(settings.EnvLogActivityAttempts); s != "" {
 		if logAttempts, err = strconv.ParseBool(s); err != nil {
@@ -84,6 +88,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		TemporalOptions:     temporal,
 		TemporalConnectWait: connectWait,
 		TaskQueue:           getenv(settings.EnvTaskQueue),
+		Versioning:          versioning,
 		DatabaseURL:         getenv(settings.EnvDatabaseURL),
 		HTTPAddr:            getenv(settings.EnvMetricsAddr),
 		Shop:                shop.Config{CreditApprovalThresholdCents: threshold},

@@ -141,12 +141,31 @@ type ToolInfo struct {
 	// Grant, for a sub-agent's tool (source "agents", class delegate), is
 	// what its child run may use, less what its parent may not.
 	Grant []string `json:"grant,omitempty"`
+	// RegistryDigest is the digest of the whole registry (the same on
+	// every tool), and Digest the tool's own definition's, full hex: two
+	// workers whose RegistryDigest differs differ in the tools whose
+	// Digest does (see [tools.Registry.Digest]).
+	RegistryDigest string `json:"registry_digest"`
+	Digest         string `json:"digest"`
 }
 
 // Describe lists the tools of cfg's registry, sorted by name, with where
-// each comes from, then the sub-agents' tools (agent_<name>).
+// each comes from, then the sub-agents' tools (agent_<name>), each with
+// the registry's digest and its own, as a worker of cfg computes them.
 func Describe(cfg Config) ([]ToolInfo, error) {
 	reg, err := toolRegistry(cfg)
+	if err != nil {
+		return nil, err
+	}
+	set, err := agentSet(cfg, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
+	if err != nil {
+		return nil, err
+	}
+	planReg, err := planRegistry(reg, set)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := registryDigest(planReg, set, cfg.mcp)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +180,7 @@ func Describe(cfg Config) ([]ToolInfo, error) {
 			Name: t.Name, Description: t.Description, Source: "built-in", Class: string(t.Class),
 			Approval: t.Approval.String(), PairedRead: t.PairedRead, IdempotencyKey: t.KeyLifetime > 0,
 			Edits: t.Edits.String(), OncePerRun: t.OncePerRun(),
+			RegistryDigest: digest.Registry, Digest: digest.Tools[name],
 		}
 		if t.Class != tools.ClassRead {
 			info.Guarantee = t.Guarantee()
@@ -180,14 +200,11 @@ func Describe(cfg Config) ([]ToolInfo, error) {
 		}
 		out = append(out, info)
 	}
-	set, err := agentSet(cfg, func(tool string) bool { _, ok := reg.Lookup(tool); return ok })
-	if err != nil {
-		return nil, err
-	}
 	for _, name := range set.Names() {
 		a, _ := set.Lookup(name)
 		out = append(out, ToolInfo{Name: name, Description: a.Description, Source: "agents", Class: string(activities.ClassDelegate),
-			Approval: tools.ApprovalRule{}.String(), Guarantee: tools.GuaranteeOnce, Edits: tools.EditForbidden.String(), Grant: a.Tools})
+			Approval: tools.ApprovalRule{}.String(), Guarantee: tools.GuaranteeOnce, Edits: tools.EditForbidden.String(), Grant: a.Tools,
+			RegistryDigest: digest.Registry, Digest: digest.Tools[name]})
 	}
 	return out, nil
 }

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,11 +50,17 @@ type Process struct {
 	reg      *tools.Registry
 	// planReg is reg with the sub-agents' tools, for the approvals service.
 	planReg *tools.Registry
-	promReg *prometheus.Registry
-	webhook *alerts.Webhook
-	drift   *reconcile.Metrics
-	worker  sdkworker.Worker
-	fatal   chan error
+	// digest is planReg's registry digest; version the worker's Worker
+	// Deployment version, its defaults resolved (zero: unversioned);
+	// identity its Temporal identity.
+	digest   tools.Digest
+	version  Versioning
+	identity string
+	promReg  *prometheus.Registry
+	webhook  *alerts.Webhook
+	drift    *reconcile.Metrics
+	worker   sdkworker.Worker
+	fatal    chan error
 	// ln is the HTTP listener until Serve takes it (or Close closes it).
 	ln        net.Listener
 	closeOnce sync.Once
@@ -62,7 +69,8 @@ type Process struct {
 }
 
 // Build builds the worker process cfg describes, in the order that fails
-// soonest: the MCP servers' tools and the tool registry, the planners, the
+// soonest: the MCP servers' tools and the tool registry (with its digest
+// and, for a versioned worker, its build ID), the planners, the
 // Temporal client (a server that refuses us stops the process before it has
 // touched the database), the PostgreSQL pool, oncerun's migrations and
 // cfg.Setup, then the dedup store, the metrics, the activities, the HTTP
@@ -82,6 +90,9 @@ func Build(ctx context.Context, cfg Config) (*Process, error) {
 // build does Build's steps, keeping in p what each acquires, so that Close
 // releases it.
 func (p *Process) build(ctx context.Context, cfg Config) error {
+	if err := cfg.Versioning.validate(); err != nil {
+		return err
+	}
 	var err error
 	// Tracing first: the clients built below carry its instrumentation.
 	if p.tracing, err = telemetry.Start(ctx, os.Getenv, "oncerun-worker"); err != nil {
@@ -107,13 +118,24 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	if p.planReg, err = planRegistry(reg, subAgents); err != nil {
 		return err
 	}
+	if p.digest, err = registryDigest(p.planReg, subAgents, cfg.mcp); err != nil {
+		return err
+	}
+	if p.version, err = cfg.Versioning.resolve(p.digest); err != nil {
+		return err
+	}
 	planners, err := Planners(cfg.OpenAI)
 	if err != nil {
 		return err
 	}
 	// Temporal first: a server that refuses us stops the process before it
 	// has touched the database.
-	if p.tc, err = DialTemporal(ctx, cfg.TemporalClientOptions(log), cfg.TemporalConnectWait, log); err != nil {
+	copts := cfg.TemporalClientOptions(log)
+	// Temporal's usual identity, with the registry's digest: the pollers
+	// of a task queue say what each worker offers.
+	copts.Identity = cmp.Or(copts.Identity, workerIdentity(p.digest))
+	p.identity = copts.Identity
+	if p.tc, err = DialTemporal(ctx, copts, cfg.TemporalConnectWait, log); err != nil {
 		return err
 	}
 	if p.pool, err = NewPool(ctx, cfg.DatabaseURL); err != nil {
@@ -146,6 +168,7 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	m := metrics.New(p.promReg)
 	p.promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
 	p.promReg.MustRegister(cfg.mcp.skippedGauge())
+	p.promReg.MustRegister(registryInfo(p.digest, p.version))
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Agents: subAgents, Log: log, Metrics: m,
 		DeadlineWarnings: cfg.ApprovalDeadlineWarnings,
@@ -160,6 +183,7 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	opts := sdkworker.Options{
 		WorkerStopTimeout: shutdownTimeout,
 		OnFatalError:      func(err error) { p.fatal <- err },
+		DeploymentOptions: p.version.deploymentOptions(),
 	}
 	if cfg.LogActivityAttempts {
 		opts.Interceptors = append(opts.Interceptors, newActivityLog(log))
@@ -220,9 +244,17 @@ func (p *Process) Serve(ctx context.Context) error {
 		close(apDone)
 	}
 	defer func() { stopApprovals(); <-apDone }()
-	log.Info("worker started", zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace),
+	fields := []zap.Field{zap.String("temporal", cfg.TemporalAddress), zap.String("namespace", cfg.Namespace),
 		zap.String("task_queue", cfg.TaskQueue), zap.String("http", ln.Addr().String()),
-		zap.Strings("tools", p.reg.Names()))
+		zap.Strings("tools", p.reg.Names()), zap.Int("tools_count", len(p.digest.Tools)),
+		zap.String("registry_digest", p.digest.Registry), zap.String("registry_digest_short", p.digest.Short()),
+		zap.String("identity", p.identity)}
+	if v := p.version; v.Enabled() {
+		fields = append(fields, zap.String("deployment", v.DeploymentName), zap.String("build_id", v.BuildID),
+			zap.String("versioning_behavior", behaviorName(v.Behavior)))
+	}
+	log.Info("worker started", fields...)
+	go checkPollers(driftCtx, p.tc, cfg.TaskQueue, p.identity, p.digest, log)
 	if cfg.Ready != nil {
 		cfg.Ready(ln.Addr().String())
 	}
@@ -244,6 +276,10 @@ func (p *Process) Serve(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Version is the worker's Worker Deployment version, with its defaults
+// (the build ID, the behaviour) resolved; zero for an unversioned worker.
+func (p *Process) Version() Versioning { return p.version }
 
 // Close releases what [Build] acquired: the HTTP listener if Serve never
 // took it, then, after waiting up to 5 seconds for alert webhook

@@ -61,6 +61,10 @@ type Config struct {
 	// TaskQueue is the task queue to poll. Default
 	// workflows.DefaultTaskQueue (TEMPORAL_TASK_QUEUE).
 	TaskQueue string
+	// Versioning places the worker in a Temporal Worker Deployment
+	// (TEMPORAL_DEPLOYMENT_NAME, TEMPORAL_WORKER_BUILD_ID,
+	// ONCERUN_VERSIONING_BEHAVIOR). Zero: unversioned.
+	Versioning Versioning
 	// DatabaseURL is the PostgreSQL URL. Default DefaultDatabaseURL
 	// (DATABASE_URL).
 	DatabaseURL string

@@ -18,14 +18,19 @@
 //	oncerun message [--tenant T] --run-id R --id MESSAGE-ID --text TEXT
 //	oncerun limits [set NAME --tools T --currency C --amount MINOR [--period utc_day|rolling_24h] | delete NAME]
 //	oncerun reconcile [--json] | --ack ID --note TEXT
+//	oncerun replay (--run-id R --tenant T | --query Q [--limit N] | --history FILE) [--json]
 //	oncerun keys --expiring [--within 24h] [--json]
 //	oncerun tools [--json]
+//	oncerun deployment describe [--name N] [--json]
+//	oncerun deployment set-current|ramp BUILD-ID [--percent P] [--name N]
+//	oncerun deployment pin|unpin RUN-ID [--build-id B] [--tenant T] [--name N]
 //	oncerun token new --name N --tenant T --role R [--add-to FILE]
 //
 // Temporal is reached as the temporal CLI reaches it: TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_* and the TOML
 // profiles of TEMPORAL_CONFIG_FILE and TEMPORAL_PROFILE (docs/deploy.md).
-// Also: DATABASE_URL, TEMPORAL_TASK_QUEUE, USER (the default approver
+// Also: DATABASE_URL, TEMPORAL_TASK_QUEUE, TEMPORAL_DEPLOYMENT_NAME (the
+// deployment commands' default --name), USER (the default approver
 // name), ONCERUN_API and ONCERUN_TOKEN (start, status, approvals, approve
 // and reject through the approvals service), and for worker and serve the
 // worker's variables (`oncerun worker --help`).

@@ -4,7 +4,9 @@
 // the steps waiting for approval and resolve those whose outcome is
 // unknown; set the money limits on a tenant's tools; compare external
 // effects with the providers' ledgers; list the registered tools and the
-// keys that will expire; make tokens. Each command works against the
+// keys that will expire; read the workers' Worker Deployment and move runs
+// to a new build; check a build against the deployment's runs before it
+// ships (replay); make tokens. Each command works against the
 // approvals service when ONCERUN_API is set, and against DATABASE_URL and
 // Temporal directly otherwise, through the same decision code. The mains
 // cmd/oncerun and cmd/oncerun-dev (which adds the dev stack, the demo, the

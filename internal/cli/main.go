@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -38,9 +39,10 @@ func EnvFrom(getenv func(string) string, configure func(*worker.Config)) Env {
 	}
 }
 
-// Main runs root on os.Args and exits with its status: 0, or 1 when the
-// command failed (it has printed why). The first Ctrl-C or SIGTERM asks the
-// command to stop cleanly; a second one forces.
+// Main runs root on os.Args and exits with its status: 0, or when the
+// command failed (it has printed why) 1, or the code of an [ExitError].
+// The first Ctrl-C or SIGTERM asks the command to stop cleanly; a second
+// one forces.
 func Main(root *cobra.Command) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
@@ -57,6 +59,33 @@ func Main(root *cobra.Command) {
 	cancel()
 	if err != nil {
 		// Cobra has printed the error and, for bad usage, the usage.
-		os.Exit(1)
+		os.Exit(ExitCode(err))
 	}
+}
+
+// ExitError is a command's error that asks for an exit status other than
+// 1: `oncerun replay` exits 1 when runs would break on the build it
+// checks, and 2 when it could not check them.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+// Error is the wrapped error's message: what Cobra prints.
+func (e *ExitError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the wrapped error.
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// ExitCode is the exit status of a command that returned err: 0 for nil,
+// an ExitError's code, and 1 for any other error.
+func ExitCode(err error) int {
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		return ee.Code
+	}
+	return 1
 }

@@ -128,6 +128,8 @@ func NewRoot(env Env) *cobra.Command {
 		newKeysCmd(conn),
 		newLimitsCmd(conn),
 		newReconcileCmd(conn),
+		newReplayCmd(conn),
+		newDeploymentCmd(conn),
 		newServeCmd(env),
 		newWorkerCmd(env),
 		newTokenCmd(),

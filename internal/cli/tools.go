@@ -26,6 +26,11 @@ approval rule, what it guarantees (once, or at-least-once for an external
 effect whose provider neither honours the idempotency key nor can be
 asked), its paired read, and what an approver may edit.
 
+After the table comes the registry's digest (its first 12 hex characters):
+the fingerprint of everything above, the same as the worker's of this
+configuration logs at start, carries in its Temporal identity and serves
+on /metrics (oncerun_worker_registry_info).
+
 --json prints an array of objects with name, description, source
 (built-in, deployment, mcp or agents), server, server_tool and transport
 (MCP tools), class, approval, guarantee, paired_read, idempotency_key,
@@ -34,7 +39,10 @@ annotation, default or unlisted), hints (the server's annotations),
 warnings, key_claim (declared, verified or unverified: what the claim
 that the server honours the key rests on), task_support (the tool's
 execution.taskSupport) and tasks (its calls run as MCP tasks), and for a
-sub-agent grant. A class or approval the configuration does not set
+sub-agent grant, and on every object registry_digest (the whole
+registry's digest, full hex: the same on each object) and digest (the
+tool's own definition's), so that a diff of two workers' outputs shows
+which tools differ. A class or approval the configuration does not set
 is shown with where it came from: "read (annotation)", "always (default)".
 A configured property that contradicts a server's annotation is warned of
 on standard error.`,
@@ -94,7 +102,14 @@ on standard error.`,
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, source, class, approval,
 					guarantee, cmp.Or(t.PairedRead, "-"), t.Edits)
 			}
-			return tw.Flush()
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if len(list) > 0 {
+				d := list[0].RegistryDigest
+				fmt.Fprintf(out, "registry digest: %s\n", d[:min(12, len(d))])
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the list as JSON")

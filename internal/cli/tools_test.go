@@ -167,3 +167,50 @@ func TestToolsShowWhereEachMCPPropertyCameFrom(t *testing.T) {
 	assert.Regexp(t, `desk_open_ticket\s+mcp desk \(http, tool open_ticket\)\s+external\s+never \(annotation\)\s+once`, out)
 	assert.Regexp(t, `desk_issue_voucher\s+mcp desk \(http, tool issue_voucher\)\s+external \(default\)\s+always\s`, out)
 }
+
+// `oncerun tools` ends its table with the registry's digest, and --json
+// gives every tool the registry's digest and its own: two configurations'
+// outputs differ in the tools that differ, and in those only.
+func TestToolsReportTheRegistryDigest(t *testing.T) {
+	t.Parallel()
+	envOf := func(threshold string) Env {
+		return Env{Getenv: func(k string) string {
+			if k == settings.EnvCreditThreshold {
+				return threshold
+			}
+			return ""
+		}}
+	}
+	digests := func(env Env) (string, map[string]string) {
+		out, err := run(t, env, "tools", "--json")
+		require.NoError(t, err, out)
+		var list []struct {
+			Name           string `json:"name"`
+			RegistryDigest string `json:"registry_digest"`
+			Digest         string `json:"digest"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(out), &list), out)
+		byTool := map[string]string{}
+		for _, tool := range list {
+			assert.Regexp(t, `^[0-9a-f]{64}$`, tool.Digest, tool.Name)
+			assert.Equal(t, list[0].RegistryDigest, tool.RegistryDigest, "every object carries the registry's digest")
+			byTool[tool.Name] = tool.Digest
+		}
+		require.Regexp(t, `^[0-9a-f]{64}$`, list[0].RegistryDigest)
+		return list[0].RegistryDigest, byTool
+	}
+	base, baseTools := digests(envOf(""))
+	changed, changedTools := digests(envOf("50000"))
+	assert.NotEqual(t, base, changed)
+	for tool, d := range baseTools {
+		if tool == "issue_credit" || tool == "refund_payment" {
+			assert.NotEqual(t, d, changedTools[tool], "the threshold is %s's", tool)
+		} else {
+			assert.Equal(t, d, changedTools[tool], tool)
+		}
+	}
+
+	out, err := run(t, envOf(""), "tools")
+	require.NoError(t, err, out)
+	assert.True(t, strings.HasSuffix(out, "\nregistry digest: "+base[:12]+"\n"), "the table ends with the short digest:\n%s", out)
+}

@@ -9,12 +9,15 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.temporal.io/sdk/client"
+	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/cli"
+	"github.com/oncerun/oncerun/internal/deployment"
 	"github.com/oncerun/oncerun/internal/devserver"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/temporalconn"
@@ -74,7 +77,10 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 		temporalLine = fmt.Sprintf("Temporal    %s, namespace %s (embedded; state in %s, log in %s)",
 			srv.Address(), srv.Namespace(), srv.DBPath(), filepath.Join(filepath.Dir(srv.DBPath()), "temporal.log"))
 	}
+	// A versioned worker, made current at start: the deploy commands can
+	// be tried here, and runs behave as on an unversioned worker.
 	w = w.WithDefaults()
+	w.Versioning.DeploymentName = cmp.Or(w.Versioning.DeploymentName, devDeployment(w.TaskQueue))
 	prov, err := startProviders(ctx, cmp.Or(cfg.DataDir, devserver.DefaultDataDir), &w.External)
 	if err != nil {
 		return err
@@ -84,10 +90,13 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 	if err != nil {
 		return err
 	}
-	// The banner waits for the worker and the approvals service.
+	// The banner waits for the worker, its version made current, and the
+	// approvals service.
 	var (
 		mu                     sync.Mutex
 		httpAddr, approvalsURL string
+		proc                   *worker.Process
+		versionLine            string
 	)
 	self := cli.ThisBinary()
 	plan, step := bannerPlan()
@@ -99,31 +108,39 @@ func Dev(ctx context.Context, cfg DevConfig) error {
 oncerun dev is running
   %s
   PostgreSQL  %s (migrated)
-  worker      task queue %s; http://%s/healthz and /metrics
+  worker      task queue %s%s; http://%s/healthz and /metrics
   approvals   %s (inbox; API under /v1; tokens in %s)
   %s
   %s
 
-Start a run in another terminal:%[9]s
-  %[11]s start --tenant acme --run-id r1 --plan %[12]s
-  %[11]s approvals
-  %[11]s approve --tenant acme --run-id r1 --step %[13]s
-  %[11]s status --tenant acme --run-id r1
+Start a run in another terminal:%[10]s
+  %[12]s start --tenant acme --run-id r1 --plan %[13]s
+  %[12]s approvals
+  %[12]s approve --tenant acme --run-id r1 --step %[14]s
+  %[12]s status --tenant acme --run-id r1
 or through the approvals service, as an approver on another machine would:
-  export ONCERUN_API=%[10]s ONCERUN_TOKEN=<the token>
-  %[11]s approvals
-  %[11]s approve --run-id r1 --step %[13]s
+  export ONCERUN_API=%[11]s ONCERUN_TOKEN=<the token>
+  %[12]s approvals
+  %[12]s approve --run-id r1 --step %[14]s
 
 Ctrl-C stops everything; a second Ctrl-C forces.
 
-`, temporalLine, untrusted.Redact(w.DatabaseURL), w.TaskQueue, httpAddr, approvalsURL, w.Approvals.TokensFile,
+`, temporalLine, untrusted.Redact(w.DatabaseURL), w.TaskQueue, versionLine, httpAddr, approvalsURL, w.Approvals.TokensFile,
 			strings.Join(prov.lines, "\n  "), tokenLine,
 			exports(w)+providerExports(prov.env), approvalsURL, self, plan, step)
 	}
+	runCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	w.Ready = func(addr string) {
+		v := proc.Version()
+		if err := makeCurrent(runCtx, w, v); err != nil {
+			stop(err)
+			return
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		httpAddr = addr
+		versionLine = fmt.Sprintf(", version %s of deployment %s (current)", v.BuildID, v.DeploymentName)
 		banner()
 	}
 	w.Approvals.Ready = func(addr string) {
@@ -132,7 +149,17 @@ Ctrl-C stops everything; a second Ctrl-C forces.
 		approvalsURL = "http://" + addr + "/"
 		banner()
 	}
-	return worker.Run(ctx, w)
+	if proc, err = worker.Build(ctx, w); err != nil {
+		return err
+	}
+	defer proc.Close()
+	if err := proc.Serve(runCtx); err != nil {
+		return err
+	}
+	if ctx.Err() == nil {
+		return context.Cause(runCtx)
+	}
+	return nil
 }
 
 func newDevCmd(env cli.Env) *cobra.Command {
@@ -208,6 +235,59 @@ func devToken(dataDir string, ap *worker.ApprovalsConfig) (string, error) {
 		return "", err
 	}
 	return "token       " + tok + "\n              (development operator token of tenant acme, shown once; kept in " + tokenPath + ")", nil
+}
+
+// DevDeployment is the Worker Deployment of the dev stack's worker on the
+// default task queue, when TEMPORAL_DEPLOYMENT_NAME names none.
+const DevDeployment = "oncerun-dev"
+
+// devDeployment is the Worker Deployment of a dev stack on the task queue
+// queue: DevDeployment, and on another queue than the default the queue's
+// name after it, so that two dev stacks on one Temporal server, each on
+// its own queue, never make the other's version current.
+func devDeployment(queue string) string {
+	if queue == workflows.DefaultTaskQueue {
+		return DevDeployment
+	}
+	suffix := strings.Map(func(r rune) rune {
+		if r == '.' || r == ':' {
+			return '-'
+		}
+		return r
+	}, queue)
+	return DevDeployment + "-" + suffix
+}
+
+// makeCurrentWait bounds making the dev worker's version current.
+const makeCurrentWait = time.Minute
+
+// makeCurrent makes the version v of the dev stack's worker w the current
+// one of its deployment, once Temporal has registered it (the worker's
+// first poll does, a moment after it starts): new runs start on it, and
+// the runs of an earlier build move to it.
+func makeCurrent(ctx context.Context, w worker.Config, v worker.Versioning) error {
+	ctx, cancel := context.WithTimeout(ctx, makeCurrentWait)
+	defer cancel()
+	tc, err := worker.DialTemporal(ctx, w.TemporalClientOptions(w.Logger), -1, w.Logger)
+	if err != nil {
+		return err
+	}
+	defer tc.Close()
+	if err := deployment.WaitForVersion(ctx, tc, v.DeploymentName, v.BuildID); err != nil {
+		return err
+	}
+	for {
+		_, err := deployment.SetCurrent(ctx, tc, v.DeploymentName, v.BuildID)
+		if err == nil {
+			w.Logger.Info("the dev worker's version is current", zap.String("deployment", v.DeploymentName), zap.String("build_id", v.BuildID))
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("make the dev worker's version current: %w", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // exports are the variables the CLI needs to reach this stack when it is

@@ -54,6 +54,18 @@ const (
 	EnvApprovalsDBTimeout = "APPROVALS_DB_TIMEOUT"
 	// EnvApprovalsTokensInsecure loads a tokens file others may write.
 	EnvApprovalsTokensInsecure = "APPROVALS_TOKENS_FILE_INSECURE"
+	// EnvDeploymentName puts a worker in a Temporal Worker Deployment
+	// (Worker Versioning; docs/deploy.md, "Rolling deploys"): set, the
+	// worker is versioned. The deployment commands of the CLI take it as
+	// their default --name.
+	EnvDeploymentName = "TEMPORAL_DEPLOYMENT_NAME"
+	// EnvWorkerBuildID is a versioned worker's build ID. Default: the
+	// first 8 hex characters of the executable's SHA-256 and the first 12
+	// of the registry digest, joined by a dot.
+	EnvWorkerBuildID = "TEMPORAL_WORKER_BUILD_ID"
+	// EnvVersioningBehavior is AgentRun's versioning behaviour on a
+	// versioned worker: auto-upgrade (the default) or pinned.
+	EnvVersioningBehavior = "ONCERUN_VERSIONING_BEHAVIOR"
 	// EnvLimitsFile is a limits file (spend.LoadFile): the spend caps set
 	// when a process starts.
 	EnvLimitsFile = "ONCERUN_LIMITS_FILE"
@@ -80,7 +92,7 @@ var EnvNames = []string{
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
 	EnvLimitsFile, EnvOTelEndpoint, EnvOTelTracesEndpoint, EnvOTelProtocol, EnvOTelServiceName, EnvOTelResource,
-	EnvOTelSampler, EnvOTelSDKDisabled, EnvAgentsConfig,
+	EnvOTelSampler, EnvOTelSDKDisabled, EnvAgentsConfig, EnvDeploymentName, EnvWorkerBuildID, EnvVersioningBehavior,
 }
 
 func init() {

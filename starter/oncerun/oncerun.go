@@ -53,7 +53,8 @@ func Command(o Options, getenv func(string) string) *cobra.Command {
 	return cli.NewRoot(cli.EnvFrom(getenv, o.Configure))
 }
 
-// Main runs the command line on os.Args and exits with its status: 0, or 1
-// when the command failed (it has printed why). The first Ctrl-C or SIGTERM
-// asks the command to stop cleanly; a second one forces.
+// Main runs the command line on os.Args and exits with its status: 0, or
+// when the command failed (it has printed why) 1, or 2 for a check that
+// could not be made (`replay`). The first Ctrl-C or SIGTERM asks the
+// command to stop cleanly; a second one forces.
 func Main(o Options) { cli.Main(Command(o, os.Getenv)) }

@@ -136,15 +136,15 @@ func isInternal(path string) bool {
 // more raises the package's budget here, on purpose and in review; one
 // that exports fewer lowers it, so that the budget stays the surface.
 var exportBudget = map[string]int{
-	"github.com/oncerun/oncerun/activities":         84,
+	"github.com/oncerun/oncerun/activities":         91,
 	"github.com/oncerun/oncerun/approvals":          128,
 	"github.com/oncerun/oncerun/approvals/inbox":    5,
 	"github.com/oncerun/oncerun/migrations":         5,
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
 	"github.com/oncerun/oncerun/starter/oncerundev": 2,
-	"github.com/oncerun/oncerun/tools":              59,
-	"github.com/oncerun/oncerun/worker":             40,
-	"github.com/oncerun/oncerun/workflows":          114,
+	"github.com/oncerun/oncerun/tools":              62,
+	"github.com/oncerun/oncerun/worker":             43,
+	"github.com/oncerun/oncerun/workflows":          115,
 }
 
 // exported lists the identifiers pkg exports, as exportBudget counts them.
