@@ -65,14 +65,26 @@ worker: ## Run a worker against TEMPORAL_ADDRESS and DATABASE_URL.
 	go run ./cmd/oncerun worker
 
 .PHONY: record-histories
-record-histories: ## Re-record the workflow histories the replay tests check (after an intended change): runs' in workflows/, the watchdog's passes in internal/watchdog/.
-	rm -f workflows/testdata/histories/*.json internal/watchdog/testdata/histories/*.json
-	ONCERUN_RECORD_HISTORIES=$(CURDIR)/workflows/testdata/histories go test -count=1 ./internal/integration/
-	mv workflows/testdata/histories/*-Watchdog-*.json internal/watchdog/testdata/histories/
+record-histories: ## Re-record the workflow histories the replay tests check (after an intended change) into a temporary folder, then copy them over the recorded ones (runs' to workflows/, the watchdog's passes to internal/watchdog/); a recording no test writes any more is kept.
+	@dir=$$(mktemp -d) && trap 'rm -rf "$$dir"' EXIT && \
+	ONCERUN_RECORD_HISTORIES=$$dir go test -count=1 ./internal/integration/ && \
+	for f in "$$dir"/*.json; do \
+		[ -e "$$f" ] || continue; \
+		case "$${f##*/}" in \
+		*-Watchdog-*) cp "$$f" internal/watchdog/testdata/histories/ ;; \
+		*) cp "$$f" workflows/testdata/histories/ ;; \
+		esac; \
+		echo "recorded $${f##*/}"; \
+	done
 
 .PHONY: chaos
-chaos: ## Shake oncerun for about half an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; count every effect where it landed.
+chaos: ## Shake oncerun for about an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; then again while the workers roll through three tool registries (chaos-deploy); count every effect where it landed.
 	go run ./cmd/oncerun-dev chaos
+	go run ./cmd/oncerun-dev chaos --deploy
+
+.PHONY: chaos-deploy
+chaos-deploy: ## Shake oncerun for about 25 minutes while the workers roll through three tool registries and five Worker Deployment versions (a tool added, a rule changed, an MCP server down at some workers' start, a sub-agent removed, a schema changed); hold every run's record against every destination by key.
+	go run ./cmd/oncerun-dev chaos --deploy
 
 .PHONY: chaos-cluster
 chaos-cluster: ## Shake oncerun on two Temporal nodes on PostgreSQL for about eight minutes: 100 runs, each node SIGKILLed twice and kept down 30 s, 100 worker kills, PostgreSQL connections cut, provider and mail faults.

@@ -95,6 +95,14 @@ type Config struct {
 	// amounts of each UTC day, at the destination, within the cap.
 	// Default 0: no cap.
 	DailyCap Cents
+	// Deploy rolls the workers through Registries tool registries, Rolls
+	// times over Duration, each roll a new Worker Deployment version made
+	// current (see deploy.go); the runs also call a sandbox desk, an MCP
+	// server, and the check holds each run's record against the
+	// destinations by key. Default false.
+	Deploy     bool
+	Registries int
+	Rolls      int
 	// Seed makes the plan and the moments reproducible (the processes'
 	// timing is not).
 	Seed int64
@@ -122,6 +130,26 @@ func FullCluster() Config {
 	c.Duration, c.Settle = 8*time.Minute, 10*time.Minute
 	c.TemporalRestarts, c.NodeDown = 4, 30*time.Second
 	c.PGRestarts = 2
+	return c
+}
+
+// FullDeploy is the configuration of `make chaos`'s deploys: Full's
+// faults while the workers roll through three registries five times.
+func FullDeploy() Config {
+	c := Full()
+	c.Deploy, c.Registries, c.Rolls = true, 3, 5
+	c.Duration, c.Kills = 15*time.Minute, 800
+	c.TemporalRestarts, c.PGRestarts = 2, 2
+	return c
+}
+
+// ShortDeploy is Short with the workers rolled through three registries
+// twice: the configuration of the deploy mode's test in `make test`.
+func ShortDeploy() Config {
+	c := Short()
+	c.Deploy, c.Registries, c.Rolls = true, 3, 2
+	c.Workers, c.Kills = 4, 30
+	c.Duration = 90 * time.Second
 	return c
 }
 
@@ -178,6 +206,9 @@ func (c Config) validate() error {
 	check(c.RejectRate >= 0 && c.RejectRate <= 1, "chaos: --reject-rate %g: want 0 to 1", c.RejectRate)
 	check(c.DailyCap >= 0, "chaos: --daily-cap %s: want 0 or more", c.DailyCap)
 	check(c.DecideWithin > 0, "chaos: --decide-within %s: want more than 0", c.DecideWithin)
+	check(!c.Deploy || (c.Registries >= 2 && c.Registries <= 3), "chaos: --registries %d: want 2 or 3", c.Registries)
+	check(!c.Deploy || c.Rolls >= 1, "chaos: --rolls %d: want at least 1", c.Rolls)
+	check(!c.Deploy || c.DailyCap == 0, "chaos: --deploy and --daily-cap: the registries' rules differ, so the caps' account would not add up; use one at a time")
 	check(c.ProviderKeyRetention > 90*time.Second, "chaos: --provider-key-retention %s: want more than 1m30s, the refund tool's timeout", c.ProviderKeyRetention)
 	return errors.Join(errs...)
 }

@@ -39,6 +39,7 @@ func (h *harness) shake(ctx context.Context) (*Report, error) {
 	faults.Go(func() { h.restartTemporal(faultCtx) })
 	faults.Go(func() { h.restartPostgres(faultCtx) })
 	faults.Go(func() { h.injectFaults(faultCtx) })
+	faults.Go(func() { h.rollDeploys(faultCtx) })
 
 	faults.Go(func() {
 		for {

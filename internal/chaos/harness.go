@@ -72,6 +72,14 @@ type harness struct {
 
 	runs []runPlan
 
+	// desk, deskDir and registries serve deploy mode (Config.Deploy): the
+	// sandbox desk, its ledger's directory, and the tool registries the
+	// workers roll through; roll is the current deploy, from 0.
+	desk       *proc
+	deskDir    string
+	registries []registry
+	roll       int
+
 	mu        sync.Mutex
 	counts    Counts
 	lastFault time.Time
@@ -144,6 +152,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 		decided: map[waitRef]workflows.Decision{}, ended: map[string]runEnd{}}
 	prefix := "ch" + strconv.FormatInt(cfg.Seed%1_000_000, 36)
 	h.runs = plans(prefix, cfg.Runs, int(math.Round(cfg.Delegating*float64(cfg.Runs))), h.rng)
+	if cfg.Deploy {
+		for i := range h.runs {
+			h.runs[i].desk = true
+		}
+	}
 	err := h.setUp(ctx, fmt.Sprintf("%s_%d", prefix, os.Getpid()))
 	var rep *Report
 	if err == nil {
@@ -182,6 +195,11 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 	if err := os.WriteFile(h.profile(), []byte("# The chaos harness's processes read no Temporal profile.\n"), 0o644); err != nil {
 		return err
 	}
+	if h.cfg.Deploy {
+		if err := h.setUpDeploy(ctx); err != nil {
+			return err
+		}
+	}
 	start := h.startTemporal
 	if h.cfg.Temporal == TemporalCluster {
 		start = h.startCluster
@@ -196,6 +214,11 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 		w := &supervised{proc: h.workerProc(i)}
 		h.workers = append(h.workers, w)
 		if err := w.start(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+	}
+	if h.cfg.Deploy {
+		if err := h.makeCurrent(ctx, 0); err != nil {
 			return err
 		}
 	}
@@ -359,9 +382,15 @@ func (h *harness) startAPI(ctx context.Context) error {
 		return err
 	}
 	h.api = newAPIClient("http://"+addr, tok)
+	env := append(h.env(), "APPROVALS_ADDR="+addr, "APPROVALS_TOKENS_FILE="+tokens, "METRICS_ADDR="+metrics)
+	if h.cfg.Deploy {
+		// The API checks plans against a registry that has every tool the
+		// runs call; which worker's registry makes each call is the test.
+		env = append(env, settings.EnvMCPConfig+"="+filepath.Join(h.cfg.Dir, "mcp-adds.json"))
+	}
 	h.apiProc = &proc{name: "serve", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "serve"),
 		args: []string{"serve"},
-		env:  append(h.env(), "APPROVALS_ADDR="+addr, "APPROVALS_TOKENS_FILE="+tokens, "METRICS_ADDR="+metrics),
+		env:  env,
 		healthy: func(ctx context.Context) bool {
 			return h.api.do(ctx, http.MethodGet, "/v1/approvals", nil).status == http.StatusOK
 		}}
@@ -393,10 +422,23 @@ func (h *harness) workerProc(i int) *proc {
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
 		}}
-	if i < h.cfg.CrashWorkers {
-		p.envAt = func(start int) []string {
-			return []string{"ONCERUN_CRASH_AT=" + crashSets[(i+start)%len(crashSets)]}
+	p.envAt = func(start int) []string {
+		var env []string
+		set := ""
+		if i < h.cfg.CrashWorkers {
+			set = crashSets[(i+start)%len(crashSets)]
+			if h.cfg.Deploy {
+				set = deployCrashSets[(i+start)%len(deployCrashSets)]
+			}
 		}
+		if h.cfg.Deploy {
+			r, roll := h.registryOf(i)
+			env, set = deployEnv(r, roll), r.crashSet(set)
+		}
+		if set != "" {
+			env = append(env, "ONCERUN_CRASH_AT="+set)
+		}
+		return env
 	}
 	return p
 }
@@ -416,11 +458,20 @@ var crashSets = []string{
 	"during-effect:refund_payment,after-commit:add_order_note,child-start:agent_credits",
 }
 
+// deployCrashSets are crashSets with points on the desk's tools, for
+// deploy mode's runs, which call the desk too.
+var deployCrashSets = []string{
+	crashSets[0] + ",after-commit:" + deskTicket,
+	crashSets[1] + ",after-apply:" + deskVoucher,
+	crashSets[2] + ",during-effect:" + deskTicket,
+	crashSets[3] + ",after-commit:" + deskVoucher,
+}
+
 func (h *harness) tearDown() {
 	for _, w := range h.workers {
 		w.stopAll(10 * time.Second)
 	}
-	for _, p := range append([]*proc{h.apiProc, h.temporal, h.sandbox}, h.nodes...) {
+	for _, p := range append([]*proc{h.apiProc, h.temporal, h.sandbox, h.desk}, h.nodes...) {
 		if p != nil {
 			p.stop(10 * time.Second)
 		}

@@ -44,6 +44,10 @@ type runPlan struct {
 	// child run of a sub-agent (agentCredits, agentRefunds) whose one step
 	// makes it and waits for an approval.
 	delegate bool
+	// desk says the run also opens a ticket and issues a voucher at the
+	// sandbox desk, an MCP server (deploy mode: steps stepTicket and
+	// stepVoucher).
+	desk bool
 }
 
 // The sub-agents of the delegating runs, each granted the one tool its
@@ -133,6 +137,12 @@ func (p runPlan) calls() []planner.Call {
 			"amount_cents": p.creditCents, "currency": planCurrency})},
 		{Tool: payments.RefundPayment, Args: args(map[string]any{"order_id": p.orderID, "payment_id": p.paymentID,
 			"amount_cents": p.refundCents, "currency": planCurrency, "reason": creditReason})},
+	}
+	if p.desk {
+		calls = append(calls,
+			planner.Call{Tool: deskTicket, Args: args(map[string]any{"order_id": p.orderID, "subject": "chaos run " + p.runID,
+				"body": "A credit and a refund are on their way."})},
+			planner.Call{Tool: deskVoucher, Args: args(map[string]any{"order_id": p.orderID, "amount_cents": 500, "currency": planCurrency})})
 	}
 	if p.delegate {
 		// The step calls the sub-agent, whose child run's plan is the call.

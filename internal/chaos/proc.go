@@ -170,8 +170,11 @@ type supervised struct {
 	mu       sync.Mutex
 	stopping bool
 	killing  bool
-	crashes  int
-	failures []failure
+	// redeploying is set while the harness stops the worker to start it
+	// again under its next configuration (deploy mode).
+	redeploying bool
+	crashes     int
+	failures    []failure
 	// deaths are the harness's kills and the crash faults, as they were
 	// seen.
 	deaths []death
@@ -209,10 +212,12 @@ func (s *supervised) keepUp(ctx context.Context) {
 				s.mu.Unlock()
 				return
 			}
-			killing := s.killing
-			s.killing = false
+			killing, redeploying := s.killing, s.redeploying
+			s.killing, s.redeploying = false, false
 			s.mu.Unlock()
 			switch {
+			case redeploying:
+				// Stopped to be started again under the next deploy.
 			case killing:
 				s.died(death{worker: s.name, pid: pid, at: gone, cause: deathKill})
 			case s.killedBySignal():
@@ -267,6 +272,21 @@ func (s *supervised) chaosKill() bool {
 	s.killing = false
 	s.mu.Unlock()
 	return false
+}
+
+// redeploy stops the worker as a rolling deploy does (SIGTERM: it stops
+// polling and finishes what it runs, SIGKILL if it has not within 45 s)
+// and returns once it is gone; keepUp starts it again, under the
+// configuration its next start gets.
+func (s *supervised) redeploy() {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		return
+	}
+	s.redeploying = true
+	s.mu.Unlock()
+	s.stop(45 * time.Second)
 }
 
 func (s *supervised) stopAll(grace time.Duration) {

@@ -49,6 +49,30 @@ type Counts struct {
 	// CapRejections counts the harness's rejections of steps parked at a
 	// daily cap (Config.DailyCap), among Decisions.
 	CapRejections int `json:"cap_rejections,omitempty"`
+	// NotInRecord counts the effects found at a destination that their
+	// run's record does not name as a step done, by key; TwiceUnderKey the
+	// effects found again under a key that already made one; and
+	// RecordedNotFound the steps recorded done whose effect is under their
+	// key nowhere.
+	NotInRecord      int `json:"effects_not_in_their_runs_record"`
+	TwiceUnderKey    int `json:"effects_twice_under_one_key"`
+	RecordedNotFound int `json:"steps_done_without_their_effect"`
+	// Deploys counts the rolls of the workers into a new version, and
+	// DeskRedeploys the desk's redeploys with a changed schema (deploy
+	// mode).
+	Deploys       int `json:"deploys,omitempty"`
+	DeskRedeploys int `json:"desk_redeploys,omitempty"`
+	// Takeovers counts the workflow tasks that a worker started after
+	// the run's previous task timed out or failed (its worker died, or
+	// could not finish it), in every run's history and its child runs';
+	// AcrossRegistries those whose new worker offered another registry
+	// than the one that lost the task, by the registry digests the
+	// workers' identities carry.
+	Takeovers        int `json:"takeovers"`
+	AcrossRegistries int `json:"takeovers_across_registries"`
+	// Refused counts the steps a worker's registry refused (deploy mode:
+	// a call of a tool its registry lacks), children's included.
+	Refused int `json:"steps_refused,omitempty"`
 
 	violations []string
 }
@@ -119,6 +143,14 @@ func (r *Report) Print(w io.Writer) {
 	row("e-mails (repeats)", fmt.Sprintf("%d (%d)", r.Mails, r.MailRepeats))
 	row("e-mails of unknown delivery found in the mailbox", r.MailSettled)
 	row("e-mails of unknown delivery resent by hand", r.MailResent)
+	row("effects not in their run's record", r.NotInRecord)
+	row("effects made twice under one key", r.TwiceUnderKey)
+	row("steps recorded done whose effect is nowhere", r.RecordedNotFound)
+	row("workflow task takeovers (across registries)", fmt.Sprintf("%d (%d)", r.Takeovers, r.AcrossRegistries))
+	if r.Deploys > 0 || r.DeskRedeploys > 0 {
+		row("deploys (desk redeploys)", fmt.Sprintf("%d (%d)", r.Deploys, r.DeskRedeploys))
+		row("steps refused by their worker's registry", r.Refused)
+	}
 	row("dedup keys in flight, closed runs", r.InFlightKeys)
 	row("reconciliation drift", r.Drift)
 	if c := r.Caps; c != nil {

@@ -20,12 +20,12 @@ var errViolations = errors.New("chaos: violations found")
 
 func newChaosCmd(env cli.Env) *cobra.Command {
 	var (
-		short, asJSON bool
-		restart       string
-		cfg           = chaos.Full()
+		short, asJSON, deploy bool
+		restart               string
+		cfg                   = chaos.Full()
 	)
 	cmd := &cobra.Command{
-		Use:   "chaos [--short] [--temporal embedded|cluster] [--runs N] [--kills N] [--duration D] [--daily-cap EUR] [--json]",
+		Use:   "chaos [--short] [--temporal embedded|cluster] [--deploy] [--runs N] [--kills N] [--duration D] [--daily-cap EUR] [--json]",
 		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed; count every effect where it landed",
 		Long: `Start agent runs (a keyed note, a natural-key credit whose e-mail goes through
 the outbox, an external refund at a sandbox payment provider) through the
@@ -58,12 +58,30 @@ a cap waits for approval (approvals of kind limit) and the harness rejects it
 ("chaos: over the cap"), so it must not apply; the check then sums each
 tool's amounts per UTC day where they landed, the credits table and the
 provider's ledger, and any day over the cap, exceptions excluded, is a
-violation.`,
+violation.
+
+--deploy rolls the workers, while runs are in flight and every other fault
+goes on, through --registries tool registries (a tool added, an approval
+threshold loosened or tightened, the runs' MCP server down when some
+workers start, a sub-agent removed), --rolls times: each roll is a new
+Worker Deployment version made current, every worker restarted into it
+under the next registry; halfway, the MCP server is redeployed with a
+changed schema. The runs also open a ticket and issue a voucher at the
+sandbox desk. The check then holds each run's record against every
+destination by key: every effect found is a step its run records done,
+every step recorded done has its effect, none is made twice; and it
+counts the workflow tasks taken over by a worker of another registry than
+the one that lost them. Without --short: 200 runs, 800 kills, 15m, 5
+rolls.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The preset, with the flags given explicitly on top.
 			given := cfg
 			switch {
+			case deploy && short:
+				cfg = chaos.ShortDeploy()
+			case deploy:
+				cfg = chaos.FullDeploy()
 			case short && given.Temporal == chaos.TemporalCluster:
 				cfg = chaos.ShortCluster()
 			case short:
@@ -145,6 +163,9 @@ violation.`,
 	f.DurationVar(&cfg.DecideWithin, "decide-within", cfg.DecideWithin, "a step's decision comes at a random moment within this")
 	f.Var(&cfg.DailyCap, "daily-cap", "cap per UTC day on each of issue_credit and refund_payment, in EUR with at most two decimals (2000.00); steps that would cross it wait for approval and are rejected, and the check finds each day's credits and provider refunds within it (default: no cap)")
 	f.Int64Var(&cfg.Seed, "seed", 0, "seed of the plan and the moments (default: the clock)")
+	f.BoolVar(&deploy, "deploy", false, "roll the workers through tool registries and Worker Deployment versions while runs are in flight (see above)")
+	f.IntVar(&cfg.Registries, "registries", 3, "with --deploy: how many registries the workers roll through, 2 or 3")
+	f.IntVar(&cfg.Rolls, "rolls", 5, "with --deploy: how many deploys over the fault window")
 	return cmd
 }
 
@@ -171,6 +192,8 @@ var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 	"decide-within": func(d *chaos.Config, s chaos.Config) { d.DecideWithin = s.DecideWithin },
 	"daily-cap":     func(d *chaos.Config, s chaos.Config) { d.DailyCap = s.DailyCap },
 	"seed":          func(d *chaos.Config, s chaos.Config) { d.Seed = s.Seed },
+	"registries":    func(d *chaos.Config, s chaos.Config) { d.Registries = s.Registries },
+	"rolls":         func(d *chaos.Config, s chaos.Config) { d.Rolls = s.Rolls },
 }
 
 // defaultPGRestart is Debian's command for the machine's one cluster.

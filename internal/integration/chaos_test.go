@@ -68,3 +68,29 @@ func runChaos(t *testing.T, args []string, env ...string) chaos.Report {
 	t.Logf("chaos report: %s", stdout.String())
 	return rep
 }
+
+// TestChaosDeployShort runs `oncerun-dev chaos --deploy --short`: the
+// short harness while the workers roll through three tool registries and
+// two Worker Deployment versions (a tool added, an approval threshold
+// changed, an MCP server down at some workers' start, a sub-agent
+// removed, the MCP server's schema changed), the runs calling the desk
+// too. Every effect found is a step its run records done, every step
+// recorded done has its effect, none twice; and workflow tasks were taken
+// over by workers of other registries.
+func TestChaosDeployShort(t *testing.T) {
+	t.Parallel()
+	rep := runChaos(t, []string{"--deploy", "--short"})
+	short := chaos.ShortDeploy()
+	assert.Empty(t, rep.Violations)
+	assert.Equal(t, short.Runs, rep.Ended, "every run ended")
+	assert.Zero(t, rep.Duplicates)
+	assert.Zero(t, rep.Lost)
+	assert.Zero(t, rep.NotInRecord)
+	assert.Zero(t, rep.TwiceUnderKey)
+	assert.Zero(t, rep.RecordedNotFound)
+	assert.Zero(t, rep.InFlightKeys)
+	assert.Equal(t, short.Rolls, rep.Deploys, "every deploy rolled")
+	assert.Equal(t, 1, rep.DeskRedeploys)
+	assert.Positive(t, rep.AcrossRegistries, "some tasks were taken over by a worker of another registry")
+	assert.GreaterOrEqual(t, rep.Effects, short.Runs)
+}

@@ -70,6 +70,11 @@ type Config struct {
 	// IgnoreKeys makes every call a new ticket or voucher, whatever key it
 	// carries.
 	IgnoreKeys bool
+	// TicketPriority gives open_ticket and find_ticket an optional
+	// priority argument: the desk as a redeploy that changed a tool's
+	// schema left it. Workers that connect before and after differ in
+	// what they know of the tool.
+	TicketPriority bool
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -224,6 +229,13 @@ type TicketArgs struct {
 	Body    string `json:"body,omitempty" jsonschema:"what the customer should know"`
 }
 
+// PriorityTicketArgs are open_ticket's and find_ticket's arguments on a
+// desk with Config.TicketPriority.
+type PriorityTicketArgs struct {
+	TicketArgs
+	Priority string `json:"priority,omitempty" jsonschema:"low, normal or high; normal when left out"`
+}
+
 // VoucherArgs are issue_voucher's and find_voucher's arguments.
 type VoucherArgs struct {
 	OrderID     string `json:"order_id" jsonschema:"the order the voucher is for"`
@@ -267,18 +279,29 @@ func (d *Desk) Server() *mcpsdk.Server {
 	// only read.
 	additive := &mcpsdk.ToolAnnotations{DestructiveHint: new(false)}
 	read := &mcpsdk.ToolAnnotations{ReadOnlyHint: true}
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "open_ticket", Description: "Open a support ticket about an order.", Annotations: additive},
-		func(_ context.Context, req *mcpsdk.CallToolRequest, in TicketArgs) (*mcpsdk.CallToolResult, Ticket, error) {
-			if in.OrderID == "" || in.Subject == "" {
-				return nil, Ticket{}, errors.New("order_id and subject are required")
-			}
-			t, err := d.openTicket(keyOf(req), traceparentOf(req), in)
-			return nil, t, err
+	open := func(_ context.Context, req *mcpsdk.CallToolRequest, in TicketArgs) (*mcpsdk.CallToolResult, Ticket, error) {
+		if in.OrderID == "" || in.Subject == "" {
+			return nil, Ticket{}, errors.New("order_id and subject are required")
+		}
+		t, err := d.openTicket(keyOf(req), traceparentOf(req), in)
+		return nil, t, err
+	}
+	find := func(_ context.Context, req *mcpsdk.CallToolRequest, _ TicketArgs) (*mcpsdk.CallToolResult, Found, error) {
+		return nil, d.findTicket(keyOf(req)), nil
+	}
+	openTool := &mcpsdk.Tool{Name: "open_ticket", Description: "Open a support ticket about an order.", Annotations: additive}
+	findTool := &mcpsdk.Tool{Name: "find_ticket", Description: "Find the ticket this call's idempotency key opened.", Annotations: read}
+	if d.cfg.TicketPriority {
+		mcpsdk.AddTool(s, openTool, func(ctx context.Context, req *mcpsdk.CallToolRequest, in PriorityTicketArgs) (*mcpsdk.CallToolResult, Ticket, error) {
+			return open(ctx, req, in.TicketArgs)
 		})
-	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "find_ticket", Description: "Find the ticket this call's idempotency key opened.", Annotations: read},
-		func(_ context.Context, req *mcpsdk.CallToolRequest, _ TicketArgs) (*mcpsdk.CallToolResult, Found, error) {
-			return nil, d.findTicket(keyOf(req)), nil
+		mcpsdk.AddTool(s, findTool, func(ctx context.Context, req *mcpsdk.CallToolRequest, in PriorityTicketArgs) (*mcpsdk.CallToolResult, Found, error) {
+			return find(ctx, req, in.TicketArgs)
 		})
+	} else {
+		mcpsdk.AddTool(s, openTool, open)
+		mcpsdk.AddTool(s, findTool, find)
+	}
 	mcpsdk.AddTool(s, &mcpsdk.Tool{Name: "issue_voucher", Description: "Issue a voucher for an order.", Annotations: additive},
 		func(_ context.Context, req *mcpsdk.CallToolRequest, in VoucherArgs) (*mcpsdk.CallToolResult, Voucher, error) {
 			if in.OrderID == "" || in.AmountCents <= 0 || len(in.Currency) != 3 {

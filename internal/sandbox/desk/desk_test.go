@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -115,4 +116,32 @@ func TestDeskLedgerSurvivesARestartAndIsSharedByItsDataDir(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, tickets)
 	assert.Len(t, vouchers, 1)
+}
+
+// A desk redeployed with a changed schema: open_ticket takes a priority,
+// and still opens one ticket per key, with or without it.
+func TestADeskWithTicketPrioritySaysSoInItsSchema(t *testing.T) {
+	t.Parallel()
+	for _, priority := range []bool{false, true} {
+		r, s := session(t, desk.Config{TicketPriority: priority}, nil)
+		tools, err := s.ListTools(context.Background(), nil)
+		require.NoError(t, err)
+		var schema string
+		for _, tool := range tools.Tools {
+			if tool.Name == "open_ticket" {
+				raw, err := json.Marshal(tool.InputSchema)
+				require.NoError(t, err)
+				schema = string(raw)
+			}
+		}
+		assert.Equal(t, priority, strings.Contains(schema, `"priority"`), "priority in the schema: %s", schema)
+		var a, b desk.Ticket
+		call(t, s, "open_ticket", "k-1", ticket, &a)
+		if !priority {
+			continue
+		}
+		call(t, s, "open_ticket", "k-1", desk.PriorityTicketArgs{TicketArgs: ticket, Priority: "high"}, &b)
+		assert.Equal(t, a, b)
+		assert.Len(t, r.Tickets(), 1)
+	}
 }

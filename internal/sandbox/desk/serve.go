@@ -79,7 +79,7 @@ func Command() *cobra.Command {
 		stdio bool
 	)
 	cmd := &cobra.Command{
-		Use:   "sandbox-desk --data-dir DIR [--addr ADDR | --stdio] [--ignore-keys]",
+		Use:   "sandbox-desk --data-dir DIR [--addr ADDR | --stdio] [--ignore-keys] [--ticket-priority]",
 		Short: "Serve a sandbox support desk as an MCP server (tickets and vouchers)",
 		Long: `Serve a sandbox support desk over the Model Context Protocol, for trying
 oncerun's MCP tools: open_ticket and issue_voucher (each once per
@@ -91,7 +91,9 @@ restarts.
 By default it serves Streamable HTTP at http://ADDR/mcp; --stdio serves one
 client on standard input and output, as an MCP client's child process.
 --ignore-keys makes every call a new ticket or voucher, like a server that
-knows nothing of idempotency keys.`,
+knows nothing of idempotency keys. --ticket-priority gives open_ticket and
+find_ticket an optional priority argument: the desk as a redeploy that
+changed a tool's schema leaves it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if stdio {
@@ -115,6 +117,7 @@ knows nothing of idempotency keys.`,
 	f.StringVar(&addr, "addr", DefaultAddr, "address to serve Streamable HTTP on; port 0 picks a free one")
 	f.BoolVar(&stdio, "stdio", false, "serve one client on standard input and output instead")
 	f.BoolVar(&cfg.IgnoreKeys, "ignore-keys", false, "ignore idempotency keys: every call makes a new ticket or voucher")
+	f.BoolVar(&cfg.TicketPriority, "ticket-priority", false, "give open_ticket an optional priority argument, as a redeploy that changed its schema would")
 	_ = cmd.MarkFlagRequired("data-dir")
 	return cmd
 }
