@@ -212,6 +212,7 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		rep.RecoverSeconds = max(0, lastEnd.Sub(h.lastFault).Seconds())
 	}
 	rep.Resume = h.resume()
+	rep.AcrossRegistries = c.AcrossRegistries + rep.Resume.AcrossRegistries
 	if h.lb != nil {
 		rep.NodeConnections = h.lb.Joined()
 		if rep.ShardAcquisitions, err = h.shardAcquisitions(ctx); err != nil {

@@ -133,12 +133,13 @@ func FullCluster() Config {
 	return c
 }
 
-// FullDeploy is the configuration of `make chaos`'s deploys: Full's
-// faults while the workers roll through three registries five times.
+// FullDeploy is the configuration of `make chaos`'s deploys: 300 runs
+// and Full's faults, 1,000 kills in 15 minutes, while the workers roll
+// through three registries five times.
 func FullDeploy() Config {
 	c := Full()
 	c.Deploy, c.Registries, c.Rolls = true, 3, 5
-	c.Duration, c.Kills = 15*time.Minute, 800
+	c.Runs, c.Duration, c.Kills = 300, 15*time.Minute, 1000
 	c.TemporalRestarts, c.PGRestarts = 2, 2
 	return c
 }

@@ -88,6 +88,12 @@ type Report struct {
 	Wall           string   `json:"wall"`
 	Violations     []string `json:"violations"`
 
+	// AcrossRegistries counts the takeovers by a worker of another tool
+	// registry than the one whose work it took over: workflow tasks
+	// (Counts.AcrossRegistries) and activity attempts that died with their
+	// worker (Resume.AcrossRegistries).
+	AcrossRegistries int `json:"takeovers_across_registries_in_all"`
+
 	// Caps accounts for Config.DailyCap, when it was set.
 	Caps *Caps `json:"caps,omitempty"`
 
@@ -146,7 +152,8 @@ func (r *Report) Print(w io.Writer) {
 	row("effects not in their run's record", r.NotInRecord)
 	row("effects made twice under one key", r.TwiceUnderKey)
 	row("steps recorded done whose effect is nowhere", r.RecordedNotFound)
-	row("workflow task takeovers (across registries)", fmt.Sprintf("%d (%d)", r.Takeovers, r.AcrossRegistries))
+	row("workflow task takeovers (across registries)", fmt.Sprintf("%d (%d)", r.Takeovers, r.Counts.AcrossRegistries))
+	row("takeovers across registries, tasks and attempts", r.AcrossRegistries)
 	if r.Deploys > 0 || r.DeskRedeploys > 0 {
 		row("deploys (desk redeploys)", fmt.Sprintf("%d (%d)", r.Deploys, r.DeskRedeploys))
 		row("steps refused by their worker's registry", r.Refused)
@@ -178,6 +185,7 @@ func (r *Report) Print(w io.Writer) {
 			row(fmt.Sprintf("    after %s (%d)", map[string]string{deathKill: "a harness SIGKILL", deathCrash: "a crash fault"}[k], d.Count), d)
 		}
 	}
+	row("    by a worker of another registry", r.Resume.AcrossRegistries)
 	row("  started again before the death (timed out earlier)", r.Resume.Superseded)
 	row("  never started again", r.Resume.NotResumed)
 	row("wall time", r.Wall)

@@ -7,9 +7,11 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/oncerun/oncerun/internal/deployment"
 	"github.com/oncerun/oncerun/worker"
 )
 
@@ -69,6 +71,9 @@ type procRef struct {
 type resumed struct {
 	kind, cause string
 	delay       time.Duration
+	// across says the process that started it again offered another tool
+	// registry than the dead one (both known from their start lines).
+	across bool
 }
 
 // pairing is what pairResumes found.
@@ -84,7 +89,7 @@ type pairing struct {
 // pairResumes finds, for each death, the activities whose attempts the
 // dead process had started and not finished, and for each the first start
 // of the same activity after the dead process's latest attempt of it.
-func pairResumes(deaths []death, attempts []attempt) pairing {
+func pairResumes(deaths []death, attempts []attempt, digests map[procRef]string) pairing {
 	// Each process's lines in order; a pid may be used again by a later
 	// process of the same worker, so a death owns the lines up to it since
 	// the previous death of the same pid.
@@ -143,7 +148,10 @@ func pairResumes(deaths []death, attempts []attempt) pairing {
 			case starts[a.activity][i].at.Before(d.at):
 				out.superseded++
 			default:
-				out.resumed = append(out.resumed, resumed{kind: a.activity.kind(), cause: d.cause, delay: starts[a.activity][i].at.Sub(d.at)})
+				next := starts[a.activity][i]
+				from, to := digests[procRef{a.worker, a.pid}], digests[procRef{next.worker, next.pid}]
+				out.resumed = append(out.resumed, resumed{kind: a.activity.kind(), cause: d.cause, delay: next.at.Sub(d.at),
+					across: from != "" && to != "" && from != to})
 			}
 		}
 	}
@@ -162,6 +170,9 @@ type Resume struct {
 	// another worker had started again before the death.
 	NotResumed int `json:"not_resumed"`
 	Superseded int `json:"superseded_before_death"`
+	// AcrossRegistries counts the attempts started again by a worker
+	// process of another tool registry than the dead one's.
+	AcrossRegistries int `json:"across_registries"`
 	// All is every attempt that started again; ByType the same by activity
 	// type, ByCause by how the worker died (deathKill, deathCrash).
 	All     Delays            `json:"all"`
@@ -189,6 +200,9 @@ func (p pairing) summary() Resume {
 	byType, byCause := map[string][]time.Duration{}, map[string][]time.Duration{}
 	var all []time.Duration
 	for _, x := range p.resumed {
+		if x.across {
+			r.AcrossRegistries++
+		}
 		all = append(all, x.delay)
 		byType[x.kind] = append(byType[x.kind], x.delay)
 		byCause[x.cause] = append(byCause[x.cause], x.delay)
@@ -228,13 +242,45 @@ func (h *harness) resume() Resume {
 		deaths   []death
 		attempts []attempt
 	)
+	digests := map[procRef]string{}
 	for _, w := range h.workers {
 		w.mu.Lock()
 		deaths = append(deaths, w.deaths...)
 		w.mu.Unlock()
 		attempts = append(attempts, readAttempts(w.name, w.logPath)...)
+		readDigests(w.name, w.logPath, digests)
 	}
-	return pairResumes(deaths, attempts).summary()
+	return pairResumes(deaths, attempts, digests).summary()
+}
+
+// readDigests reads, from a worker's log, the short registry digest each of
+// its processes offered, by the worker's start line's identity
+// (<pid>@<host>@<digest>).
+func readDigests(workerName, path string, into map[procRef]string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `"msg":"worker started"`) {
+			continue
+		}
+		var e struct {
+			Identity string `json:"identity"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		pid, _, _ := strings.Cut(e.Identity, "@")
+		n, err := strconv.Atoi(pid)
+		if digest := deployment.DigestOfIdentity(e.Identity); err == nil && digest != "" {
+			into[procRef{workerName, n}] = digest
+		}
+	}
 }
 
 // readAttempts reads the attempt lines of a worker's log, in order; a log

@@ -36,6 +36,8 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 		want     []resumed
 		// inFlight, notResumed, superseded
 		counts [3]int
+		// digests are the processes' registries, when the case names them.
+		digests map[procRef]string
 	}{
 		{
 			name:   "a step killed mid-attempt runs again on another worker",
@@ -45,7 +47,7 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-1", 200, 17.5, step, 2),
 				finish("worker-1", 200, 18, step, 2),
 			},
-			want:   []resumed{{"RunTool", deathKill, 7500 * time.Millisecond}},
+			want:   []resumed{{kind: "RunTool", cause: deathKill, delay: 7500 * time.Millisecond}},
 			counts: [3]int{1, 0, 0},
 		},
 		{
@@ -66,7 +68,7 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-0", 100, 8, step, 1),
 				start("worker-0", 101, 14, step, 2), // worker-0 started again
 			},
-			want:   []resumed{{"RunTool", deathKill, 4 * time.Second}},
+			want:   []resumed{{kind: "RunTool", cause: deathKill, delay: 4 * time.Second}},
 			counts: [3]int{1, 0, 0},
 		},
 		{
@@ -77,7 +79,7 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-1", 200, 11, other, 1),
 				start("worker-1", 200, 20, step, 2),
 			},
-			want:   []resumed{{"RunTool", deathKill, 10 * time.Second}},
+			want:   []resumed{{kind: "RunTool", cause: deathKill, delay: 10 * time.Second}},
 			counts: [3]int{1, 0, 0},
 		},
 		{
@@ -88,7 +90,7 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-2", 300, 30, step, 3),
 				start("worker-1", 200, 13, step, 2),
 			},
-			want:   []resumed{{"RunTool", deathKill, 3 * time.Second}},
+			want:   []resumed{{kind: "RunTool", cause: deathKill, delay: 3 * time.Second}},
 			counts: [3]int{1, 0, 0},
 		},
 		{
@@ -100,7 +102,7 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-2", 300, 26, step, 3),
 				finish("worker-2", 300, 27, step, 3),
 			},
-			want:   []resumed{{"RunTool", deathKill, 2 * time.Second}, {"RunTool", deathCrash, 6 * time.Second}},
+			want:   []resumed{{kind: "RunTool", cause: deathKill, delay: 2 * time.Second}, {kind: "RunTool", cause: deathCrash, delay: 6 * time.Second}},
 			counts: [3]int{2, 0, 0},
 		},
 		{
@@ -140,7 +142,7 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-0", 100, 25, other, 1),
 				start("worker-1", 200, 41, other, 2),
 			},
-			want:   []resumed{{"RunTool", deathKill, 9 * time.Second}, {"RunTool", deathKill, 11 * time.Second}},
+			want:   []resumed{{kind: "RunTool", cause: deathKill, delay: 9 * time.Second}, {kind: "RunTool", cause: deathKill, delay: 11 * time.Second}},
 			counts: [3]int{2, 0, 0},
 		},
 		{
@@ -151,8 +153,19 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-0", 100, 8, plan, 2),
 				start("worker-1", 200, 14, plan, 1),
 			},
-			want:   []resumed{{"Plan (local)", deathKill, 4 * time.Second}},
+			want:   []resumed{{kind: "Plan (local)", cause: deathKill, delay: 4 * time.Second}},
 			counts: [3]int{1, 0, 0},
+		},
+		{
+			name:   "a step run again by a worker of another registry",
+			deaths: []death{kill("worker-0", 100, 10)},
+			attempts: []attempt{
+				start("worker-0", 100, 8, step, 1),
+				start("worker-1", 200, 17.5, step, 2),
+			},
+			digests: map[procRef]string{{"worker-0", 100}: "aaaaaaaaaaaa", {"worker-1", 200}: "bbbbbbbbbbbb"},
+			want:    []resumed{{kind: "RunTool", cause: deathKill, delay: 7500 * time.Millisecond, across: true}},
+			counts:  [3]int{1, 0, 0},
 		},
 		{
 			name:   "a local activity, run again when another worker replays the workflow task",
@@ -161,13 +174,13 @@ func TestPairResumesMeasuresFromTheDeathToTheNextStartElsewhere(t *testing.T) {
 				start("worker-0", 100, 9.9, plan, 1),
 				start("worker-1", 200, 21, plan, 1),
 			},
-			want:   []resumed{{"Plan (local)", deathKill, 11 * time.Second}},
+			want:   []resumed{{kind: "Plan (local)", cause: deathKill, delay: 11 * time.Second}},
 			counts: [3]int{1, 0, 0},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			got := pairResumes(tc.deaths, tc.attempts)
+			got := pairResumes(tc.deaths, tc.attempts, tc.digests)
 			assert.ElementsMatch(t, tc.want, got.resumed)
 			assert.Equal(t, tc.counts, [3]int{got.inFlight, got.notResumed, got.superseded})
 		})
@@ -183,7 +196,7 @@ func TestDelaysAreNearestRankPercentiles(t *testing.T) {
 	assert.Equal(t, Delays{Count: 10, P50: 5, P90: 9, Max: 10}, delays(ds))
 	assert.Equal(t, Delays{Count: 1, P50: 3, P90: 3, Max: 3}, delays(ds[7:8]))
 	assert.Equal(t, Delays{}, delays(nil))
-	r := pairing{resumed: []resumed{{"RunTool", deathKill, time.Second}, {"Deliver", deathCrash, 4 * time.Second}, {"RunTool", deathCrash, 2 * time.Second}},
+	r := pairing{resumed: []resumed{{kind: "RunTool", cause: deathKill, delay: time.Second}, {kind: "Deliver", cause: deathCrash, delay: 4 * time.Second}, {kind: "RunTool", cause: deathCrash, delay: 2 * time.Second}},
 		inFlight: 4, notResumed: 1}.summary()
 	assert.Equal(t, Resume{InFlight: 4, NotResumed: 1, All: Delays{Count: 3, P50: 2, P90: 4, Max: 4},
 		ByType:  map[string]Delays{"RunTool": {Count: 2, P50: 1, P90: 2, Max: 2}, "Deliver": {Count: 1, P50: 4, P90: 4, Max: 4}},
@@ -210,4 +223,17 @@ func TestAttemptsAreReadFromTheWorkersLogs(t *testing.T) {
 	assert.Equal(t, attempt{worker: "worker-0", pid: 101, at: time.Unix(1_700_000_009, 750_000_000), finished: true,
 		activity: activityRef{"run-b", "r2", "3", "Plan", true}, number: 1}, got[1])
 	assert.Nil(t, readAttempts("worker-1", log+".missing"))
+}
+
+func TestTheRegistryOfEachWorkerProcessIsReadFromItsStartLine(t *testing.T) {
+	t.Parallel()
+	log := filepath.Join(t.TempDir(), "worker-0.log")
+	require.NoError(t, os.WriteFile(log, []byte(strings.Join([]string{
+		`{"level":"info","ts":1700000008.25,"msg":"worker started","identity":"100@vm@0e6dd36be240"}`,
+		`{"level":"info","ts":1700000009,"msg":"worker started","identity":"101@vm@a2f6134e67b0"}`,
+		`{"level":"info","ts":1700000010,"msg":"worker started","identity":"102@vm"}`,
+	}, "\n")), 0o644))
+	got := map[procRef]string{}
+	readDigests("worker-0", log, got)
+	assert.Equal(t, map[procRef]string{{"worker-0", 100}: "0e6dd36be240", {"worker-0", 101}: "a2f6134e67b0"}, got)
 }
