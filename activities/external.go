@@ -46,10 +46,24 @@ const externalLease = 12 * time.Second
 // tool's paired read or its provider's key lifetime, and one that cannot be
 // resolved is an ErrTypeNeedsResolution error. The lease is renewed, and
 // the activity heartbeats, while the call runs.
-func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim idempotency.Claim, call tools.Call) (idempotency.ExternalOutcome, error) {
+//
+// intent, for a step that claimed its intent in its run tree, is checked
+// once the key's lease is held, before anything is sent: a step whose
+// claim another took over sends nothing, and its attempt ends not applied.
+func (a *Activities) runExternal(ctx context.Context, tool tools.Tool, claim idempotency.Claim, call tools.Call,
+	intent *idempotency.IntentClaim) (idempotency.ExternalOutcome, error) {
 	claim.Lease = externalLease
 	ext := idempotency.External{
 		Call: func(ctx context.Context) (json.RawMessage, error) {
+			if intent != nil {
+				held, err := idempotency.HoldsIntent(ctx, a.Pool, *intent)
+				switch {
+				case err != nil:
+					return nil, fmt.Errorf("tool %s: %w: %w", tool.Name, err, tools.ErrNotApplied)
+				case !held:
+					return nil, fmt.Errorf("tool %s: another step of the run tree holds the intent now: %w", tool.Name, tools.ErrNotApplied)
+				}
+			}
 			ctx, span := telemetry.Tracer().Start(ctx, "oncerun.external "+tool.Name)
 			res, err := runTool(ctx, tool, call)
 			endCall(span, "oncerun.not_applied", err, errors.Is(err, tools.ErrNotApplied))

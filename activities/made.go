@@ -1,15 +1,14 @@
 package activities
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/temporal"
 
-	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/tools"
@@ -63,8 +62,12 @@ func (a *Activities) findMade(ctx context.Context, in PlanInput, calls []Planned
 		if c.Invalid != "" {
 			// This worker could not check the arguments; the store holds
 			// their hash as the worker that made the step computed it.
+			raw := c.Proposed.Args
+			if len(bytes.TrimSpace(raw)) == 0 {
+				raw = json.RawMessage(`{}`) // as tools.Registry.Prepare reads none
+			}
 			var err error
-			if args, err = keys.Canonicalize(c.Proposed.Args); err != nil {
+			if args, err = keys.Canonicalize(raw); err != nil {
 				continue
 			}
 			if hash, err = keys.ArgsHash(args); err != nil {
@@ -86,15 +89,12 @@ func (a *Activities) findMade(ctx context.Context, in PlanInput, calls []Planned
 }
 
 // MadeQuery asks which steps of a run, from First to Last, the dedup
-// store holds completed. WithDecisions also reads each such step's
-// decision of record of approval round Round.
+// store holds completed.
 type MadeQuery struct {
-	Tenant        string `json:"tenant"`
-	RunID         string `json:"run_id"`
-	First         int64  `json:"first"`
-	Last          int64  `json:"last"`
-	WithDecisions bool   `json:"with_decisions,omitempty"`
-	Round         int    `json:"round,omitempty"`
+	Tenant string `json:"tenant"`
+	RunID  string `json:"run_id"`
+	First  int64  `json:"first"`
+	Last   int64  `json:"last"`
 }
 
 // MadeStep is a step whose key the store holds completed.
@@ -102,19 +102,6 @@ type MadeStep struct {
 	Step     int64  `json:"step"`
 	Tool     string `json:"tool"`
 	ArgsHash string `json:"args_hash"`
-	// Decision is the step's decision of record, when asked for and there
-	// is one: who let the step run.
-	Decision *MadeDecision `json:"decision,omitempty"`
-}
-
-// MadeDecision is an approver's decision of record on a step.
-type MadeDecision struct {
-	Decision       string          `json:"decision"`
-	Approver       string          `json:"approver"`
-	Comment        string          `json:"comment,omitempty"`
-	DecidedAt      time.Time       `json:"decided_at"`
-	EditedArgs     json.RawMessage `json:"edited_args,omitempty"`
-	EditedArgsHash string          `json:"edited_args_hash,omitempty"`
 }
 
 // MadeSteps is what MadeSteps found, by step.
@@ -127,24 +114,16 @@ type MadeSteps struct {
 // made; only a worker that died in its workflow task leaves such a step
 // behind, so the run asks only on the paths where one could have.
 func (a *Activities) MadeSteps(ctx context.Context, q MadeQuery) (MadeSteps, error) {
+	if a.Pool == nil {
+		return MadeSteps{}, nil
+	}
 	ks, err := idempotency.CompletedSteps(ctx, a.Pool, q.Tenant, q.RunID, q.First, q.Last)
 	if err != nil {
-		return MadeSteps{}, err
+		return MadeSteps{}, fmt.Errorf("made steps: %w", err)
 	}
 	var out MadeSteps
 	for _, k := range ks {
-		m := MadeStep{Step: k.Step, Tool: k.Tool, ArgsHash: k.ArgsHash}
-		if q.WithDecisions {
-			d, err := approvalstore.DecisionOf(ctx, a.Pool, q.Tenant, q.RunID, k.Step, q.Round)
-			if err != nil {
-				return MadeSteps{}, err
-			}
-			if d != nil {
-				m.Decision = &MadeDecision{Decision: d.Decision, Approver: d.Approver, Comment: d.Comment, DecidedAt: d.DecidedAt,
-					EditedArgs: d.EditedArgs, EditedArgsHash: d.EditedArgsHash}
-			}
-		}
-		out.Steps = append(out.Steps, m)
+		out.Steps = append(out.Steps, MadeStep{Step: k.Step, Tool: k.Tool, ArgsHash: k.ArgsHash})
 	}
 	return out, nil
 }

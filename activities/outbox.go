@@ -153,7 +153,7 @@ func (a *Activities) Deliver(ctx context.Context, in DeliverInput) (res DeliverO
 	}
 	call := tools.Call{Key: key, Args: args, ArgsHash: argsHash, DB: a.Pool}
 	claim := idempotency.Claim{Key: key, ArgsHash: argsHash, Retention: tool.Retention}
-	out, err := a.runExternal(ctx, tool, claim, call)
+	out, err := a.runExternal(ctx, tool, claim, call, nil)
 	res = DeliverOutput{Key: keyStr, State: DeliveryDelivered, Result: out.Result, Replayed: out.Replayed}
 	var app *temporal.ApplicationError
 	switch {

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/idempotency"
-	"github.com/oncerun/oncerun/internal/intents"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/planner"
@@ -48,7 +47,7 @@ type ToolInput struct {
 	// Tree, set by a run of a tree whose runs may make the step's intent
 	// at the same moment (a child run, or a parent's step in a turn that
 	// delegates), is the tree's first run: the step claims its intent
-	// there (package intents), and is a duplicate (ToolOutput.Duplicate)
+	// there (see idempotency.ClaimIntent), and is a duplicate (ToolOutput.Duplicate)
 	// when another step of the tree made it.
 	Tree string `json:"tree,omitempty"`
 }
@@ -179,6 +178,9 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		out       idempotency.Outcome
 		resolved  bool
 		followUps []FollowUpMessage
+		// intent is the step's claim on its intent in its run tree, when
+		// it is an external step that made one (ToolInput.Tree).
+		intent *idempotency.IntentClaim
 	)
 	outcome := metrics.OutcomeExecuted
 	switch tool.Class {
@@ -200,7 +202,7 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		out, err = a.Store.Do(ctx, claim, func(ctx context.Context, tx pgx.Tx) (json.RawMessage, error) {
 			// The run tree's claim on the intent commits with the effect.
 			if in.Tree != "" {
-				if err := intents.ClaimTx(ctx, tx, intentOf(in, key, p.ArgsHash)); err != nil {
+				if err := idempotency.ClaimIntentTx(ctx, tx, intentOf(in, key, p.ArgsHash)); err != nil {
 					return nil, err
 				}
 			}
@@ -241,7 +243,8 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 		call.DB = a.Pool
 		if in.Tree != "" {
 			// The run tree's claim on the intent, before anything is sent.
-			if err := intents.ClaimCall(ctx, a.Pool, intentOf(in, key, p.ArgsHash)); err != nil {
+			c := intentOf(in, key, p.ArgsHash)
+			if err := idempotency.ClaimIntent(ctx, a.Pool, c); err != nil {
 				if dup, ok := duplicateOf(err); ok {
 					st.called(a.Metrics, in.Tool, metrics.OutcomeDuplicate)
 					return dup, nil
@@ -249,10 +252,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 				st.called(a.Metrics, in.Tool, failureOutcome(err))
 				return ToolOutput{}, temporalError(err)
 			}
+			intent = &c
 		}
 		if charged {
 			parked, perr := a.reserve(ctx, in, claim, charge)
 			if perr != nil || parked != nil {
+				a.releaseIntent(ctx, intent)
 				if perr != nil {
 					return ToolOutput{}, temporalError(perr)
 				}
@@ -261,7 +266,12 @@ func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, err
 			}
 		}
 		var ext idempotency.ExternalOutcome
-		ext, err = a.runExternal(ctx, tool, claim, call)
+		ext, err = a.runExternal(ctx, tool, claim, call, intent)
+		if err != nil {
+			// Nothing that may have taken effect: another step of the tree
+			// may make the intent (an unknown outcome keeps the claim).
+			a.releaseIntent(ctx, intent)
+		}
 		out, resolved = ext.Outcome, ext.Resolved
 		if resolved {
 			outcome = metrics.OutcomeResolved

@@ -132,12 +132,6 @@ func (r *run) awaitWait(ctx workflow.Context, s *Step, reason, kind string, roun
 	if !ok {
 		r.expire(ctx, s, onExpiry)
 	}
-	// A cancel that withdrew the request may have reached this worker
-	// before the decision that let a worker, which died since, make the
-	// step: its effect exists, and the decision of record stands.
-	if _, err := r.approvedBefore(ctx, s, round); err != nil {
-		return err
-	}
 	r.touch(ctx)
 	state := activities.ApprovalApproved
 	switch s.State {

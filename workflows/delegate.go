@@ -112,8 +112,13 @@ func (r *run) delegate(ctx workflow.Context, s *Step, call activities.PlannedCal
 		// What the child's tree applied is this run's tree's: a step of
 		// this run, or of another child, does not make it again.
 		s.Applied = append(s.Applied, cs.Applied...)
-		switch cs.State {
-		case StepDone, StepDuplicate:
+		switch {
+		case cs.Refused && st.Planner != planner.NameScript:
+			// A model's call refused by the child's grant or schema: its
+			// planner was told, and the child's outcome says what it did
+			// instead. A script's refused call was asked for, and is not
+			// done.
+		case cs.State == StepDone, cs.State == StepDuplicate:
 			e.Result = cs.Result
 			if cs.State == StepDone {
 				s.Applied = append(s.Applied, Intent{RunID: child, Step: cs.Step, Tool: cs.Tool, ArgsHash: cs.ArgsHash, Result: cs.Result})

@@ -10,6 +10,7 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/tools"
 )
 
 // stepIdentity is the version of bundledChanges under which a step's
@@ -63,14 +64,51 @@ var madeOptions = workflow.LocalActivityOptions{
 	RetryPolicy:            bookkeepingOptions.RetryPolicy,
 }
 
-// madeSteps is what the current workflow task read of the store: the
-// steps from first to last that it holds completed. A new task reads
-// again: the task before may have been a worker's that died after making
-// a step.
+// madeSteps is what the current workflow task read, or is reading, of
+// the store: the steps from first to last that it holds completed. A new
+// task reads again: the task before may have been a worker's that died
+// after making a step. Coroutines of one task share one read.
 type madeSteps struct {
 	historyLength int
 	first, last   int64
-	steps         map[int64]activities.MadeStep
+	pending       workflow.Future
+	// steps are what the store holds made, by step, in order.
+	steps []activities.MadeStep
+}
+
+// at returns the made step n, or nil.
+func (m *madeSteps) at(n int64) *activities.MadeStep {
+	for i := range m.steps {
+		if m.steps[i].Step == n {
+			return &m.steps[i]
+		}
+	}
+	return nil
+}
+
+// readMade makes sure the current workflow task has read the store for
+// step n, and returns what it read.
+func (r *run) readMade(ctx workflow.Context, n int64) (*madeSteps, error) {
+	m := &r.madeRead
+	if hl := workflow.GetInfo(ctx).GetCurrentHistoryLength(); hl != m.historyLength || n < m.first || n > m.last {
+		last := max(n, int64(len(r.status.Steps))) + madeSpan
+		f := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, madeOptions), a.MadeSteps,
+			activities.MadeQuery{Tenant: r.in.Tenant, RunID: r.in.RunID, First: n, Last: last})
+		*m = madeSteps{historyLength: hl, first: n, last: last, pending: f}
+	}
+	read := *m
+	if f := read.pending; f != nil {
+		var got activities.MadeSteps
+		if err := f.Get(ctx, &got); err != nil {
+			return nil, &runFailure{msg: fmt.Sprintf("read whether step %d was made", n), err: err}
+		}
+		read.pending, read.steps = nil, got.Steps
+		if m.pending == f {
+			// No coroutine began another read meanwhile.
+			*m = read
+		}
+	}
+	return &read, nil
 }
 
 // made returns what the store holds of step n of the run, when a worker
@@ -84,25 +122,30 @@ func (r *run) made(ctx workflow.Context, n int64) (*activities.MadeStep, error) 
 	if n >= 1 && n <= int64(len(r.status.Steps)) && r.status.Steps[n-1].made {
 		return &activities.MadeStep{Step: n, Tool: r.status.Steps[n-1].Tool, ArgsHash: r.status.Steps[n-1].ArgsHash}, nil
 	}
-	m := &r.madeRead
-	if hl := workflow.GetInfo(ctx).GetCurrentHistoryLength(); hl != m.historyLength || n < m.first || n > m.last {
-		last := int64(len(r.status.Steps)) + madeSpan
-		var got activities.MadeSteps
-		err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, madeOptions), a.MadeSteps,
-			activities.MadeQuery{Tenant: r.in.Tenant, RunID: r.in.RunID, First: n, Last: last}).Get(ctx, &got)
-		if err != nil {
-			return nil, &runFailure{msg: fmt.Sprintf("read whether step %d was made", n), err: err}
-		}
-		*m = madeSteps{historyLength: workflow.GetInfo(ctx).GetCurrentHistoryLength(), first: n, last: last,
-			steps: map[int64]activities.MadeStep{}}
-		for _, s := range got.Steps {
-			m.steps[s.Step] = s
+	read, err := r.readMade(ctx, n)
+	if err != nil {
+		return nil, err
+	}
+	return read.at(n), nil
+}
+
+// madeFrom reports whether the store holds made a step of the run from n
+// on (within what one read covers): a worker made it and died before the
+// run recorded it.
+func (r *run) madeFrom(ctx workflow.Context, n int64) (bool, error) {
+	if !r.identity {
+		return false, nil
+	}
+	read, err := r.readMade(ctx, n)
+	if err != nil {
+		return false, err
+	}
+	for _, s := range read.steps {
+		if s.Step >= n {
+			return true, nil
 		}
 	}
-	if s, ok := m.steps[n]; ok {
-		return &s, nil
-	}
-	return nil, nil
+	return false, nil
 }
 
 // madeStep reports whether step s was made, by the store, when its args
@@ -127,37 +170,54 @@ func (r *run) madeStep(ctx workflow.Context, s *Step) (bool, error) {
 	return true, nil
 }
 
-// nextMade reports whether the run's next step, which no call of the
-// run's record holds yet, was made by a worker that died before the run
-// recorded it: a cancelled or paused run still plans and makes it, from
-// the store, so that its record names every effect.
-func (r *run) nextMade(ctx workflow.Context) (bool, error) {
-	if !r.identity {
+// makesAnyway reports whether step s of a cancelled or paused run runs
+// all the same: a worker made it and died before the run recorded it (it
+// is replayed from the store), or it is a read, which has no effect and
+// which that worker ran before a later step it made. It takes back what a
+// cancel recorded of it.
+func (r *run) makesAnyway(ctx workflow.Context, s *Step) (bool, error) {
+	if !r.identity || (!r.halted() && r.status.Paused == nil) {
 		return false, nil
 	}
-	m, err := r.made(ctx, int64(len(r.status.Steps))+1)
-	return m != nil, err
+	anyway, err := r.madeStep(ctx, s)
+	if err == nil && !anyway && s.Class == tools.ClassRead {
+		anyway, err = r.madeFrom(ctx, s.Step+1)
+	}
+	if err != nil || !anyway {
+		return false, err
+	}
+	if s.State == StepCancelled {
+		s.State, s.Error, s.FinishedAt = StepRunning, "", time.Time{}
+	}
+	return true, nil
 }
 
 // stopping reports whether a cancelled run stops here, at a turn's
-// boundary or between the calls of a turn: it does unless its next step
-// was made (see nextMade).
-func (r *run) stopping(ctx workflow.Context) (bool, error) {
+// boundary (beforePlanning) or between the calls of a turn: it does
+// unless a step from its next on was made (see madeFrom). A model is
+// never asked again after a cancel: the calls a dead worker made are in
+// the turn the run already holds.
+func (r *run) stopping(ctx workflow.Context, beforePlanning bool) (bool, error) {
 	if !r.cancelled() {
 		return false, nil
 	}
-	made, err := r.nextMade(ctx)
+	if beforePlanning && r.in.Planner != planner.NameScript {
+		return true, nil
+	}
+	made, err := r.madeFrom(ctx, int64(len(r.status.Steps))+1)
 	return !made, err
 }
 
-// gateTurn is gate at a turn's boundary: a paused run waits, unless its
-// next step was made (see nextMade).
+// gateTurn is gate at a turn's boundary: a paused run waits, unless it
+// follows a script whose next steps a dead worker made (see madeFrom).
 func (r *run) gateTurn(ctx workflow.Context) error {
 	if r.status.Paused == nil || r.halted() {
 		return nil
 	}
-	if made, err := r.nextMade(ctx); err != nil || made {
-		return err
+	if r.in.Planner == planner.NameScript {
+		if made, err := r.madeFrom(ctx, int64(len(r.status.Steps))+1); err != nil || made {
+			return err
+		}
 	}
 	return r.gate(ctx)
 }
@@ -226,44 +286,4 @@ func (r *run) scriptEnd(msg string) string {
 	}
 	return fmt.Sprintf("every call of the plan was proposed; %d of %d steps were not made: %s",
 		len(undone), len(r.status.Steps), strings.Join(undone, "; "))
-}
-
-// approvedBefore applies, to step s whose wait ended cancelled but which
-// the store holds made, the decision of record that let a worker make it
-// before it died: the cancel reached this worker first, and the step's
-// effect exists. It reports whether it did.
-func (r *run) approvedBefore(ctx workflow.Context, s *Step, round int) (bool, error) {
-	if !r.identity || s.State != StepCancelled {
-		return false, nil
-	}
-	var got activities.MadeSteps
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, madeOptions), a.MadeSteps,
-		activities.MadeQuery{Tenant: r.in.Tenant, RunID: r.in.RunID, First: s.Step, Last: s.Step, WithDecisions: true,
-			Round: round}).Get(ctx, &got)
-	if err != nil {
-		return false, &runFailure{msg: fmt.Sprintf("read whether step %d was made", s.Step), err: err}
-	}
-	if len(got.Steps) == 0 || got.Steps[0].Tool != s.Tool {
-		return false, nil
-	}
-	m := got.Steps[0]
-	d := m.Decision
-	if d == nil || (d.Decision != string(DecisionApprove) && d.Decision != string(DecisionEdit)) {
-		d = &activities.MadeDecision{Decision: string(DecisionApprove), Approver: "oncerun",
-			Comment: "its effect was made by a worker that died before the run recorded it", DecidedAt: workflow.Now(ctx)}
-	}
-	if Decision(d.Decision) == DecisionEdit && d.EditedArgsHash == m.ArgsHash && s.Edit == nil {
-		s.Edit = &StepEdit{OriginalArgs: s.Args, OriginalArgsHash: s.ArgsHash, Args: d.EditedArgs, ArgsHash: d.EditedArgsHash,
-			EditedBy: d.Approver, EditedAt: d.DecidedAt, Comment: d.Comment}
-		s.Args, s.ArgsHash = d.EditedArgs, d.EditedArgsHash
-	}
-	if m.ArgsHash != s.ArgsHash {
-		return false, nil
-	}
-	s.Approval.Decision, s.Approval.Approver, s.Approval.Comment, s.Approval.DecidedAt =
-		Decision(d.Decision), d.Approver, d.Comment, d.DecidedAt
-	s.State, s.Error, s.FinishedAt, s.made = StepApproved, "", time.Time{}, true
-	workflow.GetLogger(ctx).Info("step's approval was withdrawn by a cancel that came after a worker made it: made again from the store",
-		"step", s.Step, "tool", s.Tool, "key", s.Key, "approver", d.Approver)
-	return true, nil
 }

@@ -168,6 +168,9 @@ func TestACancelAppliedFirstInATakeoverRecordsTheStepsAWorkerMade(t *testing.T) 
 				"the receipt names every effect that exists")
 			assert.Len(t, h.toolCalls(), 2, "the made steps are replayed; the third is not made")
 			assert.Len(t, h.planInputs(), 1, "no planner is asked after the cancel")
+			for _, s := range st.Steps {
+				assert.Empty(t, s.Error, "step %d", s.Step)
+			}
 		})
 	}
 }
@@ -198,32 +201,48 @@ func TestAPauseAppliedFirstInATakeoverMakesTheStepsAWorkerMadeThenHolds(t *testi
 	assert.False(t, calls[1].At.Before(t0.Add(2*time.Hour)), "the second step ran only on resume")
 }
 
-// A cancel withdraws a pending approval; the approval came first where it
-// mattered, for a worker made the step with it and died before recording.
-func TestACancelThatWithdrewAnApprovalAWorkerActedOnRecordsTheStepMade(t *testing.T) {
+// A step approved, whose decision the run recorded, then cancelled before
+// it started, by a cancel the worker that took the run over applied
+// first: the worker that died had made it, with that approval.
+func TestAnApprovedStepCancelledBeforeItStartedIsDoneWhenAWorkerMadeIt(t *testing.T) {
 	t.Parallel()
-	c := credit("o-1")
-	h := setup(t, c)
-	h.made = map[int64]activities.MadeStep{1: madeBy(c)}
-	h.decisions = map[int64]activities.MadeDecision{1: {Decision: string(DecisionApprove), Approver: "ann", DecidedAt: t0.Add(time.Hour)}}
-	h.updateAt(2*time.Hour, UpdateCancel, cancelBy("olga", "customer withdrew"))
+	for _, made := range []bool{false, true} {
+		t.Run(map[bool]string{false: "not made", true: "made"}[made], func(t *testing.T) {
+			t.Parallel()
+			c := credit("o-1")
+			h := setup(t, c)
+			if made {
+				h.made = map[int64]activities.MadeStep{1: madeBy(c)}
+			}
+			h.resolveTime = time.Minute
+			h.signalAt(time.Hour, approve(1, c, "ann"))
+			h.updateAt(time.Hour+30*time.Second, UpdateCancel, cancelBy("olga", "customer withdrew"))
 
-	st := h.run(t, modelRun())
+			st := h.run(t, modelRun())
 
-	assert.Equal(t, RunCancelled, st.State)
-	require.Len(t, st.Steps, 1)
-	s := st.Steps[0]
-	assert.Equal(t, StepDone, s.State)
-	assert.Equal(t, DecisionApprove, approvalOf(t, s).Decision)
-	assert.Equal(t, "ann", approvalOf(t, s).Approver)
-	res := h.approvalResolutions()
-	require.Len(t, res, 1)
-	assert.Equal(t, activities.ApprovalApproved, res[0].State, "the approvals table says what the effect says")
-	assert.Equal(t, "ann", res[0].DecidedBy)
-	assert.Contains(t, st.Receipt.Steps[0].Ended, "done")
+			assert.Equal(t, RunCancelled, st.State)
+			require.Len(t, st.Steps, 1)
+			s := st.Steps[0]
+			assert.Equal(t, DecisionApprove, approvalOf(t, s).Decision)
+			res := h.approvalResolutions()
+			require.Len(t, res, 1)
+			assert.Equal(t, activities.ApprovalApproved, res[0].State)
+			if !made {
+				assert.Equal(t, StepCancelled, s.State)
+				assert.Empty(t, h.toolCalls())
+				return
+			}
+			assert.Equal(t, StepDone, s.State, "its effect exists: the record says so")
+			assert.Empty(t, s.Error, "nothing of the cancel's 'not started' is left")
+			assert.Len(t, h.toolCalls(), 1, "replayed from the store")
+			assert.Contains(t, st.Receipt.Steps[0].Ended, "done")
+		})
+	}
 }
 
-func TestACancelledApprovalWithNoStepMadeStaysWithdrawn(t *testing.T) {
+// A withdrawn approval's step cannot have been made: nobody had decided
+// it. The run reads nothing of the store for it.
+func TestACancelledApprovalIsWithdrawnWithoutReadingTheStore(t *testing.T) {
 	t.Parallel()
 	c := credit("o-1")
 	h := setup(t, c)
@@ -236,10 +255,28 @@ func TestACancelledApprovalWithNoStepMadeStaysWithdrawn(t *testing.T) {
 	res := h.approvalResolutions()
 	require.Len(t, res, 1)
 	assert.Equal(t, activities.ApprovalCancelled, res[0].State)
-	reads := h.storeReads()
-	require.NotEmpty(t, reads)
-	assert.Equal(t, activities.MadeQuery{Tenant: testTenant, RunID: testRunID, First: 1, Last: 1, WithDecisions: true}, reads[0],
-		"the run asked the store before it recorded the step withdrawn")
+	assert.Empty(t, h.storeReads(), "no model is asked again, and nothing was made")
+}
+
+// A dead worker ran a read, then made a note; the cancel reaches the
+// worker that took the run over first: the read, which has no effect,
+// runs again, the note is replayed, and both are in the record.
+func TestACancelInATakeoverRecordsAMadeStepAfterARead(t *testing.T) {
+	t.Parallel()
+	l, note := lookup("o-1"), call("add_order_note", `{"order_id":"o-1","text":"checked"}`, tools.ClassKeyed)
+	l2 := lookup("o-2")
+	h := setup(t, l, note, l2)
+	h.batch = true
+	h.made = map[int64]activities.MadeStep{2: madeBy(note)}
+	h.planTime = time.Minute
+	h.updateAt(30*time.Second, UpdateCancel, cancelBy("olga", "customer withdrew"))
+
+	st := h.run(t, scripted(l, note, l2))
+
+	assert.Equal(t, RunCancelled, st.State)
+	assert.Equal(t, []StepState{StepDone, StepDone}, states(st), "the last read, after every made step, is not made")
+	assert.Empty(t, st.Steps[1].Error)
+	assert.Len(t, h.toolCalls(), 2)
 }
 
 func TestARepeatedIntentWhoseOwnKeyWasMadeIsThatStepNotADuplicate(t *testing.T) {

@@ -76,6 +76,8 @@ type harness struct {
 	approvalErr error
 	requestErr  func(step int64) error
 	requestTime time.Duration
+	// resolveTime is how long each ResolveApproval attempt takes.
+	resolveTime time.Duration
 	// followUps, when set before the run, are the follow-on messages every
 	// RunTool attempt reports.
 	followUps []activities.FollowUpMessage
@@ -86,9 +88,8 @@ type harness struct {
 	edits      *tools.Registry
 	// made, when set before the run, are the steps the dedup store holds
 	// completed (as a worker that died before recording them left them),
-	// which MadeSteps answers; decisions are their decisions of record.
-	made      map[int64]activities.MadeStep
-	decisions map[int64]activities.MadeDecision
+	// which MadeSteps answers.
+	made map[int64]activities.MadeStep
 
 	mu          sync.Mutex
 	plans       []activities.PlanInput
@@ -128,7 +129,8 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 		AfterFn(func() time.Duration { return h.toolTime })
 	env.OnActivity(a.RequestApproval, mock.Anything, mock.Anything).Return(h.requestApproval).
 		AfterFn(func() time.Duration { return h.requestTime })
-	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval)
+	env.OnActivity(a.ResolveApproval, mock.Anything, mock.Anything).Return(h.resolveApproval).
+		AfterFn(func() time.Duration { return h.resolveTime })
 	env.OnActivity(a.WarnApprovalDeadline, mock.Anything, mock.Anything).Return(h.warnDeadline)
 	env.OnActivity(a.CheckEdit, mock.Anything, mock.Anything).Return(h.checkEdit)
 	env.OnActivity(a.MadeSteps, mock.Anything, mock.Anything).Return(h.madeSteps)
@@ -224,9 +226,6 @@ func (h *harness) madeSteps(_ context.Context, q activities.MadeQuery) (activiti
 			continue
 		}
 		m.Step = n
-		if d, ok := h.decisions[n]; ok && q.WithDecisions {
-			m.Decision = &d
-		}
 		out.Steps = append(out.Steps, m)
 	}
 	return out, nil

@@ -18,7 +18,7 @@ import (
 func (r *run) loop(ctx workflow.Context) error {
 	lim := r.in.Limits
 	for {
-		if stop, err := r.stopping(ctx); err != nil || stop {
+		if stop, err := r.stopping(ctx, true); err != nil || stop {
 			return err
 		}
 		if len(r.status.Steps) >= lim.MaxSteps {
@@ -36,7 +36,7 @@ func (r *run) loop(ctx workflow.Context) error {
 		if err := r.gateTurn(ctx); err != nil {
 			return err
 		}
-		if stop, err := r.stopping(ctx); err != nil || stop {
+		if stop, err := r.stopping(ctx, true); err != nil || stop {
 			return err
 		}
 		if r.historyFull(ctx) {
@@ -56,7 +56,7 @@ func (r *run) loop(ctx workflow.Context) error {
 				plan.Calls[i] = plan.Calls[i].Expand(in.Plan[i])
 			}
 		}
-		if stop, err := r.stopping(ctx); err != nil || stop {
+		if stop, err := r.stopping(ctx, false); err != nil || stop {
 			// Cancelled while the planner thought: its calls are not made
 			// (but for those a worker made and died before recording).
 			return err
@@ -81,7 +81,7 @@ func (r *run) loop(ctx workflow.Context) error {
 			if len(r.status.Steps) >= lim.MaxSteps {
 				break
 			}
-			if stop, err := r.stopping(ctx); err != nil {
+			if stop, err := r.stopping(ctx, false); err != nil {
 				return err
 			} else if stop {
 				break
@@ -98,9 +98,11 @@ func (r *run) loop(ctx workflow.Context) error {
 			if err != nil {
 				return err
 			}
-			if !goOn {
+			if !goOn && !(r.identity && r.cancelled()) {
 				// The planner proposed the rest of its batch expecting this
 				// call to succeed: let it plan again, knowing the outcome.
+				// A cancelled run goes on through the batch while a later
+				// call was made by a worker that died (see stopping).
 				break
 			}
 		}
@@ -294,12 +296,10 @@ func (sl *slot) release() {
 // holds a slot of its turn. It reports false, having cancelled the step,
 // when the run was cancelled meanwhile.
 func (r *run) start(ctx workflow.Context, s *Step, sl *slot, why string) (planner.Observation, bool, error) {
-	if r.halted() || r.status.Paused != nil {
-		// A step a worker made and died before recording is made again,
-		// from the store, whatever the run's cancel or pause says.
-		if made, err := r.madeStep(ctx, s); err != nil || made {
-			return planner.Observation{}, err == nil, err
-		}
+	// A step a worker made and died before recording is made again, from
+	// the store, whatever the run's cancel or pause says.
+	if anyway, err := r.makesAnyway(ctx, s); err != nil || anyway {
+		return planner.Observation{}, err == nil, err
 	}
 	if err := r.gate(ctx); err != nil {
 		return planner.Observation{}, false, err
@@ -312,6 +312,10 @@ func (r *run) start(ctx workflow.Context, s *Step, sl *slot, why string) (planne
 		return planner.Observation{}, false, err
 	}
 	if r.halted() {
+		// The cancel came while the step waited.
+		if anyway, err := r.makesAnyway(ctx, s); err != nil || anyway {
+			return planner.Observation{}, err == nil, err
+		}
 		sl.release()
 		return r.cancelStep(ctx, s, why), false, nil
 	}
@@ -332,9 +336,9 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		return planner.Observation{}, false, err
 	}
 	if r.halted() {
-		if made, err := r.madeStep(ctx, s); err != nil {
+		if anyway, err := r.makesAnyway(ctx, s); err != nil {
 			return planner.Observation{}, false, err
-		} else if !made {
+		} else if !anyway {
 			return r.cancelStep(ctx, s, "not started"), false, nil
 		}
 	}
@@ -347,7 +351,10 @@ func (r *run) step(ctx workflow.Context, s *Step, call activities.PlannedCall, s
 		}
 		if s.State == StepCancelled && s.Approval.Decision != "" {
 			// Approved, then cancelled before it started: unless a worker
-			// made it and died before recording (see approvedBefore).
+			// made it and died before recording. The decision and its
+			// record in the approvals table are in the history before a
+			// worker can make the step, so only the cancel came first
+			// here.
 			if made, err := r.madeStep(ctx, s); err != nil {
 				return planner.Observation{}, false, err
 			} else if made {

@@ -301,12 +301,6 @@ func (r DecisionRequest) invalid() error {
 	return nil
 }
 
-// DecisionOf returns the decision of record of round (1 for the first) of
-// the run's step, or nil when the step has none.
-func DecisionOf(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*DecisionRecord, error) {
-	return decisionOfRecord(ctx, db, tenant, runID, step, max(round, 1))
-}
-
 // decisionOfRecord returns the step's accepted decision, or nil.
 func decisionOfRecord(ctx context.Context, db DB, tenant, runID string, step int64, round int) (*DecisionRecord, error) {
 	rows, err := db.Query(ctx, decisionOfRecordSQL, tenant, runID, step, round)

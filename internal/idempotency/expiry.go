@@ -76,11 +76,18 @@ const (
 ORDER BY expires_at
 FOR UPDATE SKIP LOCKED`
 
-	// deleteKeysSQL deletes the keys named.
+	// deleteKeysSQL deletes the keys named, and the run trees' claims on
+	// intents that they hold (see package intents), in one statement.
 	deleteKeysSQL = `
-DELETE FROM idempotency_keys k
-USING unnest($1::text[], $2::text[]) AS d(tenant, key)
-WHERE k.tenant = d.tenant AND k.key = d.key`
+WITH gone AS (
+    DELETE FROM idempotency_keys k
+    USING unnest($1::text[], $2::text[]) AS d(tenant, key)
+    WHERE k.tenant = d.tenant AND k.key = d.key
+    RETURNING k.tenant, k.key
+), claims AS (
+    DELETE FROM tree_intents t USING gone WHERE t.tenant = gone.tenant AND t.key = gone.key
+)
+SELECT count(*) FROM gone`
 
 	// holdKeysSQL sets each key's expiry.
 	holdKeysSQL = `
@@ -142,18 +149,19 @@ func LockDueKeys(ctx context.Context, tx pgx.Tx, cutoff time.Time, refs []KeyRef
 }
 
 // DeleteKeys deletes the keys of refs, in tx, and returns how many it
-// deleted. A deleted key can be claimed again: call it only for keys whose
-// run has closed, or knowing the risk.
+// deleted, with the claims on run trees' intents they hold. A deleted key
+// can be claimed again: call it only for keys whose run has closed, or
+// knowing the risk.
 func DeleteKeys(ctx context.Context, tx pgx.Tx, refs []KeyRef) (int64, error) {
 	if len(refs) == 0 {
 		return 0, nil
 	}
 	tenants, names := split(refs)
-	tag, err := tx.Exec(ctx, deleteKeysSQL, tenants, names)
-	if err != nil {
+	var n int64
+	if err := tx.QueryRow(ctx, deleteKeysSQL, tenants, names).Scan(&n); err != nil {
 		return 0, fmt.Errorf("delete expired keys: %w", err)
 	}
-	return tag.RowsAffected(), nil
+	return n, nil
 }
 
 // HoldKeys sets the expiry of each key of holds to its Until, in tx.

@@ -61,6 +61,13 @@ var hotStatements = []hotStatement{
 	{"keys_of_run", keysOfRunSQL, "text, text", "'r1', 't1'", runIndex, false},
 	{"keys_of", keysOfSQL, "text[], text[]", "'{t1,t2}', '{k1,k2}'", pkeyIndex, false},
 	{"count_in_flight", countInFlightSQL, "text[]", "'{r1,r2}'", runIndex, false},
+	// A run about to leave steps unmade reads which were made.
+	{"completed_steps", completedStepsSQL, "text, text, bigint, bigint", "'r1', 't1', 1, 200", runIndex, false},
+	// A run tree's claims on its intents read the holder's key by its
+	// primary key.
+	{"intent_holder", intentHolderSQL, "text, text, text, text", "'t1', 'r1', 'add_order_note', 'h'", pkeyIndex, false},
+	{"take_over_intent", takeOverIntentSQL, "text, text, text, text, text, bigint, text, text", "'t1', 'r1', 'add_order_note', 'h', 'r1.2', 1, 'k2', 'k1'", pkeyIndex, false},
+	{"release_intent", releaseIntentSQL, "text, text, text, text, text", "'t1', 'r1', 'add_order_note', 'h', 'k1'", pkeyIndex, false},
 }
 
 // explain prepares st under name on conn and returns the plan of executing

@@ -157,8 +157,9 @@ func TestAParentDelegatesToTwoChildrenWhoseApprovalsShareTheInbox(t *testing.T) 
 }
 
 // A child asking for a tool outside its grant is refused (a refused step
-// of the child, which its parent's step names), and its planner is told
-// why; the parent's own tools are not the child's.
+// of the child, which its parent's step lists among the child's effects),
+// and its planner is told why; the parent's own tools are not the
+// child's.
 func TestAChildMayUseOnlyTheToolsItIsGranted(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -186,8 +187,8 @@ func TestAChildMayUseOnlyTheToolsItIsGranted(t *testing.T) {
 	require.Len(t, child.Steps, 1)
 	assert.Equal(t, workflows.StepFailed, child.Steps[0].State, "the credit is a refused step of the child, which never ran")
 	assert.True(t, child.Steps[0].Refused)
-	assert.Contains(t, final.Steps[0].Error, `step 1 issue_credit failed: refused: tool "issue_credit" is not granted to this run`,
-		"the parent learns what its child was refused")
+	assert.Contains(t, string(final.Steps[0].Result), `refused: tool \"issue_credit\" is not granted to this run`,
+		"the parent learns, in its child's effects, what its child was refused")
 	assert.Zero(t, e.count("credits", "tenant = 'acme' AND reason = 'sneaky'"))
 	assert.Zero(t, e.count("approvals", "tenant = 'acme' AND run_id = $1", workflows.ChildRunID(run, 1)))
 	var told bool

@@ -56,7 +56,11 @@ func stepChanges(reg *tools.Registry, st workflows.Status) []Change {
 	var out []Change
 	for _, s := range st.Steps {
 		w, ok := waiting[s.State]
-		if !ok || s.Class == activities.ClassDelegate {
+		if !ok || s.Class == activities.ClassDelegate || s.Class == "" {
+			// A step with no class is one its run found made in the dedup
+			// store when its worker's registry refused the call
+			// (activities.PlannedCall.Made): RunTool replays it, whatever
+			// this build's registry says.
 			continue
 		}
 		if why := stepProblem(reg, s, w.next); why != "" {

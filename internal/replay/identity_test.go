@@ -69,6 +69,10 @@ func TestStepChanges(t *testing.T) {
 			s.Tool, s.Class = "agent_refunds", activities.ClassDelegate
 			return s
 		}, ""},
+		{"made, though its worker's registry refused it", []string{shop.ToolIssueCredit}, func(s workflows.Step) workflows.Step {
+			s.State, s.Class = workflows.StepRunning, ""
+			return s
+		}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

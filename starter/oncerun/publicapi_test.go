@@ -136,7 +136,7 @@ func isInternal(path string) bool {
 // more raises the package's budget here, on purpose and in review; one
 // that exports fewer lowers it, so that the budget stays the surface.
 var exportBudget = map[string]int{
-	"github.com/oncerun/oncerun/activities":         91,
+	"github.com/oncerun/oncerun/activities":         90,
 	"github.com/oncerun/oncerun/approvals":          128,
 	"github.com/oncerun/oncerun/approvals/inbox":    5,
 	"github.com/oncerun/oncerun/migrations":         5,
