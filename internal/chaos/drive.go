@@ -224,22 +224,21 @@ func (h *harness) decideStep(ctx context.Context, it approvals.Item, w wait) {
 }
 
 // resolveStep answers a step whose outcome oncerun could not tell, as a
-// person would: from the provider's own ledger, looked up by the key the
-// step was sent under. It waits a few seconds first, so that a request the
-// provider still holds (a delay fault) has landed.
+// person would: from its destination's own ledger (the provider's, the
+// desk's), looked up by the key the step was sent under. It waits a few
+// seconds first, so that a request the provider still holds (a delay
+// fault) has landed.
 func (h *harness) resolveStep(ctx context.Context, it approvals.Item, now time.Time) {
 	if it.Resolution == nil || now.Sub(it.Resolution.RequestedAt) < 5*time.Second {
 		return
 	}
-	var list struct {
-		Data []json.RawMessage `json:"data"`
-	}
-	if err := h.provider.get(ctx, "/v1/refunds?idempotency_key="+url.QueryEscape(it.Resolution.Key), &list); err != nil {
+	found, ledger, err := h.lookUp(ctx, it.Tool, it.Resolution.Key)
+	if err != nil {
 		return // read_unavailable, say: later
 	}
-	body := approvals.ResolveRequest{Outcome: "not_applied", Note: "chaos harness: not in the provider's ledger", Round: it.Resolution.Round}
-	if len(list.Data) > 0 {
-		body = approvals.ResolveRequest{Outcome: "applied", Result: list.Data[0], Note: "chaos harness: in the provider's ledger", Round: it.Resolution.Round}
+	body := approvals.ResolveRequest{Outcome: "not_applied", Note: "chaos harness: not in the " + ledger, Round: it.Resolution.Round}
+	if found != nil {
+		body = approvals.ResolveRequest{Outcome: "applied", Result: found, Note: "chaos harness: in the " + ledger, Round: it.Resolution.Round}
 	}
 	a := h.api.do(ctx, http.MethodPost, fmt.Sprintf("/v1/runs/%s/steps/%d/resolve", url.PathEscape(it.RunID), it.Step), body)
 	switch a.status {
@@ -253,6 +252,43 @@ func (h *harness) resolveStep(ctx context.Context, it approvals.Item, now time.T
 			h.violate("resolve %s step %d: %s", it.RunID, it.Step, a)
 		}
 	}
+}
+
+// lookUp finds, in the ledger of the destination of tool, the effect made
+// under key, as a person resolving an unknown outcome would: the
+// provider's for a refund, the desk's for a ticket or a voucher. It
+// returns the effect (nil when there is none) and which ledger it read.
+func (h *harness) lookUp(ctx context.Context, tool, key string) (json.RawMessage, string, error) {
+	switch tool {
+	case deskTicket, deskVoucher:
+		tickets, vouchers, err := h.deskLedger()
+		if err != nil {
+			return nil, "", err
+		}
+		for _, t := range tickets {
+			if t.Key == key {
+				raw, err := json.Marshal(t)
+				return raw, "desk's ledger", err
+			}
+		}
+		for _, v := range vouchers {
+			if v.Key == key {
+				raw, err := json.Marshal(v)
+				return raw, "desk's ledger", err
+			}
+		}
+		return nil, "desk's ledger", nil
+	}
+	var list struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := h.provider.get(ctx, "/v1/refunds?idempotency_key="+url.QueryEscape(key), &list); err != nil {
+		return nil, "", err
+	}
+	if len(list.Data) > 0 {
+		return list.Data[0], "provider's ledger", nil
+	}
+	return nil, "provider's ledger", nil
 }
 
 // awaitEnds polls every run's status through the API until all have ended
