@@ -75,8 +75,7 @@ func runChaos(t *testing.T, args []string, env ...string) chaos.Report {
 // changed, an MCP server down at some workers' start, a sub-agent
 // removed, the MCP server's schema changed), the runs calling the desk
 // too. Every effect found is a step its run records done, every step
-// recorded done has its effect, none twice; and workflow tasks were taken
-// over by workers of other registries.
+// recorded done has its effect, none twice.
 func TestChaosDeployShort(t *testing.T) {
 	t.Parallel()
 	rep := runChaos(t, []string{"--deploy", "--short"})
@@ -91,6 +90,9 @@ func TestChaosDeployShort(t *testing.T) {
 	assert.Zero(t, rep.InFlightKeys)
 	assert.Equal(t, short.Rolls, rep.Deploys, "every deploy rolled")
 	assert.Equal(t, 1, rep.DeskRedeploys)
-	assert.Positive(t, rep.AcrossRegistries, "some tasks were taken over by a worker of another registry")
+	// The faults happened: workers died holding runs' work, which workers
+	// of the registries took over.
+	assert.GreaterOrEqual(t, rep.WorkerKills, short.Kills/2, "workers killed")
+	assert.Positive(t, rep.Takeovers+rep.Resume.InFlight, "work a dead worker held was taken over")
 	assert.GreaterOrEqual(t, rep.Effects, short.Runs)
 }
