@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -101,19 +100,8 @@ func (h *harness) setUpDeploy(ctx context.Context) error {
 	}
 	h.deskDir = filepath.Join(h.cfg.Dir, "desk")
 	h.desk = &proc{name: "sandbox-desk", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "sandbox-desk"),
-		args: []string{"sandbox-desk", "--addr", addr, "--data-dir", h.deskDir},
-		healthy: func(ctx context.Context) bool {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/mcp", nil)
-			if err != nil {
-				return false
-			}
-			resp, err := probe.Do(req)
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return true
-		}}
+		args:    []string{"sandbox-desk", "--addr", addr, "--data-dir", h.deskDir},
+		healthy: func(ctx context.Context) bool { return answers(ctx, "http://"+addr+"/mcp", false) }}
 	if err := h.desk.start(ctx, time.Minute); err != nil {
 		return err
 	}

@@ -410,18 +410,7 @@ func (h *harness) workerProc(i int) *proc {
 	p := &proc{name: name, binary: h.cfg.Binary, args: []string{"worker"},
 		env:     append(h.env(), "METRICS_ADDR="+metrics, "APPROVALS_TOKENS_FILE=", "LOG_LEVEL=info", "LOG_ACTIVITY_ATTEMPTS=true"),
 		logPath: logPath(h.cfg.Dir, name),
-		healthy: func(ctx context.Context) bool {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+"/healthz", nil)
-			if err != nil {
-				return false
-			}
-			resp, err := probe.Do(req)
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}}
+		healthy: func(ctx context.Context) bool { return answers(ctx, "http://"+metrics+"/healthz", true) }}
 	p.envAt = func(start int) []string {
 		var env []string
 		set := ""
@@ -443,9 +432,24 @@ func (h *harness) workerProc(i int) *proc {
 	return p
 }
 
-// probe asks a worker whether it is healthy; a worker that does not answer
-// in time is not.
+// probe asks a process whether it is healthy; one that does not answer in
+// time is not.
 var probe = &http.Client{Timeout: 5 * time.Second}
+
+// answers reports whether a GET of url is answered in time, with 200 when
+// ok is set, with any status otherwise.
+func answers(ctx context.Context, url string, ok bool) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := probe.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return !ok || resp.StatusCode == http.StatusOK
+}
 
 // crashSets are the crash faults a crash worker carries, one set per start
 // in turn: together they hold every point of ONCERUN_CRASH_AT on the step

@@ -45,11 +45,26 @@ next workflow task; pin keeps one run on a build until it ends.
 		}
 		return name, nil
 	}
+	open := func(ctx context.Context) (client.Client, string, error) {
+		name, err := getName()
+		if err != nil {
+			return nil, "", err
+		}
+		tc, err := conn.temporal(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		return tc, name, nil
+	}
 	cmd.PersistentFlags().StringVar(&name, "name", "", "the Worker Deployment (default $"+settings.EnvDeploymentName+")")
-	cmd.AddCommand(newDeploymentDescribeCmd(conn, getName), newSetCurrentCmd(conn, getName), newRampCmd(conn, getName),
-		newPinCmd(conn, getName), newUnpinCmd(conn))
+	cmd.AddCommand(newDeploymentDescribeCmd(open), newSetCurrentCmd(open), newRampCmd(open),
+		newPinCmd(open), newUnpinCmd(conn))
 	return cmd
 }
+
+// deploymentOf opens what a deployment command acts on: a client of
+// Temporal, and the deployment's name (--name, or TEMPORAL_DEPLOYMENT_NAME).
+type deploymentOf func(ctx context.Context) (client.Client, string, error)
 
 // temporal is the command's Temporal client.
 func (c *connections) temporal(ctx context.Context) (client.Client, error) {
@@ -60,7 +75,7 @@ func (c *connections) temporal(ctx context.Context) (client.Client, error) {
 	return rc.Temporal, nil
 }
 
-func newDeploymentDescribeCmd(conn *connections, getName func() (string, error)) *cobra.Command {
+func newDeploymentDescribeCmd(open deploymentOf) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "describe [--name N] [--json]",
@@ -82,12 +97,8 @@ created_at, task_queues and pollers (identity, task_queue,
 registry_digest, last_access_at).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			name, err := getName()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			tc, err := conn.temporal(ctx)
+			tc, name, err := open(ctx)
 			if err != nil {
 				return err
 			}
@@ -146,7 +157,7 @@ func dash(s string) string {
 	return s
 }
 
-func newSetCurrentCmd(conn *connections, getName func() (string, error)) *cobra.Command {
+func newSetCurrentCmd(open deploymentOf) *cobra.Command {
 	return &cobra.Command{
 		Use:   "set-current BUILD-ID [--name N]",
 		Short: "Make a build the deployment's current version",
@@ -159,12 +170,8 @@ refuses too a version whose workers do not poll every task queue the
 current version's did.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := getName()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			tc, err := conn.temporal(ctx)
+			tc, name, err := open(ctx)
 			if err != nil {
 				return err
 			}
@@ -184,7 +191,7 @@ current version's did.`,
 	}
 }
 
-func newRampCmd(conn *connections, getName func() (string, error)) *cobra.Command {
+func newRampCmd(open deploymentOf) *cobra.Command {
 	var percent float32
 	cmd := &cobra.Command{
 		Use:   "ramp BUILD-ID --percent P [--name N]",
@@ -194,15 +201,11 @@ of the new runs and of the auto-upgrade runs' workflow tasks the current
 version would get. set-current of the ramping build ends the ramp.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := getName()
-			if err != nil {
-				return err
-			}
 			if percent < 0 || percent > 100 {
 				return fmt.Errorf("--percent %g: give a percent from 0 to 100", percent)
 			}
 			ctx := cmd.Context()
-			tc, err := conn.temporal(ctx)
+			tc, name, err := open(ctx)
 			if err != nil {
 				return err
 			}
@@ -239,7 +242,7 @@ func (f *pinFlags) workflowID(cmd *cobra.Command, args []string) (string, error)
 	return workflows.WorkflowID(f.tenant, runID), nil
 }
 
-func newPinCmd(conn *connections, getName func() (string, error)) *cobra.Command {
+func newPinCmd(open deploymentOf) *cobra.Command {
 	var f pinFlags
 	cmd := &cobra.Command{
 		Use:   "pin RUN-ID --build-id B [--tenant T] [--name N]",
@@ -260,12 +263,8 @@ is a run of its own: pin it too.`,
 			if f.buildID == "" {
 				return errors.New("give --build-id B: the build to pin the run to")
 			}
-			name, err := getName()
-			if err != nil {
-				return err
-			}
 			ctx := cmd.Context()
-			tc, err := conn.temporal(ctx)
+			tc, name, err := open(ctx)
 			if err != nil {
 				return err
 			}
