@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -291,7 +292,15 @@ func TestToolsCommandListsMCPTools(t *testing.T) {
 	}
 	assert.Equal(t, "built-in", byName["refund_payment"].Source)
 	open := byName["desk_open_ticket"]
+	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	for _, ti := range list {
+		assert.Regexp(t, hex64, ti.Digest, "%s: its definition's digest", ti.Name)
+		assert.Equal(t, open.RegistryDigest, ti.RegistryDigest, "%s: one registry digest on every tool", ti.Name)
+	}
+	assert.Regexp(t, hex64, open.RegistryDigest)
+	assert.NotEqual(t, open.Digest, byName["desk_find_ticket"].Digest, "two definitions, two digests")
 	assert.Equal(t, worker.ToolInfo{Name: "desk_open_ticket", Description: open.Description, Source: "mcp", Server: "desk",
+		RegistryDigest: open.RegistryDigest, Digest: open.Digest,
 		ServerTool: "open_ticket", Transport: "http", Class: "external", Approval: "never", Guarantee: "once",
 		ClassFrom: "configuration", ApprovalFrom: "annotation",
 		Hints:      map[string]bool{"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false},

@@ -28,7 +28,9 @@ func toolRows(t *testing.T, out string) map[string][]string {
 	require.Regexp(t, `^TOOL\s+SOURCE\s+CLASS\s+APPROVAL\s+GUARANTEE\s+PAIRED READ\s+EDITS$`, lines[0], "the list's header")
 	cells := regexp.MustCompile(`\s{2,}`)
 	rows := map[string][]string{}
-	for _, l := range lines[1:] {
+	last := len(lines) - 1
+	require.Regexp(t, `^registry digest: [0-9a-f]{12}$`, lines[last], "the list ends with the registry's short digest")
+	for _, l := range lines[1:last] {
 		c := cells.Split(l, -1)
 		require.Len(t, c, 7, "a row of seven cells: %q", l)
 		require.NotContains(t, rows, c[0], "one row per tool")
