@@ -83,7 +83,7 @@ chaos: ## Shake oncerun for about an hour: 200 runs, 1,000 worker kills, Tempora
 	go run ./cmd/oncerun-dev chaos --deploy
 
 .PHONY: chaos-deploy
-chaos-deploy: ## Shake oncerun for about 25 minutes while the workers roll through three tool registries and five Worker Deployment versions (a tool added, a rule changed, an MCP server down at some workers' start, a sub-agent removed, a schema changed); hold every run's record against every destination by key.
+chaos-deploy: ## Shake oncerun for 15 to 20 minutes while the workers roll through three tool registries and five Worker Deployment versions (a tool added, a rule changed, an MCP server down at some workers' start, a sub-agent removed, a schema changed); hold every run's record against every destination by key.
 	go run ./cmd/oncerun-dev chaos --deploy
 
 .PHONY: chaos-cluster

@@ -119,11 +119,7 @@ const parallelTurns = "parallel-turns"
 // the planner's batch may follow.
 func (r *run) take(ctx workflow.Context, call activities.PlannedCall, i int) (bool, error) {
 	if call.Invalid != "" && !call.Made {
-		if r.identity {
-			r.remember(r.refuse(ctx, call, i))
-			return false, nil
-		}
-		r.remember(r.invalid(ctx, call))
+		r.remember(r.invalid(ctx, call, i))
 		return false, nil
 	}
 	s, err := r.number(ctx, call, i)
@@ -159,10 +155,7 @@ func (r *run) takeTurn(ctx workflow.Context, calls []activities.PlannedCall) err
 		}
 		r.proposed++
 		if call.Invalid != "" && !call.Made {
-			o := r.invalid(ctx, call)
-			if r.identity {
-				o = r.refuse(ctx, call, i)
-			}
+			o := r.invalid(ctx, call, i)
 			obs[i] = &o
 			continue
 		}
@@ -206,9 +199,14 @@ func (r *run) takeTurn(ctx workflow.Context, calls []activities.PlannedCall) err
 	return nil
 }
 
-// invalid is what the planner learns of a call refused before it became a
-// step.
-func (r *run) invalid(ctx workflow.Context, call activities.PlannedCall) planner.Observation {
+// invalid is what the planner learns of call, the i-th of its turn, which
+// this worker's registry refused: under step identity the call is the
+// run's next step, refused (see refuse); a run begun before it gives the
+// call no step.
+func (r *run) invalid(ctx workflow.Context, call activities.PlannedCall, i int) planner.Observation {
+	if r.identity {
+		return r.refuse(ctx, call, i)
+	}
 	workflow.GetLogger(ctx).Warn("planner proposed an invalid call", "tool", call.Proposed.Tool, "error", call.Invalid)
 	return planner.Observation{Call: call.Proposed, Turn: r.turns, Outcome: planner.OutcomeInvalid, Error: call.Invalid}
 }

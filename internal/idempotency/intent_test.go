@@ -67,6 +67,23 @@ func (f intentFixture) make(ctx context.Context, run string, n int64) (idempoten
 	})
 }
 
+// lease leases key as an external step does before its call.
+func (f intentFixture) lease(t *testing.T, key idempotency.Claim) *idempotency.Lease {
+	t.Helper()
+	begun, err := f.store.Begin(context.Background(), key)
+	require.NoError(t, err)
+	require.NotNil(t, begun.Lease)
+	return begun.Lease
+}
+
+// holds reports whether c holds its intent.
+func (f intentFixture) holds(t *testing.T, c idempotency.IntentClaim) bool {
+	t.Helper()
+	ok, err := idempotency.HoldsIntent(context.Background(), f.pool, c)
+	require.NoError(t, err)
+	return ok
+}
+
 func TestSiblingsMakingOneIntentAtOnceMakeItOnce(t *testing.T) {
 	t.Parallel()
 	f := setupIntents(t)
@@ -143,21 +160,18 @@ func TestAnExternalHoldersKeySaysWhetherASiblingWaitsTakesOverOrIsADuplicate(t *
 	require.ErrorAs(t, err, &held, "the holder has not begun its call")
 	assert.ErrorIs(t, err, idempotency.ErrInFlight, "retried as a key in flight is")
 
-	begun, err := f.store.Begin(ctx, holderKey)
-	require.NoError(t, err)
+	lease := f.lease(t, holderKey)
 	require.ErrorAs(t, idempotency.ClaimIntent(ctx, f.pool, sibling), &held, "the holder's call is in flight")
 
 	// Refused before any effect: the sibling makes the intent instead.
-	require.NoError(t, f.store.Fail(ctx, begun.Lease, idempotency.Failure{Message: "connection refused", BeforeEffect: true}))
+	require.NoError(t, f.store.Fail(ctx, lease, idempotency.Failure{Message: "connection refused", BeforeEffect: true}))
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, sibling), "the sibling takes the claim over")
 	err = idempotency.ClaimIntent(ctx, f.pool, holder)
 	require.ErrorAs(t, err, &held, "the first step now waits for the sibling's call, which has not begun")
 	assert.Equal(t, sibling.Key, held.Holder.Key)
 
 	sibKey, _ := intentStep("r1.2", 1)
-	begun, err = f.store.Begin(ctx, sibKey)
-	require.NoError(t, err)
-	_, err = f.store.Complete(ctx, begun.Lease, json.RawMessage(`{"refund":"re_1"}`))
+	_, err = f.store.Complete(ctx, f.lease(t, sibKey), json.RawMessage(`{"refund":"re_1"}`))
 	require.NoError(t, err)
 	err = idempotency.ClaimIntent(ctx, f.pool, holder)
 	var dup *idempotency.IntentDuplicateError
@@ -173,9 +187,7 @@ func TestAHolderWhoseOutcomeIsUnknownMakesASiblingWait(t *testing.T) {
 	holderKey, holder := intentStep("r1.1", 1)
 	_, sibling := intentStep("r1.2", 1)
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, holder))
-	begun, err := f.store.Begin(ctx, holderKey)
-	require.NoError(t, err)
-	require.NoError(t, f.store.Fail(ctx, begun.Lease, idempotency.Failure{Message: "timed out after sending"}))
+	require.NoError(t, f.store.Fail(ctx, f.lease(t, holderKey), idempotency.Failure{Message: "timed out after sending"}))
 
 	var held *idempotency.IntentHeldError
 	require.ErrorAs(t, idempotency.ClaimIntent(ctx, f.pool, sibling), &held, "nobody knows whether the holder's call took effect")
@@ -191,24 +203,16 @@ func TestAHolderThatLeasedAgainKeepsItsClaim(t *testing.T) {
 	holderKey, holder := intentStep("r1.1", 1)
 	_, sibling := intentStep("r1.2", 1)
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, holder))
-	begun, err := f.store.Begin(ctx, holderKey)
-	require.NoError(t, err)
-	require.NoError(t, f.store.Fail(ctx, begun.Lease, idempotency.Failure{Message: "connection refused", BeforeEffect: true}))
+	require.NoError(t, f.store.Fail(ctx, f.lease(t, holderKey), idempotency.Failure{Message: "connection refused", BeforeEffect: true}))
 
 	// The holder's retry: its claim is its own, and it leases again.
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, holder))
-	again, err := f.store.Begin(ctx, holderKey)
-	require.NoError(t, err)
-	require.NotNil(t, again.Lease)
+	f.lease(t, holderKey)
 
 	var held *idempotency.IntentHeldError
 	require.ErrorAs(t, idempotency.ClaimIntent(ctx, f.pool, sibling), &held, "the holder's call is in flight again")
-	ok, err := idempotency.HoldsIntent(ctx, f.pool, holder)
-	require.NoError(t, err)
-	assert.True(t, ok, "the holder still holds it when it sends")
-	ok, err = idempotency.HoldsIntent(ctx, f.pool, sibling)
-	require.NoError(t, err)
-	assert.False(t, ok)
+	assert.True(t, f.holds(t, holder), "the holder still holds it when it sends")
+	assert.False(t, f.holds(t, sibling))
 }
 
 // A claim is given up only while its key holds nothing that may have
@@ -219,30 +223,21 @@ func TestAClaimIsGivenUpOnlyWhenNothingMayHaveTakenEffect(t *testing.T) {
 	ctx := context.Background()
 	key, c := intentStep("r1.1", 1)
 	_, other := intentStep("r1.2", 1)
-	holds := func() bool {
-		ok, err := idempotency.HoldsIntent(ctx, f.pool, c)
-		require.NoError(t, err)
-		return ok
-	}
-
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, c))
-	begun, err := f.store.Begin(ctx, key)
-	require.NoError(t, err)
+	lease := f.lease(t, key)
 	require.NoError(t, idempotency.ReleaseIntent(ctx, f.pool, c))
-	assert.True(t, holds(), "kept while the call is in flight")
-	require.NoError(t, f.store.Fail(ctx, begun.Lease, idempotency.Failure{Message: "timed out after sending"}))
+	assert.True(t, f.holds(t, c), "kept while the call is in flight")
+	require.NoError(t, f.store.Fail(ctx, lease, idempotency.Failure{Message: "timed out after sending"}))
 	require.NoError(t, idempotency.ReleaseIntent(ctx, f.pool, c))
-	assert.True(t, holds(), "kept while its outcome is unknown")
+	assert.True(t, f.holds(t, c), "kept while its outcome is unknown")
 	require.NoError(t, idempotency.ReleaseIntent(ctx, f.pool, other))
-	assert.True(t, holds(), "another step's release leaves it")
+	assert.True(t, f.holds(t, c), "another step's release leaves it")
 
 	_, parked := intentStep("r1.3", 1)
 	parked.ArgsHash = strings.Repeat("b", 64)
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, parked))
 	require.NoError(t, idempotency.ReleaseIntent(ctx, f.pool, parked), "no key: parked at a limit before its call")
-	ok, err := idempotency.HoldsIntent(ctx, f.pool, parked)
-	require.NoError(t, err)
-	assert.False(t, ok, "given up")
+	assert.False(t, f.holds(t, parked), "given up")
 	other.ArgsHash = parked.ArgsHash
 	require.NoError(t, idempotency.ClaimIntent(ctx, f.pool, other), "another step of the tree may claim it now")
 }
@@ -261,7 +256,5 @@ func TestPruningAKeyPrunesItsClaims(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Commit(ctx))
 	assert.EqualValues(t, 1, n)
-	ok, err := idempotency.HoldsIntent(ctx, f.pool, c)
-	require.NoError(t, err)
-	assert.False(t, ok)
+	assert.False(t, f.holds(t, c))
 }
