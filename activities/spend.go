@@ -37,7 +37,7 @@ func chargeOf(in ToolInput, key keys.Key, tool tools.Tool, args []byte) (c spend
 	c = spend.Charge{Tenant: in.Tenant, RunID: in.RunID, Step: in.Step, Tool: in.Tool, Key: key.String(), Amounts: amounts,
 		Unchecked: in.Spend == nil}
 	if s := in.Spend; s != nil {
-		c.Budget, c.BudgetRun, c.Exception = s.Budget, s.BudgetRun, s.Exception
+		c.Budget, c.BudgetRun, c.Exception, c.OtherCurrencies = s.Budget, s.BudgetRun, s.Exception, s.OtherCurrencies
 	}
 	return c, true, nil
 }

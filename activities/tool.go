@@ -56,6 +56,10 @@ type ToolInput struct {
 type SpendInput struct {
 	// Budget is the run's budget per currency (limits.spend).
 	Budget map[string]int64 `json:"budget,omitempty"`
+	// OtherCurrencies is the budget's rule for an amount in a currency it
+	// does not name (limits.other_currencies): spend.OtherPark, "" too,
+	// or spend.OtherAllow.
+	OtherCurrencies string `json:"other_currencies,omitempty"`
 	// BudgetRun is the run whose budget counts the step; default the
 	// step's own run.
 	BudgetRun string `json:"budget_run,omitempty"`

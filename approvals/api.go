@@ -49,6 +49,10 @@ type StartLimits struct {
 	// Spend is the run's budget per currency, in minor units by upper-case
 	// ISO 4217 code ({"EUR": 50000}; workflows.Limits.Spend).
 	Spend map[string]int64 `json:"spend,omitempty"`
+	// OtherCurrencies is what the budget does with an amount in a
+	// currency it does not name: "park" (default) or "allow"
+	// (workflows.Limits.OtherCurrencies).
+	OtherCurrencies string `json:"other_currencies,omitempty"`
 }
 
 // StartResponse answers POST /v1/runs: 201 for a new run, 200 for a run
@@ -124,6 +128,7 @@ func (s *Server) runInput(r *http.Request, id Identity, req StartRequest) (workf
 		OnApprovalExpiry: req.OnApprovalExpiry}
 	if req.Limits != nil {
 		in.Limits.MaxSteps, in.Limits.Parallel, in.Limits.Spend = req.Limits.MaxSteps, req.Limits.Parallel, req.Limits.Spend
+		in.Limits.OtherCurrencies = req.Limits.OtherCurrencies
 		if req.Limits.ApprovalDeadline != "" {
 			d, err := time.ParseDuration(req.Limits.ApprovalDeadline)
 			if err != nil || d <= 0 {

@@ -22,9 +22,12 @@ type Limit struct {
 	Currency string `json:"currency"`
 	Amount   int64  `json:"amount"`
 	// Period is "utc_day" (the UTC calendar day) or "rolling_24h".
-	Period    string    `json:"period"`
-	UpdatedBy string    `json:"updated_by"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Period string `json:"period"`
+	// OtherCurrencies is what a call of one of Tools in a currency no cap
+	// of that tool names does: "park" waits for an approver, "allow" runs.
+	OtherCurrencies string    `json:"other_currencies"`
+	UpdatedBy       string    `json:"updated_by"`
+	UpdatedAt       time.Time `json:"updated_at"`
 	// Since is the start of the current window.
 	Since time.Time `json:"since"`
 	// Spent is what calls applied within the window; Held what external
@@ -53,12 +56,15 @@ type LimitRequest struct {
 	Amount int64 `json:"amount"`
 	// Period is "utc_day" (default) or "rolling_24h".
 	Period string `json:"period,omitempty"`
+	// OtherCurrencies is "park" (default) or "allow": see Limit.
+	OtherCurrencies string `json:"other_currencies,omitempty"`
 }
 
 // limitOf is a cap and its usage as the API shows them.
 func limitOf(u spend.Usage) Limit {
 	return Limit{Name: u.Name, Tools: u.Tools, Currency: u.Currency, Amount: u.Amount, Period: u.Period,
-		UpdatedBy: u.UpdatedBy, UpdatedAt: u.UpdatedAt, Since: u.Since, Spent: u.Spent, Held: u.Held, Ratio: u.Ratio}
+		OtherCurrencies: u.OtherCurrencies,
+		UpdatedBy:       u.UpdatedBy, UpdatedAt: u.UpdatedAt, Since: u.Since, Spent: u.Spent, Held: u.Held, Ratio: u.Ratio}
 }
 
 // limits lists the tenant's caps with their usage. The tenant is the
@@ -117,7 +123,8 @@ func (s *Server) setLimit(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.fail(w, r, errorf(http.StatusInternalServerError, "internal", "this service has no tool registry (Config.Tools) to check limits against"))
 		return
 	}
-	c := spend.Cap{Tenant: id.Tenant, Name: r.PathValue("name"), Tools: req.Tools, Currency: req.Currency, Amount: req.Amount, Period: req.Period}
+	c := spend.Cap{Tenant: id.Tenant, Name: r.PathValue("name"), Tools: req.Tools, Currency: req.Currency, Amount: req.Amount, Period: req.Period,
+		OtherCurrencies: req.OtherCurrencies}
 	if err := spend.CheckCap(s.cfg.Tools, &c); err != nil {
 		s.fail(w, r, errorf(http.StatusBadRequest, "invalid_request", "%s", err))
 		return

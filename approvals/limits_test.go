@@ -31,13 +31,13 @@ func TestLimitsAPI(t *testing.T) {
 
 	status, _, body := e.Call("ops", http.MethodPut, "/v1/limits/credits", approvalstest.CreditsCap)
 	require.Equal(t, http.StatusOK, status, body)
-	for _, field := range []string{"name", "tools", "currency", "amount", "period", "updated_by", "updated_at", "since", "spent", "held", "ratio"} {
+	for _, field := range []string{"name", "tools", "currency", "amount", "period", "other_currencies", "updated_by", "updated_at", "since", "spent", "held", "ratio"} {
 		assert.Contains(t, body, `"`+field+`":`)
 	}
 	assert.NotContains(t, body, `"tenant"`)
 	l := limitIn(t, body)
 	assert.Equal(t, Limit{Name: "credits", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: 200000, Period: spend.PeriodDay,
-		UpdatedBy: "ops", UpdatedAt: l.UpdatedAt, Since: l.Since, Spent: 25900, Held: 10000, Ratio: 0.1795}, l)
+		OtherCurrencies: spend.OtherPark, UpdatedBy: "ops", UpdatedAt: l.UpdatedAt, Since: l.Since, Spent: 25900, Held: 10000, Ratio: 0.1795}, l)
 	assert.False(t, l.UpdatedAt.IsZero())
 
 	for _, who := range []string{"vic", "dana", "ops"} {
@@ -59,9 +59,21 @@ func TestLimitsAPI(t *testing.T) {
 	l = limitIn(t, body)
 	assert.Equal(t, []any{"EUR", int64(50000), spend.PeriodRolling, 0.718}, []any{l.Currency, l.Amount, l.Period, l.Ratio})
 
-	status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/daily", `{"tools": ["issue_credit"], "currency": "EUR", "amount": 1}`)
+	status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/daily",
+		`{"tools": ["issue_credit"], "currency": "EUR", "amount": 1, "other_currencies": "allow"}`)
 	require.Equal(t, http.StatusOK, status, body)
 	assert.Equal(t, spend.PeriodDay, limitIn(t, body).Period, "the default period")
+	assert.Equal(t, spend.OtherAllow, limitIn(t, body).OtherCurrencies)
+	status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/daily",
+		`{"tools": ["issue_credit"], "currency": "EUR", "amount": 1, "other_currencies": "ignore"}`)
+	require.Equal(t, http.StatusBadRequest, status, body)
+	assert.Contains(t, errorOf(t, body).Message, "other_currencies: \"ignore\" is neither park nor allow")
+	for _, code := range []string{"978", "XXX", "EURO", "€", ""} {
+		status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/daily",
+			`{"tools": ["issue_credit"], "currency": "`+code+`", "amount": 1}`)
+		require.Equal(t, http.StatusBadRequest, status, body)
+		assert.Contains(t, errorOf(t, body).Message, "currency: ", code)
+	}
 	status, _, body = e.Call("vic", http.MethodGet, "/v1/limits", "")
 	require.Equal(t, http.StatusOK, status, body)
 	var list LimitList
@@ -199,10 +211,11 @@ func TestStartAPITakesSpend(t *testing.T) {
 	req, err := http.NewRequest(http.MethodPost, "/v1/runs", nil)
 	require.NoError(t, err)
 	var sr StartRequest
-	require.NoError(t, json.Unmarshal([]byte(`{"run_id": "r1", "goal": "refund", "limits": {"spend": {"EUR": 50000, "USD": 0}}}`), &sr))
+	require.NoError(t, json.Unmarshal([]byte(`{"run_id": "r1", "goal": "refund", "limits": {"spend": {"EUR": 50000, "USD": 0}, "other_currencies": "allow"}}`), &sr))
 	in, err := s.runInput(req, Identity{Name: "ops", Tenant: "acme", Role: RoleOperator}, sr)
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"EUR": 50000, "USD": 0}, in.Limits.Spend)
+	assert.Equal(t, spend.OtherAllow, in.Limits.OtherCurrencies)
 
 	for _, tc := range []struct{ name, spend, want string }{
 		{"a fraction", `{"EUR": 1.5}`, "limits.spend.EUR is a number that does not fit; want a whole number"},
@@ -212,6 +225,9 @@ func TestStartAPITakesSpend(t *testing.T) {
 		{"too large", `{"EUR": 1000000000000001}`, "limits.spend.EUR is 1000000000000001: a budget is a whole number of minor units, from 0 to"},
 		{"an unknown currency", `{"ZZZ": 100}`, `limits.spend: "ZZZ" is not an ISO 4217 currency code in upper case`},
 		{"a lower-case currency", `{"eur": 100}`, `limits.spend: "eur" is not an ISO 4217 currency code in upper case`},
+		{"no currency", `{"XXX": 100}`, `limits.spend: "XXX" is not an ISO 4217 currency code in upper case`},
+		{"a number", `{"978": 100}`, `limits.spend: "978" is not an ISO 4217 currency code in upper case`},
+		{"another rule", `{"EUR": 100}, "other_currencies": "count"`, `limits.other_currencies: "count" is neither park nor allow`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

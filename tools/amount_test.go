@@ -92,3 +92,33 @@ func TestNoIncreaseIsARuleOnValues(t *testing.T) {
 		})
 	}
 }
+
+// Limits fail closed: an amount whose currency no limit could count is an
+// invalid call, proposed or edited, naming the field.
+func TestAnAmountWhoseCurrencyIsNoCurrencyIsAnInvalidCall(t *testing.T) {
+	t.Parallel()
+	reg, err := tools.NewRegistry(tools.RegistryConfig{}, amountTool("voucher", voucherSchema, tools.EditAllowed))
+	require.NoError(t, err)
+	for _, tc := range []struct{ args, says string }{
+		{`{"amount_cents":20000,"currency":"978"}`, `currency is "978": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":"€"}`, `currency is "€": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":"EURO"}`, `currency is "EURO": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":"XXX"}`, `currency is "XXX": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":"XTS"}`, `currency is "XTS": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":"ZZZ"}`, `currency is "ZZZ": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":""}`, `currency is "": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000,"currency":" EUR"}`, `currency is " EUR": not an ISO 4217 currency code`},
+		{`{"amount_cents":20000}`, "currency is missing: amount amount_cents needs the ISO 4217 code of its currency"},
+	} {
+		_, err := reg.Prepare(tools.ProposedCall{Tool: "voucher", Args: json.RawMessage(tc.args)})
+		require.ErrorIs(t, err, tools.ErrInvalidCall, tc.args)
+		assert.Contains(t, err.Error(), tc.says, tc.args)
+		_, err = reg.PrepareEdit("voucher", []byte(`{"amount_cents":20000,"currency":"EUR"}`), []byte(tc.args))
+		require.ErrorIs(t, err, tools.ErrInvalidCall, "an edit to %s", tc.args)
+	}
+	for _, args := range []string{`{"amount_cents":20000,"currency":"eur"}`, `{"amount_cents":20000,"currency":"EUR"}`,
+		`{"currency":"nothing to count"}`} {
+		_, err := reg.Prepare(tools.ProposedCall{Tool: "voucher", Args: json.RawMessage(args)})
+		require.NoError(t, err, args)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/big"
 	"regexp"
+	"strconv"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/oncerun/oncerun/internal/keys"
+	"github.com/oncerun/oncerun/internal/money"
 	"github.com/oncerun/oncerun/internal/schema"
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
@@ -344,7 +346,9 @@ func (r *Registry) PrepareEdit(tool string, original, edited []byte) (Prepared, 
 }
 
 // checkAmountValues refuses an amount below zero that the tool's schema
-// does not allow to be (see [Amount]).
+// does not allow to be (see [Amount]), and an amount whose currency is
+// missing or not a currency of ISO 4217's table (money.Lookup): such an
+// amount could count against no limit, so the call is not made.
 func (e *entry) checkAmountValues(args []byte) error {
 	if len(e.Amounts) == 0 {
 		return nil
@@ -354,10 +358,39 @@ func (e *entry) checkAmountValues(args []byte) error {
 		return err
 	}
 	for _, a := range e.Amounts {
-		if v, ok := fields[a.Field]; ok && !e.signed[a.Field] && below(string(v), 0) {
+		v, ok := fields[a.Field]
+		if !ok {
+			continue
+		}
+		if !e.signed[a.Field] && below(string(v), 0) {
 			return fmt.Errorf("%s is %s: an amount is at least 0 (a tool whose amount may be below zero gives it a negative minimum in its schema)",
 				a.Field, untrusted.Cut(string(v), 32))
 		}
+		if err := checkCurrency(a, fields); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkCurrency refuses an amount a of fields whose currency field is
+// missing or holds no currency of the table. An amount declared without a
+// currency field (points, not money) has none to check.
+func checkCurrency(a Amount, fields map[string]json.RawMessage) error {
+	if a.Currency == "" {
+		return nil
+	}
+	raw, ok := fields[a.Currency]
+	if !ok {
+		return fmt.Errorf("%s is missing: amount %s needs the ISO 4217 code of its currency", a.Currency, a.Field)
+	}
+	var code string
+	if err := json.Unmarshal(raw, &code); err != nil {
+		return fmt.Errorf("%s is %s: a currency is a string, an ISO 4217 code such as EUR", a.Currency, untrusted.Cut(string(raw), 32))
+	}
+	if _, ok := money.Lookup(code); !ok {
+		return fmt.Errorf("%s is %s: not an ISO 4217 currency code (three letters, such as EUR) that amounts can be counted in",
+			a.Currency, untrusted.Cut(strconv.Quote(code), 32))
 	}
 	return nil
 }

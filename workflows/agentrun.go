@@ -256,7 +256,8 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
 		Reply: s.reply}
 	if r.limits {
-		in.Spend = &activities.SpendInput{Budget: r.in.Limits.Spend, Exception: s.Limit != nil && s.Limit.Exception}
+		in.Spend = &activities.SpendInput{Budget: r.in.Limits.Spend, OtherCurrencies: r.in.Limits.OtherCurrencies,
+			Exception: s.Limit != nil && s.Limit.Exception}
 		if p := r.in.Parent; p != nil {
 			in.Spend.BudgetRun = p.BudgetRun
 		}

@@ -75,7 +75,7 @@ func (r *run) delegate(ctx workflow.Context, s *Step, call activities.PlannedCal
 	in := RunInput{
 		Tenant: r.in.Tenant, RunID: child, Goal: d.Goal, Planner: d.Planner, Plan: d.Plan, Model: d.Model,
 		Limits: Limits{MaxSteps: d.MaxSteps, Parallel: d.Parallel, ApprovalDeadline: r.in.Limits.ApprovalDeadline,
-			HistoryLimit: r.in.Limits.HistoryLimit, Spend: r.in.Limits.Spend},
+			HistoryLimit: r.in.Limits.HistoryLimit, Spend: r.in.Limits.Spend, OtherCurrencies: r.in.Limits.OtherCurrencies},
 		StartedBy: r.in.StartedBy, OnApprovalExpiry: r.in.OnApprovalExpiry, Grant: d.Grant, Parent: parent,
 	}.WithDefaults()
 	s.Child = child

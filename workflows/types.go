@@ -98,9 +98,14 @@ type Limits struct {
 	// Spend is the run's budget per currency, in minor units by ISO 4217
 	// code ({"EUR": 50000}): the amounts its steps' tools declare count
 	// against it where their effects commit, and a step that would take
-	// the run past it waits for approval. A currency it does not name has
-	// no budget. See docs/limits.md.
+	// the run past it waits for approval. An amount in a currency it does
+	// not name waits for approval too, unless OtherCurrencies allows it.
+	// See docs/limits.md.
 	Spend map[string]int64 `json:"spend,omitempty"`
+	// OtherCurrencies is what a budget does with an amount in a currency
+	// it does not name: "park" (the default) waits for an approver,
+	// "allow" lets it run. Without a budget it means nothing.
+	OtherCurrencies string `json:"other_currencies,omitempty"`
 }
 
 // WithDefaults returns l with zero fields set to their defaults.
@@ -256,6 +261,9 @@ func (in RunInput) Validate() error {
 		return fmt.Errorf("%w: parent is set only by the run that delegates", ErrInvalidInput)
 	case in.Grant != nil:
 		return fmt.Errorf("%w: grant is set only by the run that delegates", ErrInvalidInput)
+	}
+	if _, err := spend.OtherRule(in.Limits.OtherCurrencies); err != nil {
+		return fmt.Errorf("%w: limits.other_currencies: %w", ErrInvalidInput, err)
 	}
 	for _, code := range slices.Sorted(maps.Keys(in.Limits.Spend)) {
 		if _, unit, ok := money.Scale(code); !ok || unit != code {

@@ -95,12 +95,14 @@ func newLimitsSetCmd(conn *connections, tenant *string) *cobra.Command {
 		asJSON bool
 	)
 	cmd := &cobra.Command{
-		Use:   "set NAME --tools TOOL[,TOOL] --currency EUR --amount MINOR [--period utc_day|rolling_24h]",
+		Use:   "set NAME --tools TOOL[,TOOL] --currency EUR --amount MINOR [--period utc_day|rolling_24h] [--other-currencies park|allow]",
 		Short: "Set a limit, or replace it",
 		Long: `Set the limit NAME (lower-case letters, digits, '_', '-' and '.'): the
 tools' calls together may spend at most --amount, in minor units of
 --currency (200000 EUR is 2,000.00 EUR), per --period (default utc_day).
-Each tool must declare an amount with a currency field. A limit of that
+Each tool must declare an amount with a currency field. A call of the
+tools in a currency that no limit of theirs names waits for approval,
+unless --other-currencies allow. A limit of that
 name is replaced whole. It prints the limit with what it has spent in its
 window; --json prints it as PUT /v1/limits/{name} answers.` + limitsModes,
 		Args: cobra.ExactArgs(1),
@@ -137,6 +139,7 @@ window; --json prints it as PUT /v1/limits/{name} answers.` + limitsModes,
 	f.StringVar(&req.Currency, "currency", "", "ISO 4217 currency code, such as EUR (required)")
 	f.Int64Var(&req.Amount, "amount", 0, "the cap in minor units of the currency: 200000 is 2,000.00 EUR (required)")
 	f.StringVar(&req.Period, "period", "", "utc_day (default) or rolling_24h")
+	f.StringVar(&req.OtherCurrencies, "other-currencies", "", "what a call of the tools in a currency no cap of theirs names does: park (default) or allow")
 	f.StringVar(&as, "as", "", "your name, recorded as who set the limit (default $USER; not with ONCERUN_API)")
 	f.BoolVar(&asJSON, "json", false, "print the limit as JSON")
 	for _, name := range []string{"tools", "currency", "amount"} {

@@ -91,7 +91,8 @@ Without a plan, the openai planner works towards --goal.
 
 --spend is the run's budget per currency, in minor units ('{"EUR":50000}'
 or EUR=50000,USD=100): a step that would take the run past it waits for
-approval.`,
+approval, and so does a step that spends a currency the budget does not
+name, unless --spend-other-currencies allow.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if planPath == "" && in.Goal == "" {
@@ -165,6 +166,8 @@ approval.`,
 	f.DurationVar(&in.Limits.ApprovalDeadline, "approval-deadline", 0,
 		fmt.Sprintf("how long a step waits for a decision (default %s, at most %s)", workflows.DefaultApprovalDeadline, workflows.MaxApprovalDeadline))
 	f.StringVar(&budget, "spend", "", `the run's budget per currency, in minor units: '{"EUR":50000}' or EUR=50000,USD=100`)
+	f.StringVar(&in.Limits.OtherCurrencies, "spend-other-currencies", "",
+		"what the budget does with an amount in a currency it does not name: park (default) or allow")
 	f.StringVar(&in.OnApprovalExpiry, "on-approval-expiry", "",
 		"what a step's deadline does when nobody decided: expire (default) or reject")
 	f.BoolVar(&asJSON, "json", false, "print the result as JSON")
@@ -179,8 +182,10 @@ func startViaAPI(cmd *cobra.Command, api *approvals.Client, in workflows.RunInpu
 		return err
 	}
 	req := approvals.StartRequest{RunID: in.RunID, Goal: in.Goal, Planner: in.Planner, Plan: in.Plan, OnApprovalExpiry: in.OnApprovalExpiry}
-	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 || in.Limits.Parallel != 0 || in.Limits.Spend != nil {
-		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps, Parallel: in.Limits.Parallel, Spend: in.Limits.Spend}
+	if in.Limits.MaxSteps != 0 || in.Limits.ApprovalDeadline != 0 || in.Limits.Parallel != 0 || in.Limits.Spend != nil ||
+		in.Limits.OtherCurrencies != "" {
+		req.Limits = &approvals.StartLimits{MaxSteps: in.Limits.MaxSteps, Parallel: in.Limits.Parallel, Spend: in.Limits.Spend,
+			OtherCurrencies: in.Limits.OtherCurrencies}
 		if in.Limits.ApprovalDeadline != 0 {
 			req.Limits.ApprovalDeadline = in.Limits.ApprovalDeadline.String()
 		}

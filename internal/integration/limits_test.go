@@ -656,3 +656,54 @@ func TestACancelledRunsStepThatParksAtACapEndsAtOnce(t *testing.T) {
 	assert.Zero(t, charged.Load())
 	assert.Zero(t, e.count("approvals", "run_id = $1", run), "nobody was asked")
 }
+
+// TestACurrencySpelledAnyWayNeverGoesRoundALimit: a run with a budget of
+// 500.00 EUR whose plan credits in a currency no limit can count (ZZZ,
+// XXX, XTS, 978, €, EURO, "") is refused at its start, 400 naming the
+// step and the field, and nothing of it runs. A run that credits in USD,
+// which its budget does not name, and in EUR: the USD credit waits at the
+// budget until an approver lets it past as an exception; the EUR credit
+// counts against the budget.
+func TestACurrencySpelledAnyWayNeverGoesRoundALimit(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.tools = shop.Tools(shop.Config{CreditApprovalThresholdCents: 100000})
+	e.startWorker("w1", worker.Options{})
+	a := e.serveApprovals(nil)
+	credit := func(reason, currency string, cents int64) planner.Call {
+		return call(shop.ToolIssueCredit, fmt.Sprintf(`{"order_id":"1001","reason":%q,"amount_cents":%d,"currency":%q}`, reason, cents, currency))
+	}
+	for _, code := range []string{"ZZZ", "XXX", "XTS", "978", "€", "EURO", ""} {
+		run := e.id("odd")
+		r := a.do(http.MethodPost, "/v1/runs", "ops", map[string]any{"run_id": run, "limits": map[string]any{"spend": map[string]int64{"EUR": 50000}},
+			"plan": []planner.Call{credit("odd-eur", "EUR", 100), credit("odd", code, 9000)}})
+		require.Equal(t, http.StatusBadRequest, r.status, "currency %q: %s", code, r.body)
+		var body struct{ Error approvals.ErrorDetail }
+		r.json(t, &body)
+		assert.Equal(t, "invalid_request", body.Error.Code, code)
+		assert.Contains(t, body.Error.Message, "plan[1]: arguments of issue_credit", code)
+		assert.Contains(t, body.Error.Message, "currency", code)
+	}
+	assert.Zero(t, e.count("credits", "tenant = 'acme'"), "no refused run credited anything")
+
+	run := e.id("odd-currency")
+	a.startRun(run, map[string]any{"spend": map[string]int64{"EUR": 50000}}, credit("odd-usd", "USD", 5000), credit("odd-eur", "EUR", 10000))
+	want := "outside the run's budget: it counts EUR only, and this call spends 50.00 USD"
+	it := a.pendingItem(run, 1, 1)
+	assert.Equal(t, []any{"limit", want}, []any{it.ApprovalKind, it.Reason})
+	assert.Zero(t, e.count("credits", "tenant = 'acme'"), "nothing was credited before the USD credit's decision")
+	d := a.decideAPI("dana", "approve", it, "a USD order")
+	assert.True(t, d.Exception, "an approve at a limit is an exception")
+
+	final := e.result("acme", run)
+	assert.Equal(t, workflows.RunCompleted, final.State)
+	require.Len(t, final.Steps, 2)
+	assert.Equal(t, []workflows.StepState{workflows.StepDone, workflows.StepDone}, []workflows.StepState{final.Steps[0].State, final.Steps[1].State})
+	// At the destination: the USD and the EUR credit, nothing else.
+	assert.Equal(t, 2, e.count("credits", "tenant = 'acme'"))
+	assert.Equal(t, 1, e.count("credits", "reason = 'odd-usd' AND currency = 'USD' AND amount_cents = 5000"))
+	assert.Equal(t, 1, e.count("credits", "reason = 'odd-eur' AND currency = 'EUR' AND amount_cents = 10000"))
+	assert.Equal(t, 1, e.count("spend_entries", "run_id = $1 AND step = 1 AND currency = 'USD' AND amount = 5000 AND exception", run))
+	assert.Equal(t, 1, e.count("spend_entries", "run_id = $1 AND step = 2 AND currency = 'EUR' AND amount = 10000 AND NOT exception", run))
+	assert.Equal(t, 2, e.count("spend_entries", "run_id = $1", run))
+}

@@ -1,30 +1,23 @@
-// Package money writes amounts in minor units as money, by their ISO 4217
-// currency's standard number of decimals.
+// Package money knows the currencies oncerun counts (ISO 4217 list one,
+// shipped as a table) and writes amounts in minor units as money, by
+// their currency's minor unit.
 package money
 
 import (
 	"encoding/json"
 	"strconv"
 	"strings"
-
-	"golang.org/x/text/currency"
 )
 
-// Scale is the number of decimals of an ISO 4217 currency's
-// standard rounding (EUR 2, JPY 0, KWD 3) and its code in upper case; ok
-// is false for a code that is not a known currency. ISO 4217's "XXX" (no
-// currency) and "XTS" (testing) are not money either.
+// Scale is the number of decimals of a currency's minor unit (EUR 2,
+// JPY 0, KWD 3) and its code in upper case; ok is false for a code that
+// is not a currency of the table (see [Lookup]).
 func Scale(code string) (scale int, unit string, ok bool) {
-	u, err := currency.ParseISO(strings.TrimSpace(code))
-	if err != nil {
+	c, ok := Lookup(code)
+	if !ok {
 		return 0, "", false
 	}
-	unit = u.String()
-	if unit == "XXX" || unit == "XTS" {
-		return 0, "", false
-	}
-	scale, _ = currency.Standard.Rounding(u)
-	return scale, unit, true
+	return c.Minor, c.Code, true
 }
 
 // Format writes minor units of the currency code as money: 25900 EUR

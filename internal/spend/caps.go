@@ -2,13 +2,13 @@ package spend
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,9 +32,13 @@ type Cap struct {
 	Currency string `json:"currency" yaml:"currency"`
 	Amount   int64  `json:"amount" yaml:"amount"`
 	// Period is PeriodDay (the default) or PeriodRolling.
-	Period    string    `json:"period" yaml:"period"`
-	UpdatedBy string    `json:"updated_by,omitempty" yaml:"-"`
-	UpdatedAt time.Time `json:"updated_at,omitzero" yaml:"-"`
+	Period string `json:"period" yaml:"period"`
+	// OtherCurrencies says what a call of one of Tools in a currency that
+	// no cap of that tool names does: OtherPark (the default) waits for
+	// an approver, OtherAllow lets it run uncounted by any cap.
+	OtherCurrencies string    `json:"other_currencies" yaml:"other_currencies"`
+	UpdatedBy       string    `json:"updated_by,omitempty" yaml:"-"`
+	UpdatedAt       time.Time `json:"updated_at,omitzero" yaml:"-"`
 }
 
 // ErrInvalid is what a refused cap wraps; its message names the field.
@@ -84,9 +88,8 @@ func CheckCap(reg Registry, c *Cap) error {
 			return bad("tools", "%s declares no amount with a currency: nothing of it could count against a cap", name)
 		}
 	}
-	code := strings.TrimSpace(c.Currency)
-	_, unit, ok := money.Scale(code)
-	if !ok || len(code) != 3 {
+	_, unit, ok := money.Scale(c.Currency)
+	if !ok {
 		return bad("currency", "%q is not an ISO 4217 currency code such as EUR", cut(c.Currency))
 	}
 	c.Currency = unit
@@ -100,6 +103,11 @@ func CheckCap(reg Registry, c *Cap) error {
 	default:
 		return bad("period", "%q is neither %s nor %s", cut(c.Period), PeriodDay, PeriodRolling)
 	}
+	rule, err := OtherRule(c.OtherCurrencies)
+	if err != nil {
+		return bad("other_currencies", "%v", err)
+	}
+	c.OtherCurrencies = rule
 	return nil
 }
 
@@ -120,18 +128,19 @@ func cut(s string) string {
 	return s
 }
 
-const setCapSQL = `INSERT INTO spend_caps (tenant, name, tools, currency, amount, period, updated_by)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+const setCapSQL = `INSERT INTO spend_caps (tenant, name, tools, currency, amount, period, updated_by, other_currencies)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (tenant, name) DO UPDATE SET tools = EXCLUDED.tools, currency = EXCLUDED.currency,
     amount = EXCLUDED.amount, period = EXCLUDED.period, updated_by = EXCLUDED.updated_by,
-    updated_at = statement_timestamp()
+    other_currencies = EXCLUDED.other_currencies, updated_at = statement_timestamp()
 RETURNING updated_at`
 
 // SetCap writes c, checked by CheckCap, replacing the tenant's cap of the
 // same name. by names who set it.
 func SetCap(ctx context.Context, db DB, c *Cap, by string) error {
 	c.UpdatedBy = by
-	if err := db.QueryRow(ctx, setCapSQL, c.Tenant, c.Name, c.Tools, c.Currency, c.Amount, c.Period, by).Scan(&c.UpdatedAt); err != nil {
+	if err := db.QueryRow(ctx, setCapSQL, c.Tenant, c.Name, c.Tools, c.Currency, c.Amount, c.Period, by,
+		cmp.Or(c.OtherCurrencies, OtherPark)).Scan(&c.UpdatedAt); err != nil {
 		return fmt.Errorf("set limit %s: %w", c.Name, err)
 	}
 	return nil
@@ -168,7 +177,7 @@ WITH c AS (
         WHEN 'utc_day' THEN date_trunc('day', statement_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
         ELSE statement_timestamp() - interval '24 hours' END AS since
     FROM spend_caps s WHERE s.tenant = $1 AND ($2 = '' OR s.name = $2))
-SELECT c.name, c.tools, c.currency, c.amount, c.period, c.updated_by, c.updated_at, c.since,
+SELECT c.name, c.tools, c.currency, c.amount, c.period, c.other_currencies, c.updated_by, c.updated_at, c.since,
     coalesce((SELECT sum(e.amount) FROM spend_entries e WHERE e.tenant = c.tenant AND e.tool = ANY (c.tools)
         AND e.currency = c.currency AND e.counted_at >= c.since AND e.state = 'applied'), 0)::bigint,
     coalesce((SELECT sum(e.amount) FROM spend_entries e WHERE e.tenant = c.tenant AND e.tool = ANY (c.tools)
@@ -201,7 +210,7 @@ func listCaps(ctx context.Context, db DB, tenant, name string) ([]Usage, error) 
 	}
 	us, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Usage, error) {
 		u := Usage{Cap: Cap{Tenant: tenant}}
-		err := row.Scan(&u.Name, &u.Tools, &u.Currency, &u.Amount, &u.Period, &u.UpdatedBy, &u.UpdatedAt, &u.Since,
+		err := row.Scan(&u.Name, &u.Tools, &u.Currency, &u.Amount, &u.Period, &u.OtherCurrencies, &u.UpdatedBy, &u.UpdatedAt, &u.Since,
 			&u.Spent, &u.Held)
 		u.Ratio = float64(u.Spent+u.Held) / float64(u.Amount)
 		return u, err
@@ -222,6 +231,7 @@ func listCaps(ctx context.Context, db DB, tenant, name string) ([]Usage, error) 
 //	    currency: EUR
 //	    amount: 200000
 //	    period: utc_day
+//	    other_currencies: park
 type File struct {
 	Limits []Cap `yaml:"limits"`
 }

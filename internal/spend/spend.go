@@ -21,6 +21,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -29,6 +31,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/oncerun/oncerun/internal/money"
+	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 )
 
@@ -49,6 +52,27 @@ const (
 	// periodRun is a run's budget, as spend_charge names it.
 	periodRun = "run"
 )
+
+// What a limit does with an amount in a currency it does not name (a
+// budget's limits.other_currencies, a cap's other_currencies).
+const (
+	// OtherPark: the step waits for an approver, as over the limit. The
+	// default: a limit fails closed.
+	OtherPark = "park"
+	// OtherAllow: the amount runs, counted by no limit of that currency.
+	OtherAllow = "allow"
+)
+
+// OtherRule checks a limit's other_currencies: "" is OtherPark.
+func OtherRule(rule string) (string, error) {
+	switch rule {
+	case "", OtherPark:
+		return OtherPark, nil
+	case OtherAllow:
+		return OtherAllow, nil
+	}
+	return "", fmt.Errorf("%q is neither %s nor %s", untrusted.Cut(rule, 16), OtherPark, OtherAllow)
+}
 
 // Entry states.
 const (
@@ -78,8 +102,10 @@ func (a Amounts) Currencies() []string {
 // that the canonical arguments hold, by the currency its currency field
 // names, summed per currency. An amount below zero counts by its
 // magnitude: a cap bounds the money a tool moves either way. An amount
-// whose tool names no currency field, or whose currency is not a known
-// ISO 4217 code, is not counted (a cap cannot name it; see CheckCap).
+// whose tool names no currency field is not money (points) and counts
+// nothing; one whose currency is missing or not a currency of the table
+// (money.Lookup) is an error: limits fail closed. The registry refuses
+// such a call before it gets here (tools.Registry.Prepare).
 func Of(t tools.Tool, args []byte) (Amounts, error) {
 	if len(t.Amounts) == 0 {
 		return nil, nil
@@ -102,12 +128,11 @@ func Of(t tools.Tool, args []byte) (Amounts, error) {
 			return nil, fmt.Errorf("amount %s of %s is %d: more than the %d minor units a limit can count", a.Field, t.Name, n, int64(MaxAmount))
 		}
 		var code string
-		if err := json.Unmarshal(fields[a.Currency], &code); err != nil {
-			continue
-		}
+		_ = json.Unmarshal(fields[a.Currency], &code)
 		_, unit, ok := money.Scale(code)
 		if !ok {
-			continue
+			return nil, fmt.Errorf("amount %s of %s is in %s %s: not an ISO 4217 currency code that amounts can be counted in",
+				a.Field, t.Name, a.Currency, strconv.Quote(untrusted.Cut(code, 16)))
 		}
 		if n < 0 {
 			n = -n
@@ -132,9 +157,13 @@ type Charge struct {
 	// Key is the step's key: one entry per key and currency.
 	Key     string
 	Amounts Amounts
-	// Budget is the run's budget per currency (limits.spend); a currency
-	// it does not name has no budget.
+	// Budget is the run's budget per currency (limits.spend). An amount
+	// in a currency it does not name parks, unless OtherCurrencies is
+	// OtherAllow; a run without a budget has no limit of its own.
 	Budget Amounts
+	// OtherCurrencies is the budget's rule for such amounts: OtherPark
+	// ("" too) or OtherAllow.
+	OtherCurrencies string
 	// Exception counts the amounts whatever limit they cross: an approver
 	// let the step past.
 	Exception bool
@@ -163,10 +192,19 @@ type Level struct {
 	Alert int `json:"alert,omitempty"`
 	// AlertID is the alert's row in spend_alerts, when Alert is set.
 	AlertID int64 `json:"alert_id,omitempty"`
+	// Named, set on a limit the charge would cross by its currency alone,
+	// are the currencies the limit counts: the charge's is not one of
+	// them, and the limit parks others (see OtherPark).
+	Named []string `json:"named,omitempty"`
 }
 
 // Ratio is the share of the limit spent once the charge counted.
-func (l Level) Ratio() float64 { return float64(l.Spent+l.This) / float64(l.Limit) }
+func (l Level) Ratio() float64 {
+	if l.Limit <= 0 {
+		return 0
+	}
+	return float64(l.Spent+l.This) / float64(l.Limit)
+}
 
 // Reason says why a step waits at this limit, in the inbox's words:
 // "over the daily cap for issue_credit: 1,950.00 of 2,000.00 EUR spent,
@@ -185,6 +223,10 @@ func (l Level) Reason() string {
 		if len(l.Tools) > 1 || (len(l.Tools) == 1 && l.Tools[0] != l.Cap) {
 			what += " (" + l.Cap + ")"
 		}
+	}
+	if len(l.Named) > 0 {
+		return fmt.Sprintf("outside %s: it counts %s only, and this call spends %s", what,
+			strings.Join(l.Named, ", "), money.Format(l.This, l.Currency))
 	}
 	return fmt.Sprintf("over %s: %s of %s spent, this call %s", what,
 		money.Decimal(l.Spent, scale, true), money.Format(l.Limit, l.Currency), money.Decimal(l.This, scale, true))
@@ -251,6 +293,12 @@ func charge(ctx context.Context, db DB, c Charge, state string) (Counted, error)
 	if c.BudgetRun == "" {
 		c.BudgetRun = c.RunID
 	}
+	if !c.Exception && !c.Unchecked {
+		over, err := unnamed(ctx, db, c)
+		if err != nil || over != nil {
+			return Counted{Over: over}, err
+		}
+	}
 	var out Counted
 	for _, cur := range c.Amounts.Currencies() {
 		var budget *int64
@@ -301,6 +349,54 @@ func charge(ctx context.Context, db DB, c Charge, state string) (Counted, error)
 		}
 	}
 	return out, nil
+}
+
+const toolCapsSQL = `SELECT name, period, tools, currency, other_currencies FROM spend_caps
+WHERE tenant = $1 AND $2 = ANY (tools) ORDER BY name`
+
+// unnamed returns the first limit that covers c and names none of c's
+// currencies while it parks others (the budget first, then the caps of
+// c's tool by name), or nil: limits fail closed, so an amount no limit of
+// its currency counts waits for an approver unless the limit allows it.
+func unnamed(ctx context.Context, db DB, c Charge) (*Level, error) {
+	currencies := c.Amounts.Currencies()
+	if len(c.Budget) > 0 && c.OtherCurrencies != OtherAllow {
+		for _, cur := range currencies {
+			if _, ok := c.Budget[cur]; !ok {
+				return &Level{Period: periodRun, Currency: cur, This: c.Amounts[cur], Over: true,
+					Named: c.Budget.Currencies()}, nil
+			}
+		}
+	}
+	rows, err := db.Query(ctx, toolCapsSQL, c.Tenant, c.Tool)
+	if err != nil {
+		return nil, fmt.Errorf("read the caps of %s: %w", c.Tool, err)
+	}
+	caps, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Cap, error) {
+		var k Cap
+		err := row.Scan(&k.Name, &k.Period, &k.Tools, &k.Currency, &k.OtherCurrencies)
+		return k, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the caps of %s: %w", c.Tool, err)
+	}
+	named := map[string]bool{}
+	for _, k := range caps {
+		named[k.Currency] = true
+	}
+	for _, cur := range currencies {
+		if named[cur] {
+			continue
+		}
+		for _, k := range caps {
+			if k.OtherCurrencies == OtherAllow {
+				continue
+			}
+			return &Level{Cap: k.Name, Period: k.Period, Tools: k.Tools, Currency: cur, This: c.Amounts[cur], Over: true,
+				Named: slices.Sorted(maps.Keys(named))}, nil
+		}
+	}
+	return nil, nil
 }
 
 // Reserve counts an external call's amounts as reserved, in a transaction

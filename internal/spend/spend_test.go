@@ -88,9 +88,12 @@ func TestOfCountsDeclaredAmountsByCurrency(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, spend.Amounts{"EUR": 150, "JPY": 7}, got, "a negative amount counts by its magnitude; a field without a currency does not count")
 
-	got, err = spend.Of(credit, []byte(`{"amount_cents": 100, "currency": "XXQ"}`))
-	require.NoError(t, err)
-	assert.Empty(t, got, "an unknown currency is not counted")
+	for _, code := range []string{`"XXQ"`, `"978"`, `"€"`, `"EURO"`, `"XXX"`, `"XTS"`, `""`, `" EUR"`, `978`, `null`} {
+		_, err = spend.Of(credit, []byte(`{"amount_cents": 100, "currency": `+code+`}`))
+		require.ErrorContains(t, err, "not an ISO 4217 currency code", "currency %s: an amount no limit can count is an error, never uncounted", code)
+	}
+	_, err = spend.Of(credit, []byte(`{"amount_cents": 100}`))
+	require.ErrorContains(t, err, "not an ISO 4217 currency code", "a missing currency is an error")
 
 	_, err = spend.Of(credit, []byte(`{"amount_cents": 1.5, "currency": "EUR"}`))
 	require.ErrorContains(t, err, "amount_cents")
@@ -396,6 +399,9 @@ func TestCapsThatCannotHoldAreRefusedNamingTheField(t *testing.T) {
 		{spend.Cap{Name: "x", Tools: []string{"note_amount"}, Currency: "EUR", Amount: 1}, "tools"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EURO", Amount: 1}, "currency"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "XYZ", Amount: 1}, "currency"},
+		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "XXX", Amount: 1}, "currency"},
+		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "978", Amount: 1}, "currency"},
+		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: " EUR", Amount: 1}, "currency"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: -5}, "amount"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EUR"}, "amount"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: spend.MaxAmount + 1}, "amount"},
@@ -410,6 +416,70 @@ func TestCapsThatCannotHoldAreRefusedNamingTheField(t *testing.T) {
 	assert.Equal(t, []string{"issue_credit", "refund_payment"}, c.Tools)
 	assert.Equal(t, "EUR", c.Currency)
 	assert.Equal(t, spend.PeriodDay, c.Period)
+	assert.Equal(t, spend.OtherPark, c.OtherCurrencies, "a cap parks other currencies unless it says otherwise")
+}
+
+// Limits fail closed: an amount in a currency that a limit covering the
+// call does not name parks, unless the limit allows other currencies.
+func TestAnAmountInACurrencyNoLimitNamesParks(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t, 4)
+	usd := spend.Amounts{"USD": 5000}
+	step := int64(0)
+	charge := func(tenant, tool string, amounts spend.Amounts, budget spend.Amounts, other string, exception bool) spend.Counted {
+		t.Helper()
+		step++
+		got, err := chargeOne(ctx, pool, spend.Charge{Tenant: tenant, RunID: "r", Step: step, Tool: tool, Key: fmt.Sprintf("k%d", step),
+			Amounts: amounts, Budget: budget, OtherCurrencies: other, Exception: exception})
+		require.NoError(t, err)
+		return got
+	}
+
+	// The run's budget names EUR only.
+	got := charge("acme", "refund_payment", usd, eur(10000), "", false)
+	require.NotNil(t, got.Over, "50.00 USD under a budget of 100.00 EUR")
+	assert.Equal(t, "run", got.Over.Period)
+	assert.Equal(t, []string{"EUR"}, got.Over.Named)
+	assert.Equal(t, "outside the run's budget: it counts EUR only, and this call spends 50.00 USD", got.Over.Reason())
+	assert.Zero(t, applied(t, pool, "acme", "refund_payment"), "a parked charge counts nothing")
+	got = charge("acme", "refund_payment", spend.Amounts{"EUR": 100, "USD": 100}, spend.Amounts{"EUR": 10000, "USD": 10000}, "", false)
+	assert.Nil(t, got.Over, "a budget may name several currencies")
+	assert.Nil(t, charge("acme", "refund_payment", usd, eur(10000), spend.OtherAllow, false).Over, "the budget allows others")
+	assert.Nil(t, charge("acme", "refund_payment", usd, eur(10000), "", true).Over, "an approver's exception")
+	assert.Nil(t, charge("acme", "refund_payment", usd, nil, "", false).Over, "a run without a budget or a cap has no limit")
+
+	// A tenant's caps on a tool name EUR and GBP; another tool's cap names
+	// nothing of this tool.
+	setCap(t, pool, spend.Cap{Tenant: "shop", Name: "credits-eur", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: 100000})
+	setCap(t, pool, spend.Cap{Tenant: "shop", Name: "credits-gbp", Tools: []string{"issue_credit"}, Currency: "GBP", Amount: 100000})
+	setCap(t, pool, spend.Cap{Tenant: "shop", Name: "refunds", Tools: []string{"refund_payment"}, Currency: "EUR", Amount: 100000,
+		OtherCurrencies: spend.OtherAllow})
+	got = charge("shop", "issue_credit", usd, nil, "", false)
+	require.NotNil(t, got.Over)
+	assert.Equal(t, "credits-eur", got.Over.Cap)
+	assert.Equal(t, []string{"EUR", "GBP"}, got.Over.Named)
+	assert.Equal(t, "outside the daily cap for issue_credit (credits-eur): it counts EUR, GBP only, and this call spends 50.00 USD",
+		got.Over.Reason())
+	assert.Nil(t, charge("shop", "issue_credit", spend.Amounts{"GBP": 100}, nil, "", false).Over, "GBP has a cap of its own")
+	assert.Nil(t, charge("shop", "refund_payment", usd, nil, "", false).Over, "the refunds cap allows other currencies")
+	assert.Nil(t, charge("other", "issue_credit", usd, nil, "", false).Over, "another tenant's caps are not this one's")
+
+	// Every cap of the tool must allow others for the amount to run.
+	setCap(t, pool, spend.Cap{Tenant: "shop", Name: "credits-eur", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: 100000,
+		OtherCurrencies: spend.OtherAllow})
+	got = charge("shop", "issue_credit", usd, nil, "", false)
+	require.NotNil(t, got.Over)
+	assert.Equal(t, "credits-gbp", got.Over.Cap, "the GBP cap still parks other currencies")
+	caps, err := spend.ListCaps(ctx, pool, "shop")
+	require.NoError(t, err)
+	require.Len(t, caps, 3)
+	assert.Equal(t, spend.OtherAllow, caps[0].OtherCurrencies)
+	assert.Equal(t, spend.OtherPark, caps[1].OtherCurrencies)
+
+	c := spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: 1, OtherCurrencies: "count"}
+	err = spend.CheckCap(reg, &c)
+	require.ErrorIs(t, err, spend.ErrInvalid)
+	assert.Contains(t, err.Error(), ": other_currencies: ")
 }
 
 func TestCapsAreSetReplacedAndDeletedPerTenant(t *testing.T) {
