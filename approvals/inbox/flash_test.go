@@ -45,13 +45,7 @@ func TestInboxShowsTheMessageOfWhatWasRecordedOnce(t *testing.T) {
 	status, h, _ := b.post("/runs/r1/steps/2/decide", url.Values{"csrf": {b.csrf}, "args_hash": {hash}, "decision": {"reject"}})
 	require.Equal(t, http.StatusSeeOther, status)
 	assert.Equal(t, "/", h.Get("Location"), "the message is not in the link")
-	resp := http.Response{Header: h}
-	var flash *http.Cookie
-	for _, c := range resp.Cookies() {
-		if c.Name == flashCookie {
-			flash = c
-		}
-	}
+	flash := flashOf(t, h)
 	require.NotNil(t, flash)
 	assert.True(t, flash.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, flash.SameSite)

@@ -177,15 +177,7 @@ func TestOperateRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool, temporal, rc := setup(t)
-			if tc.temporal != nil {
-				tc.temporal(temporal)
-			}
-			r := cancelRequest()
-			if tc.change != nil {
-				tc.change(&r)
-			}
-			_, err := rc.Operate(context.Background(), pool, r)
+			pool, temporal, err := operate(t, tc.change, tc.temporal)
 			require.Error(t, err)
 			if tc.want != nil {
 				assert.ErrorIs(t, err, tc.want)
@@ -200,6 +192,22 @@ func TestOperateRefusals(t *testing.T) {
 			temporal.AssertExpectations(t)
 		})
 	}
+}
+
+// operate sends run r1's cancel, changed by change when given, to a
+// Temporal that given sets up.
+func operate(t *testing.T, change func(*runs.ControlRequest), given func(*mocks.Client)) (*pgxpool.Pool, *mocks.Client, error) {
+	t.Helper()
+	pool, temporal, rc := setup(t)
+	if given != nil {
+		given(temporal)
+	}
+	r := cancelRequest()
+	if change != nil {
+		change(&r)
+	}
+	_, err := rc.Operate(context.Background(), pool, r)
+	return pool, temporal, err
 }
 
 // TestOperateLeavesNoRowForAnUnknownRun: a request naming a run Temporal
@@ -228,15 +236,7 @@ func TestOperateLeavesNoRowForAnUnknownRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool, temporal, rc := setup(t)
-			if tc.temporal != nil {
-				tc.temporal(temporal)
-			}
-			r := cancelRequest()
-			if tc.change != nil {
-				tc.change(&r)
-			}
-			_, err := rc.Operate(context.Background(), pool, r)
+			pool, temporal, err := operate(t, tc.change, tc.temporal)
 			require.ErrorIs(t, err, runs.ErrNotFound)
 			var n int
 			require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM run_controls`).Scan(&n))
