@@ -69,18 +69,14 @@ var gerunds = map[string]string{
 	approvalstore.ActionResume: "resuming runs", approvalstore.ActionMessage: "sending runs messages",
 }
 
-// Control sends an operator's request to the run of the identity's tenant
-// through the one path every such request takes (runs.Client.Operate: the
-// checks, the update, the withdrawal of a cancelled run's approvals and
-// the audit row). Only operators may; every refusal is an
-// *APIError, every other failure one of a run that could not be reached.
+// Control sends a request to the run of the identity's tenant through the
+// one path every such request takes (runs.Client.Operate: the checks, the
+// update, the withdrawal of a cancelled run's approvals and the audit
+// row). Only operators may: another role's request is refused with 403
+// and audited as forbidden, unless the run does not exist (404, no row).
+// Every refusal is an *APIError, every other failure one of a run that
+// could not be reached.
 func (s *Server) Control(ctx context.Context, in ControlInput) (Controlled, error) {
-	if !in.Identity.Role.CanStart() {
-		s.log.Warn("run control refused: not an operator", zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID),
-			zap.String("action", in.Action), zap.String("name", in.Identity.Name), zap.String("role", string(in.Identity.Role)))
-		return runs.Controlled{}, errorf(http.StatusForbidden, "forbidden", "%s is %s; %s takes an operator token",
-			in.Identity.Name, withArticle(in.Identity.Role), gerunds[in.Action])
-	}
 	// Two questions to Temporal (the run's status, the update) and the
 	// rows, each within its own bound.
 	ctx, cancel := context.WithTimeout(ctx, 2*s.cfg.QueryTimeout+s.cfg.DBTimeout)
@@ -89,6 +85,12 @@ func (s *Server) Control(ctx context.Context, in ControlInput) (Controlled, erro
 		MessageID: in.MessageID, Text: in.Text}
 	if in.Invalid != nil {
 		req.Invalid = in.Invalid
+	}
+	if !in.Identity.Role.CanStart() {
+		s.log.Warn("run control refused: not an operator", zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID),
+			zap.String("action", in.Action), zap.String("name", in.Identity.Name), zap.String("role", string(in.Identity.Role)))
+		req.Forbidden = errorf(http.StatusForbidden, "forbidden", "%s is %s; %s takes an operator token",
+			in.Identity.Name, withArticle(in.Identity.Role), gerunds[in.Action])
 	}
 	res, err := s.cfg.Runs.Operate(ctx, s.cfg.Pool, req)
 	fields := []zap.Field{zap.String("tenant", in.Identity.Tenant), zap.String("run_id", in.RunID), zap.String("action", in.Action),
@@ -113,13 +115,16 @@ func withArticle(r Role) string {
 	return "a " + string(r)
 }
 
-// controlRefusal is the API's answer to an operator's request that did
-// not go through: 400, 404, 409 run_closed for a run that has ended, 409
-// run_refused for one that cannot take it in its state, 503 for a run
-// that could not be reached.
+// controlRefusal is the API's answer to a request that did not go
+// through: 403, 400, 404, 409 run_closed for a run that has ended, 409
+// run_refused for one that cannot take it in its state, 503 for a run that
+// could not be reached.
 func (s *Server) controlRefusal(in ControlInput, err error) error {
 	var closed *runs.ClosedError
+	var forbidden *APIError
 	switch {
+	case errors.Is(err, runs.ErrForbidden) && errors.As(err, &forbidden):
+		return forbidden
 	case errors.Is(err, runs.ErrInvalidRequest) && in.Invalid != nil:
 		return in.Invalid
 	case errors.Is(err, runs.ErrInvalidRequest):
@@ -142,10 +147,8 @@ func (s *Server) controlAPI(action string) func(http.ResponseWriter, *http.Reque
 	return func(w http.ResponseWriter, r *http.Request, id Identity) {
 		var req ControlRequest
 		in := ControlInput{Caller: CallerOf(r, id, approvalstore.ViaAPI), RunID: r.PathValue("run_id"), Action: action}
-		if id.Role.CanStart() {
-			// A body that does not decode is refused once it is audited.
-			in.Invalid = s.decodeBody(w, r, &req)
-		}
+		// A body that does not decode is refused once it is audited.
+		in.Invalid = s.decodeBody(w, r, &req)
 		in.Reason = req.Reason
 		res, err := s.Control(r.Context(), in)
 		if err != nil {
@@ -166,9 +169,7 @@ func (s *Server) controlAPI(action string) func(http.ResponseWriter, *http.Reque
 func (s *Server) messageAPI(w http.ResponseWriter, r *http.Request, id Identity) {
 	var req MessageRequest
 	in := ControlInput{Caller: CallerOf(r, id, approvalstore.ViaAPI), RunID: r.PathValue("run_id"), Action: approvalstore.ActionMessage}
-	if id.Role.CanStart() {
-		in.Invalid = s.decodeBody(w, r, &req)
-	}
+	in.Invalid = s.decodeBody(w, r, &req)
 	in.MessageID, in.Text = req.MessageID, req.Text
 	res, err := s.Control(r.Context(), in)
 	if err != nil {

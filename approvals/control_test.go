@@ -157,8 +157,9 @@ func TestMessageAPI(t *testing.T) {
 // TestControlAPIRefusals: every endpoint answers 403 to a viewer and an
 // approver, 404 for a run the tenant does not have, 400 naming the field,
 // 409 for a run that has ended and 503 with Temporal out of reach; every
-// request an operator sent is audited, and nothing refused for its values
-// reaches the run.
+// request on a run of the tenant is audited, a forbidden one included,
+// one on a run it does not have is not, and nothing refused reaches the
+// run.
 func TestControlAPIRefusals(t *testing.T) {
 	t.Parallel()
 	bad := map[string]string{
@@ -184,8 +185,6 @@ func TestControlAPIRefusals(t *testing.T) {
 				assert.Equal(t, http.StatusForbidden, status, body)
 				assert.Contains(t, errorOf(t, body).Message, "takes an operator token")
 			}
-			assert.Empty(t, e.Controls("acme", "r1"), "a request the role may not send is not audited")
-
 			status, _, body := e.Call("ops", http.MethodPost, path("r-unknown"), good[endpoint])
 			assert.Equal(t, http.StatusNotFound, status, body)
 			status, _, body = e.Call("omar", http.MethodPost, path("r1"), good[endpoint])
@@ -197,6 +196,8 @@ func TestControlAPIRefusals(t *testing.T) {
 			assert.Contains(t, errorOf(t, body).Message, badField[endpoint])
 			status, _, body = e.Call("ops", http.MethodPost, path("r1"), `{"reason": "x", "Reason": "y"}`)
 			assert.Equal(t, http.StatusBadRequest, status, body)
+			status, _, body = e.Call("ops", http.MethodPost, path("r-unknown"), bad[endpoint])
+			assert.Equal(t, http.StatusNotFound, status, "a run the tenant does not have, whatever the request says: %s", body)
 			assert.Empty(t, e.Temporal.Sent(), "nothing malformed reached the run")
 
 			status, _, body = e.Call("ops", http.MethodPost, path("r-done"), good[endpoint])
@@ -214,10 +215,29 @@ func TestControlAPIRefusals(t *testing.T) {
 			for _, r := range append(append(e.Controls("acme", "r-unknown"), e.Controls("globex", "r1")...), e.Controls("acme", "r1")...) {
 				got = append(got, r.Outcome)
 			}
-			assert.Equal(t, []string{"not_found", "not_found", "invalid", "invalid", "unavailable"}, got)
+			assert.Equal(t, []string{"forbidden", "forbidden", "invalid", "invalid", "unavailable"}, got)
+			assert.Equal(t, []string{"vic", "dana"}, []string{e.Controls("acme", "r1")[0].Actor, e.Controls("acme", "r1")[1].Actor})
 			assert.Equal(t, approvalstore.ControlRefused, e.Controls("acme", "r-done")[0].Outcome)
 		})
 	}
+}
+
+// TestCancelAPIRefusesABlankReason: a reason of spaces says no more than
+// none: 400 naming the field, audited as invalid, and the run hears
+// nothing.
+func TestCancelAPIRefusesABlankReason(t *testing.T) {
+	t.Parallel()
+	e := setupAPI(t)
+	e.Running("r1", false)
+	for _, body := range []string{`{}`, `{"reason": ""}`, `{"reason": "   "}`, `{"reason": "\t\n"}`} {
+		status, _, resp := e.Call("ops", http.MethodPost, "/v1/runs/r1/cancel", body)
+		assert.Equal(t, http.StatusBadRequest, status, body)
+		assert.Equal(t, ErrorDetail{Code: "invalid_request", Message: "reason is required: say why the run is cancelled"}, errorOf(t, resp), body)
+	}
+	assert.Empty(t, e.Temporal.Sent())
+	rows := e.Controls("acme", "r1")
+	require.Len(t, rows, 4)
+	assert.Equal(t, approvalstore.ControlInvalid, rows[2].Outcome)
 }
 
 // TestRunStatusCarriesTheControls: GET /v1/runs/{run_id} answers the

@@ -3,6 +3,7 @@ package workflows
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/oncerun/oncerun/internal/untrusted"
@@ -85,6 +86,20 @@ func (c Control) Validate() error {
 		return err
 	}
 	return untrusted.Text("reason", c.Reason, MaxReasonBytes)
+}
+
+// ValidateCancel reports what keeps c from cancelling a run, naming the
+// field: a cancel withdraws people's work, so its reason must say why, and
+// one of spaces alone says nothing. The clients check it (the API, the
+// inbox, the CLI); the run's own validator checks Validate only.
+func (c Control) ValidateCancel() error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(c.Reason) == "" {
+		return errors.New("reason is required: say why the run is cancelled")
+	}
+	return nil
 }
 
 // ControlRecord is a control as the run recorded it: who, when and why.

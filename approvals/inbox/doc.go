@@ -20,8 +20,11 @@
 // the API's Go methods ([API], which *approvals.Server implements), so that
 // a decision taken in the inbox takes the one audited path a decision of
 // the HTTP API takes. A browser signs in with an API token, kept in an
-// HttpOnly, SameSite=Strict cookie; every form carries the session's CSRF
-// token, and a form from another origin is refused.
+// HttpOnly, SameSite=Strict cookie (Secure and named __Host-oncerun_token
+// over TLS); every form carries the session's CSRF token, and a form from
+// another origin is refused. The message a form leaves for the next page
+// travels in a cookie signed with HMAC-SHA256 for the session: one the
+// inbox did not sign is not shown.
 //
 //	api, err := approvals.New(approvals.Config{...})
 //	ib, err := inbox.New(inbox.Config{API: api})

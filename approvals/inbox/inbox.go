@@ -24,10 +24,15 @@ import (
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// Cookies of the inbox.
+// Cookies of the inbox, by the names they have over plain HTTP; a Secure
+// cookie's name has the __Host- prefix ([Inbox.cookieName]).
 const (
 	tokenCookie = "oncerun_token"
 	csrfCookie  = "oncerun_csrf"
+	// hostPrefix makes a browser refuse the cookie unless it is Secure,
+	// has Path=/ and no Domain, and was set by this very host over HTTPS:
+	// a sibling host or a plain-HTTP page cannot plant or overwrite it.
+	hostPrefix = "__Host-"
 	// sessionAge is how long a login lasts.
 	sessionAge = 12 * time.Hour
 	// inboxStatusLimit is how many pending steps the inbox shows with
@@ -225,7 +230,7 @@ type session struct {
 // session reads the request's cookies; ok is false when the browser is not
 // logged in with a token that is still valid.
 func (s *Inbox) session(r *http.Request) (session, bool) {
-	tc, err := r.Cookie(tokenCookie)
+	tc, err := r.Cookie(s.cookieName(r, tokenCookie))
 	if err != nil || tc.Value == "" {
 		return session{}, false
 	}
@@ -233,18 +238,37 @@ func (s *Inbox) session(r *http.Request) (session, bool) {
 	if !ok {
 		return session{}, false
 	}
-	cc, err := r.Cookie(csrfCookie)
+	cc, err := r.Cookie(s.cookieName(r, csrfCookie))
 	if err != nil || cc.Value == "" {
 		return session{}, false
 	}
 	return session{id: id, csrf: cc.Value}, true
 }
 
+// cookie is the inbox's cookie name (tokenCookie, csrfCookie, flashCookie)
+// for request r: HttpOnly, SameSite=Strict, Path=/, no Domain, and Secure
+// with the __Host- prefix when r came over TLS or SecureCookies is set.
 func (s *Inbox) cookie(r *http.Request, name, value string, age time.Duration) *http.Cookie {
 	return &http.Cookie{
-		Name: name, Value: value, Path: "/", MaxAge: int(age / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.cfg.SecureCookies || r.TLS != nil,
+		Name: s.cookieName(r, name), Value: value, Path: "/", MaxAge: int(age / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: s.secure(r),
 	}
+}
+
+// secure reports whether the inbox's cookies for r are Secure: r came over
+// TLS, or TLS ends at a proxy in front (SecureCookies).
+func (s *Inbox) secure(r *http.Request) bool { return s.cfg.SecureCookies || r.TLS != nil }
+
+// cookieName is what the inbox's cookie name is called for r: with the
+// __Host- prefix when the cookie is Secure. Over plain HTTP (a laptop's
+// http://localhost) the bare name: browsers refuse a __Host- cookie that
+// is not Secure, and not every browser takes a Secure cookie over plain
+// HTTP, even from localhost. A cookie of the other name is not read.
+func (s *Inbox) cookieName(r *http.Request, name string) string {
+	if s.secure(r) {
+		return hostPrefix + name
+	}
+	return name
 }
 
 func (s *Inbox) render(w http.ResponseWriter, name string, p page) {

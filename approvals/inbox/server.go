@@ -2,6 +2,7 @@ package inbox
 
 import (
 	"context"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"fmt"
@@ -47,9 +48,10 @@ type API interface {
 type Config struct {
 	// API is the approvals service. Required.
 	API API
-	// SecureCookies marks the inbox's cookies Secure even when the request
-	// did not come over TLS to this process (a proxy in front ends TLS).
-	// Cookies of a request that came over TLS are always Secure.
+	// SecureCookies marks the inbox's cookies Secure, and names them with
+	// the __Host- prefix, even when the request did not come over TLS to
+	// this process (a proxy in front ends TLS). Cookies of a request that
+	// came over TLS are always Secure and prefixed.
 	SecureCookies bool
 	// Log receives one line per refused form, login and failure. Default:
 	// no logging.
@@ -64,6 +66,9 @@ type Inbox struct {
 	api   API
 	log   *zap.Logger
 	pages *template.Template
+	// flashKey signs the flash cookie: drawn at New, so a message set
+	// before a restart, or by another replica, is not shown.
+	flashKey []byte
 }
 
 //go:embed templates/*.html
@@ -84,7 +89,11 @@ func New(cfg Config) (*Inbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inbox templates: %w", err)
 	}
-	return &Inbox{cfg: cfg, api: cfg.API, log: cfg.Log, pages: pages}, nil
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("inbox flash key: %w", err)
+	}
+	return &Inbox{cfg: cfg, api: cfg.API, log: cfg.Log, pages: pages, flashKey: key}, nil
 }
 
 // Handler serves the inbox at / and the API under /v1: the approvals

@@ -32,8 +32,9 @@ const (
 	ControlRefused = "refused"
 	// ControlInvalid: the request itself is malformed.
 	ControlInvalid = "invalid"
-	// ControlNotFound: the tenant has no such run.
-	ControlNotFound = "not_found"
+	// ControlForbidden: the sender's role may not send it (a viewer's or
+	// an approver's).
+	ControlForbidden = "forbidden"
 	// ControlUnavailable: the run could not be reached.
 	ControlUnavailable = "unavailable"
 )
@@ -46,8 +47,9 @@ const maxControlReason = MaxCommentBytes
 // (workflows.MaxMessageIDBytes).
 const maxControlMessageID = 128
 
-// Control is a row of run_controls: one operator's request to a run,
-// whatever became of it.
+// Control is a row of run_controls: one request to a run of the tenant,
+// whatever became of it. A request naming a run the tenant does not have
+// has no row (earlier releases wrote them as "not_found").
 type Control struct {
 	ID     int64  `db:"id"`
 	Tenant string `db:"tenant"`
@@ -59,7 +61,7 @@ type Control struct {
 	Reason    string `db:"reason"`
 	MessageID string `db:"message_id"`
 	// Outcome is ControlAccepted, ControlRepeated, ControlRefused,
-	// ControlInvalid, ControlNotFound or ControlUnavailable.
+	// ControlInvalid, ControlForbidden or ControlUnavailable.
 	Outcome string `db:"outcome"`
 	// Detail says why a request was refused, or what it changed.
 	Detail string    `db:"detail"`
@@ -70,7 +72,7 @@ const recordControlSQL = `
 INSERT INTO run_controls (tenant, run_id, action, actor, reason, message_id, outcome, detail)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
 
-// RecordControl writes the audit row of an operator's request to a run.
+// RecordControl writes the audit row of a request to a run.
 // What the request sent is recorded as it was when it is valid text within
 // the clients' bounds, escaped and cut otherwise, so that no request fails
 // to leave its row.

@@ -140,8 +140,8 @@ func checkControl(action string, f controlFlags, by string) error {
 	switch {
 	case action == approvalstore.ActionMessage:
 		err = workflows.Message{MessageID: f.messageID, Text: f.text, By: by}.Validate()
-	case action == approvalstore.ActionCancel && f.reason == "":
-		return errors.New("--reason is required: say why the run is cancelled")
+	case action == approvalstore.ActionCancel:
+		err = workflows.Control{By: by, Reason: f.reason}.ValidateCancel()
 	default:
 		err = workflows.Control{By: by, Reason: f.reason}.Validate()
 	}

@@ -43,6 +43,7 @@ func TestControlCommandsRefuseBadFlags(t *testing.T) {
 	}{
 		{"a cancel without a reason", []string{"cancel", "r1"}, `required flag(s) "reason" not set`},
 		{"an empty reason", []string{"cancel", "r1", "--reason", ""}, "--reason is required: say why the run is cancelled"},
+		{"a reason of spaces", []string{"cancel", "r1", "--reason", " \t "}, "--reason is required: say why the run is cancelled"},
 		{"a reason with an escape", []string{"pause", "r1", "--reason", "stop\x1b[2J"}, "--reason holds the control character U+001B"},
 		{"a reason too long", []string{"resume", "r1", "--reason", strings.Repeat("x", workflows.MaxReasonBytes+1)}, "--reason"},
 		{"a message without its id", []string{"message", "r1", "--text", "hi"}, `required flag(s) "id" not set`},

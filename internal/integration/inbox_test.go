@@ -114,7 +114,7 @@ func TestInboxSignInAndCookies(t *testing.T) {
 	assert.Equal(t, http.SameSiteStrictMode, tokenCookie.SameSite)
 	assert.Equal(t, "/", tokenCookie.Path)
 
-	// Over TLS the cookies are Secure too.
+	// Over TLS the cookies are Secure __Host- cookies.
 	req := httptest.NewRequest(http.MethodPost, "https://inbox.example/login", strings.NewReader(url.Values{"token": {a.tokens["dana"]}}.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	rec := httptest.NewRecorder()
@@ -123,6 +123,7 @@ func TestInboxSignInAndCookies(t *testing.T) {
 	require.Len(t, rec.Result().Cookies(), 2)
 	for _, c := range rec.Result().Cookies() {
 		assert.True(t, c.Secure, c.Name)
+		assert.True(t, strings.HasPrefix(c.Name, "__Host-"), "%s: no other host can set it", c.Name)
 	}
 	assert.False(t, tokenCookie.Secure, "not over plain HTTP, unless configured")
 

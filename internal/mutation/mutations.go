@@ -1224,4 +1224,22 @@ var mutations = []Mutation{
 		Packages: []string{"./workflows"},
 		Tests:    []string{"TestAChildRunsStepsClaimTheirIntentsInTheTree"},
 	},
+	{
+		Name:     "forbidden-control-not-audited",
+		Bug:      "a viewer's or an approver's cancel, pause, resume or message is refused with 403 but leaves no row in run_controls",
+		File:     "internal/runs/operate.go",
+		Old:      "\tres, err := c.operate(ctx, r)\n\tif errors.Is(err, ErrNotFound) {",
+		New:      "\tres, err := c.operate(ctx, r)\n\tif errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) {",
+		Packages: []string{"./approvals"},
+		Tests:    []string{"TestWhatIsAudited"},
+	},
+	{
+		Name:     "flash-signature-not-checked",
+		Bug:      "the inbox shows a flash cookie whatever its signature: anything that can set a cookie for the host makes the inbox say what nobody did",
+		File:     "approvals/inbox/flash.go",
+		Old:      "if err != nil || !hmac.Equal(mac, s.flashMAC(r, payload)) {",
+		New:      "if err != nil && !hmac.Equal(mac, s.flashMAC(r, payload)) {",
+		Packages: []string{"./approvals/inbox"},
+		Tests:    []string{"TestInboxShowsNoFlashItDidNotSign"},
+	},
 }

@@ -20,6 +20,9 @@ var (
 	// ErrInvalidRequest means the request itself is malformed; the error
 	// names the field.
 	ErrInvalidRequest = errors.New("invalid request")
+	// ErrForbidden means the sender's role may not send the request; the
+	// error wraps the caller's reason ([ControlRequest.Forbidden]).
+	ErrForbidden = errors.New("forbidden")
 )
 
 // ClosedError is a run that has ended and so takes no request: State is

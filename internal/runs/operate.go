@@ -6,14 +6,16 @@ import (
 	"errors"
 	"fmt"
 
+	"go.temporal.io/api/serviceerror"
+
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/workflows"
 )
 
-// ControlRequest is an operator's cancel, pause, resume or message for a
-// run, as it came.
+// ControlRequest is a cancel, pause, resume or message for a run, as it
+// came.
 type ControlRequest struct {
 	Tenant string
 	RunID  string
@@ -27,6 +29,10 @@ type ControlRequest struct {
 	// MessageID and Text are a message's.
 	MessageID string
 	Text      string
+	// Forbidden, when set, is why the sender may not send the request (a
+	// viewer's or an approver's role): it is recorded as forbidden and
+	// refused with it, and nothing reaches the run.
+	Forbidden error
 	// Invalid, when set, is what the caller found wrong with the request
 	// (a body that does not decode): it is recorded as invalid and
 	// refused with it, and nothing reaches the run.
@@ -52,24 +58,34 @@ type Controlled struct {
 	Unrecorded error
 }
 
-// Operate is the one way an operator's request reaches a run, whoever
-// sends it (the approvals service's API and inbox, the CLI without it):
-// it checks the request's values (a cancel must say why), sends it to the
-// run as its update (see [Client.Cancel], [Client.Pause], [Client.Resume],
-// [Client.Message]), and then, for a cancel the run took, withdraws in the
-// approvals table the approvals the run withdrew, so that a decision sent
-// after is refused at once. Every request leaves one audit row in db
-// ([approvalstore.RecordControl]), whatever became of it; a row that
-// cannot be written is reported in Controlled.Unrecorded, which is also
-// returned with an error.
+// Operate is the one way a request to a run reaches it, whoever sends it
+// (the approvals service's API and inbox, the CLI without it): it checks
+// who sends it and the request's values (a cancel must say why), sends it
+// to the run as its update (see [Client.Cancel], [Client.Pause],
+// [Client.Resume], [Client.Message]), and then, for a cancel the run took,
+// withdraws in the approvals table the approvals the run withdrew, so that
+// a decision sent after is refused at once.
 //
-// Errors: a malformed request wraps [ErrInvalidRequest], naming the
-// field; an unknown run [ErrNotFound]; a request the run refused
+// Every request on a run of the tenant leaves one audit row in db
+// ([approvalstore.RecordControl]), whatever became of it, a forbidden one
+// included; a request naming a run the tenant does not have leaves none,
+// so that nobody can fill the table with made-up ids (a request refused
+// before it reaches the run asks Temporal whether the run exists; when
+// Temporal cannot tell, the row is written). A row that cannot be written
+// is reported in Controlled.Unrecorded, which is also returned with an
+// error.
+//
+// Errors, in the order of the checks: an unknown run [ErrNotFound]; a
+// sender who may not [ErrForbidden]; a malformed request wraps
+// [ErrInvalidRequest], naming the field; a request the run refused
 // [ErrRefused] (a *ClosedError for a run that has ended); anything else
 // is a run that could not be reached. Each question to Temporal has
 // SignalTimeout; the rows are written within ctx.
 func (c *Client) Operate(ctx context.Context, db approvalstore.DB, r ControlRequest) (Controlled, error) {
 	res, err := c.operate(ctx, r)
+	if errors.Is(err, ErrNotFound) {
+		return res, err
+	}
 	row := approvalstore.Control{Tenant: r.Tenant, RunID: r.RunID, Action: r.Action, Actor: r.By, Reason: r.Reason,
 		MessageID: r.MessageID, Outcome: outcomeOf(err, res.Repeated)}
 	if err != nil {
@@ -94,33 +110,24 @@ func (c *Client) operate(ctx context.Context, r ControlRequest) (Controlled, err
 		// No run of the tenant can have this id.
 		return Controlled{}, fmt.Errorf("run %q of tenant %s: %w", untrusted.Cut(r.RunID, keys.MaxRunIDLen), r.Tenant, ErrNotFound)
 	}
-	if r.Invalid != nil {
-		return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, r.Invalid)
+	if err := r.check(); err != nil {
+		// Refused whatever the run's state; but only a run that exists
+		// has its row.
+		if c.unknown(ctx, r.Tenant, r.RunID) {
+			return Controlled{}, fmt.Errorf("run %s of tenant %s: %w", r.RunID, r.Tenant, ErrNotFound)
+		}
+		return Controlled{}, err
 	}
 	if r.Action == approvalstore.ActionMessage {
-		m := workflows.Message{MessageID: r.MessageID, Text: r.Text, By: r.By}
-		if err := m.Validate(); err != nil {
-			return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-		}
 		tctx, cancel := c.temporalContext(ctx)
 		defer cancel()
-		rc, err := c.Message(tctx, r.Tenant, r.RunID, m)
+		rc, err := c.Message(tctx, r.Tenant, r.RunID, workflows.Message{MessageID: r.MessageID, Text: r.Text, By: r.By})
 		return Controlled{Receipt: rc, Repeated: rc.Duplicate}, err
 	}
 	send := map[string]func(context.Context, string, string, workflows.Control) (workflows.Status, error){
 		approvalstore.ActionCancel: c.Cancel, approvalstore.ActionPause: c.Pause, approvalstore.ActionResume: c.Resume,
 	}[r.Action]
-	if send == nil {
-		return Controlled{}, fmt.Errorf("%w: action %q is not cancel, pause, resume or message", ErrInvalidRequest, untrusted.Cut(r.Action, 32))
-	}
 	ctl := workflows.Control{By: r.By, Reason: r.Reason}
-	if err := ctl.Validate(); err != nil {
-		return Controlled{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
-	}
-	if r.Action == approvalstore.ActionCancel && r.Reason == "" {
-		// A cancel withdraws people's work: its audit says why.
-		return Controlled{}, fmt.Errorf("%w: reason is required: say why the run is cancelled", ErrInvalidRequest)
-	}
 	// The run's answer does not say whether it changed: its status before
 	// does. Two requests at once may both read as accepted.
 	qctx, cancel := c.temporalContext(ctx)
@@ -136,6 +143,43 @@ func (c *Client) operate(ctx context.Context, r ControlRequest) (Controlled, err
 		return Controlled{}, err
 	}
 	return Controlled{Status: st, Repeated: already(r.Action, before)}, nil
+}
+
+// check is what refuses r whatever the run's state, in this order: a
+// sender who may not send it, then its values (a cancel must say why).
+func (r ControlRequest) check() error {
+	switch {
+	case r.Forbidden != nil:
+		return fmt.Errorf("%w: %w", ErrForbidden, r.Forbidden)
+	case r.Invalid != nil:
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, r.Invalid)
+	}
+	var err error
+	ctl := workflows.Control{By: r.By, Reason: r.Reason}
+	switch r.Action {
+	case approvalstore.ActionMessage:
+		err = workflows.Message{MessageID: r.MessageID, Text: r.Text, By: r.By}.Validate()
+	case approvalstore.ActionCancel:
+		err = ctl.ValidateCancel()
+	case approvalstore.ActionPause, approvalstore.ActionResume:
+		err = ctl.Validate()
+	default:
+		err = fmt.Errorf("action %q is not cancel, pause, resume or message", untrusted.Cut(r.Action, 32))
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return nil
+}
+
+// unknown reports whether Temporal does not know the tenant's run; false
+// when it could not be asked.
+func (c *Client) unknown(ctx context.Context, tenant, runID string) bool {
+	qctx, cancel := c.temporalContext(ctx)
+	defer cancel()
+	_, err := c.Temporal.DescribeWorkflowExecution(qctx, workflows.WorkflowID(tenant, runID), "")
+	var nf *serviceerror.NotFound
+	return errors.As(err, &nf)
 }
 
 // already reports whether a run whose status was st is already as the
@@ -182,10 +226,10 @@ func outcomeOf(err error, repeated bool) string {
 		return approvalstore.ControlRepeated
 	case err == nil:
 		return approvalstore.ControlAccepted
+	case errors.Is(err, ErrForbidden):
+		return approvalstore.ControlForbidden
 	case errors.Is(err, ErrInvalidRequest):
 		return approvalstore.ControlInvalid
-	case errors.Is(err, ErrNotFound):
-		return approvalstore.ControlNotFound
 	case errors.Is(err, ErrRefused):
 		return approvalstore.ControlRefused
 	}

@@ -62,6 +62,16 @@ func onUpdate(tc *mocks.Client, name string, arg any, h sdkfake.Update) *mock.Ca
 	})).Return(h, nil)
 }
 
+// onDescribe answers whether run r1 exists: running, or unknown to
+// Temporal.
+func onDescribe(tc *mocks.Client, exists bool) *mock.Call {
+	if !exists {
+		return tc.On("DescribeWorkflowExecution", mock.Anything, wid, "").Return(nil, serviceerror.NewNotFound("no such workflow"))
+	}
+	return tc.On("DescribeWorkflowExecution", mock.Anything, wid, "").Return(&workflowservice.DescribeWorkflowExecutionResponse{
+		WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{Status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}}, nil)
+}
+
 func onStatus(tc *mocks.Client, st workflows.Status) *mock.Call {
 	return tc.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryStatus).Return(sdkfake.Value{V: st}, nil)
 }
@@ -120,9 +130,10 @@ func TestOperateCancelWithdrawsAndAudits(t *testing.T) {
 }
 
 // TestOperateRefusals: each refusal is its error, is audited with its
-// outcome, and what is malformed never reaches the run.
+// outcome, and what is forbidden or malformed never reaches the run.
 func TestOperateRefusals(t *testing.T) {
 	t.Parallel()
+	known := func(c *mocks.Client) { onDescribe(c, true) }
 	for _, tc := range []struct {
 		name     string
 		change   func(*runs.ControlRequest)
@@ -131,17 +142,21 @@ func TestOperateRefusals(t *testing.T) {
 		message  string
 		outcome  string
 	}{
-		{"a reason with an escape", func(r *runs.ControlRequest) { r.Reason = "wrong\x1b[2J" }, nil,
+		{"a reason with an escape", func(r *runs.ControlRequest) { r.Reason = "wrong\x1b[2J" }, known,
 			runs.ErrInvalidRequest, "reason holds the control character U+001B", approvalstore.ControlInvalid},
-		{"a cancel that says not why", func(r *runs.ControlRequest) { r.Reason = "" }, nil,
+		{"a cancel that says not why", func(r *runs.ControlRequest) { r.Reason = "" }, known,
 			runs.ErrInvalidRequest, "reason is required", approvalstore.ControlInvalid},
-		{"a message without its id", func(r *runs.ControlRequest) { r.Action, r.Text = approvalstore.ActionMessage, "hello" }, nil,
+		{"a cancel whose reason is blank", func(r *runs.ControlRequest) { r.Reason = " \t\n " }, known,
+			runs.ErrInvalidRequest, "reason is required", approvalstore.ControlInvalid},
+		{"a message without its id", func(r *runs.ControlRequest) { r.Action, r.Text = approvalstore.ActionMessage, "hello" }, known,
 			runs.ErrInvalidRequest, "message_id is required", approvalstore.ControlInvalid},
-		{"what the caller found wrong", func(r *runs.ControlRequest) { r.Invalid = assert.AnError }, nil,
+		{"what the caller found wrong", func(r *runs.ControlRequest) { r.Invalid = assert.AnError }, known,
 			runs.ErrInvalidRequest, assert.AnError.Error(), approvalstore.ControlInvalid},
-		{"an unknown run", nil, func(c *mocks.Client) {
-			c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryStatus).Return(nil, serviceerror.NewNotFound("no such workflow"))
-		}, runs.ErrNotFound, "run r1 of tenant acme: not found", approvalstore.ControlNotFound},
+		{"a sender who may not", func(r *runs.ControlRequest) { r.Forbidden, r.Reason = assert.AnError, "" }, known,
+			runs.ErrForbidden, assert.AnError.Error(), approvalstore.ControlForbidden},
+		{"a sender who may not, Temporal out of reach", func(r *runs.ControlRequest) { r.Forbidden = assert.AnError }, func(c *mocks.Client) {
+			c.On("DescribeWorkflowExecution", mock.Anything, wid, "").Return(nil, serviceerror.NewUnavailable("connection refused"))
+		}, runs.ErrForbidden, assert.AnError.Error(), approvalstore.ControlForbidden},
 		{"Temporal out of reach", nil, func(c *mocks.Client) {
 			c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryStatus).Return(nil, serviceerror.NewUnavailable("connection refused"))
 		}, nil, "connection refused", approvalstore.ControlUnavailable},
@@ -162,15 +177,7 @@ func TestOperateRefusals(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pool, temporal, rc := setup(t)
-			if tc.temporal != nil {
-				tc.temporal(temporal)
-			}
-			r := cancelRequest()
-			if tc.change != nil {
-				tc.change(&r)
-			}
-			_, err := rc.Operate(context.Background(), pool, r)
+			pool, temporal, err := operate(t, tc.change, tc.temporal)
 			require.Error(t, err)
 			if tc.want != nil {
 				assert.ErrorIs(t, err, tc.want)
@@ -182,6 +189,58 @@ func TestOperateRefusals(t *testing.T) {
 			assert.Contains(t, rows[0].Detail, tc.message)
 			state, _, _ := approvalState(t, pool)
 			assert.Equal(t, approvalstore.StatePending, state, "nothing withdrawn")
+			temporal.AssertExpectations(t)
+		})
+	}
+}
+
+// operate sends run r1's cancel, changed by change when given, to a
+// Temporal that given sets up.
+func operate(t *testing.T, change func(*runs.ControlRequest), given func(*mocks.Client)) (*pgxpool.Pool, *mocks.Client, error) {
+	t.Helper()
+	pool, temporal, rc := setup(t)
+	if given != nil {
+		given(temporal)
+	}
+	r := cancelRequest()
+	if change != nil {
+		change(&r)
+	}
+	_, err := rc.Operate(context.Background(), pool, r)
+	return pool, temporal, err
+}
+
+// TestOperateLeavesNoRowForAnUnknownRun: a request naming a run Temporal
+// does not know is ErrNotFound and leaves no row, whether it would have
+// been sent, refused for its values or refused to its sender.
+func TestOperateLeavesNoRowForAnUnknownRun(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		change   func(*runs.ControlRequest)
+		temporal func(*mocks.Client)
+	}{
+		{"a cancel", nil, func(c *mocks.Client) {
+			c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryStatus).Return(nil, serviceerror.NewNotFound("no such workflow"))
+		}},
+		{"a message", func(r *runs.ControlRequest) {
+			r.Action, r.MessageID, r.Text = approvalstore.ActionMessage, "m1", "hello"
+		}, func(c *mocks.Client) {
+			c.On("UpdateWorkflow", mock.Anything, mock.Anything).Return(nil, serviceerror.NewNotFound("no such workflow"))
+			onDescribe(c, false)
+			c.On("QueryWorkflow", mock.Anything, wid, "", workflows.QueryStatus).Return(nil, serviceerror.NewNotFound("no such workflow"))
+		}},
+		{"a cancel that says not why", func(r *runs.ControlRequest) { r.Reason = " " }, func(c *mocks.Client) { onDescribe(c, false) }},
+		{"a sender who may not", func(r *runs.ControlRequest) { r.Forbidden = assert.AnError }, func(c *mocks.Client) { onDescribe(c, false) }},
+		{"a run id no run can have", func(r *runs.ControlRequest) { r.RunID = "" }, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pool, temporal, err := operate(t, tc.change, tc.temporal)
+			require.ErrorIs(t, err, runs.ErrNotFound)
+			var n int
+			require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM run_controls`).Scan(&n))
+			assert.Zero(t, n, "no audit row")
 			temporal.AssertExpectations(t)
 		})
 	}
