@@ -53,7 +53,7 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 		}
 	}
 	for _, w := range found.Warnings {
-		log.Warn("MCP configuration contradicts a server's annotation: "+w, zap.String("config", cfg.MCPConfig))
+		log.Warn("MCP annotation contradicted: "+w, zap.String("config", cfg.MCPConfig))
 	}
 	for _, s := range found.Skipped {
 		log.Error("MCP server down at start: its tools are left out of the registry until the worker restarts",

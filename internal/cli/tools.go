@@ -44,8 +44,9 @@ registry's digest, full hex: the same on each object) and digest (the
 tool's own definition's), so that a diff of two workers' outputs shows
 which tools differ. A class or approval the configuration does not set
 is shown with where it came from: "read (annotation)", "always (default)".
-A configured property that contradicts a server's annotation is warned of
-on standard error.`,
+A configured property that contradicts a server's annotation, and a tool
+annotated both readOnlyHint and destructiveHint: true (taken as not
+read-only), are warned of on standard error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := env.WorkerConfig()

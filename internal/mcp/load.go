@@ -84,7 +84,8 @@ type Source struct {
 	// Hints are the server's annotations of the tool, as it declared them.
 	Hints Hints
 	// Warnings name each configured property of the tool that its
-	// server's annotations contradict (see [Discovered.Warnings]).
+	// server's annotations contradict, and annotations that contradict
+	// each other (see [Discovered.Warnings]).
 	Warnings []string
 	// KeyClaim says on what the tool's "server honours the key" rests:
 	// KeyDeclared, KeyVerified, KeyUnverified, or "" for no such claim.
@@ -151,6 +152,14 @@ func hintsOf(a *mcpsdk.ToolAnnotations) Hints {
 // not read-only, and destructive by its hint or by default.
 func (h Hints) destructive() bool { return !h.ReadOnly && h.Destructive }
 
+// selfContradicting reports annotations that say both readOnlyHint and,
+// explicitly, destructiveHint: true. A tool that destroys is not
+// read-only whatever else it says: oncerun takes the safer of the two and
+// does not make it a read.
+func selfContradicting(a *mcpsdk.ToolAnnotations) bool {
+	return a != nil && a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint
+}
+
 // SkippedServer is an optional server that was down at start.
 type SkippedServer struct {
 	Name string
@@ -168,7 +177,9 @@ type Discovered struct {
 	Skipped []SkippedServer
 	// Warnings name each configured property that contradicts the server's
 	// annotation of the tool (a destructive tool classed read), server,
-	// tool and both sides; the configuration is followed.
+	// tool and both sides; the configuration is followed. They also name
+	// each tool annotated both readOnlyHint and destructiveHint: true,
+	// which is taken as not read-only.
 	Warnings []string
 
 	servers []*server
@@ -293,6 +304,11 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 		}
 		classOf[name] = t.Class
 		src.Warnings = contradictions(srv, name, t.Class, src)
+		if selfContradicting(byName[name].Annotations) {
+			src.Warnings = append(src.Warnings, fmt.Sprintf("%s: tool %q is annotated both readOnlyHint and destructiveHint: true: "+
+				"oncerun does not take it as read-only (class external, every call approved, unless the configuration says otherwise)",
+				srv.describe(), name))
+		}
 		d.Warnings = append(d.Warnings, src.Warnings...)
 		if p := sc.Tools[name].Probe; p != nil && opts.Probe && src.KeyClaim == KeyUnverified {
 			verified, err := probe(ctx, srv, name, p, opts)
@@ -388,6 +404,10 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 		// read, a key the server honours, amounts, edits): a server's
 		// readOnlyHint does not make it a read.
 		src.ClassFrom = FromConfig
+	case hints.ReadOnly && selfContradicting(mt.Annotations):
+		// destructiveHint: true says the tool destroys: it is no read,
+		// whatever its readOnlyHint says.
+		src.ClassFrom = FromAnnotation
 	case hints.ReadOnly:
 		t.Class, src.ClassFrom = tools.ClassRead, FromAnnotation
 	default:

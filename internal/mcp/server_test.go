@@ -309,6 +309,7 @@ func addAnnotatedTools(s *mcpsdk.Server) {
 		"read_graph":      {ReadOnlyHint: true},
 		"echo":            {ReadOnlyHint: true},
 		"delete_entities": {DestructiveHint: new(true)},
+		"purge":           {ReadOnlyHint: true, DestructiveHint: new(true)}, // says both
 		"add_note":        {DestructiveHint: new(false), IdempotentHint: true},
 		"forget":          {}, // annotated, with destructiveHint left out
 		"wipe":            nil,
