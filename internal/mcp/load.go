@@ -175,6 +175,9 @@ type Discovered struct {
 	Sources map[string]Source
 	// Skipped are the optional servers that were down, with why.
 	Skipped []SkippedServer
+	// LeftOut are the tools of optional servers that were left out, with
+	// why; their servers' other tools are in Tools.
+	LeftOut []LeftOutTool
 	// Warnings name each configured property that contradicts the server's
 	// annotation of the tool (a destructive tool classed read), server,
 	// tool and both sides; the configuration is followed. They also name
@@ -200,9 +203,14 @@ func (d Discovered) Close() error {
 // pagination) and makes one oncerun tool of each listed one (or, with
 // unlisted: approve, of every one). It refuses, naming the server and the
 // tool: a server that is down and not optional, a listed tool the server
-// does not offer, names that collide or are too long once prefixed, an
-// input schema that is not an object schema or that the tool registry
-// refuses, and an approval field the schema does not have.
+// does not offer, names that collide or are too long once prefixed, a
+// description past MaxDescriptionBytes or an input schema past
+// MaxSchemaBytes, an input schema that is not an object schema or that
+// the tool registry refuses, and an approval field the schema does not
+// have. Every problem is named in one error. A tool of an optional server
+// with such a problem is left out instead ([Discovered.LeftOut]), and so
+// is each tool of an optional server whose name a tool of a required
+// server also has.
 func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 	if err := cfg.Validate(); err != nil {
 		return Discovered{}, fmt.Errorf("mcp config: %w", err)
@@ -225,6 +233,7 @@ func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 
 	d := Discovered{Sources: map[string]Source{}}
 	var errs []error
+	var cands []candidate
 	for i, l := range listings {
 		if l.srv != nil {
 			d.servers = append(d.servers, l.srv)
@@ -236,9 +245,11 @@ func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 		case l.err != nil:
 			errs = append(errs, l.err)
 		default:
-			errs = append(errs, d.add(ctx, l.srv, l.tools, opts)...)
+			found, bad := d.add(ctx, l.srv, l.tools, opts)
+			cands, errs = append(cands, found...), append(errs, bad...)
 		}
 	}
+	errs = append(errs, d.settle(cands)...)
 	if len(errs) > 0 {
 		_ = d.Close()
 		return Discovered{}, errors.Join(errs...)
@@ -269,14 +280,25 @@ func connect(ctx context.Context, sc ServerConfig, opts Options) (*server, []*mc
 	return srv, offered, nil
 }
 
-// add makes the tools of srv from what it offers.
-func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Tool, opts Options) []error {
+// add makes the tools of srv from what it offers, for settle to name. A
+// tool of an optional server that cannot be made is left out.
+func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Tool, opts Options) ([]candidate, []error) {
 	sc := srv.cfg
+	var cands []candidate
+	var errs []error
+	// problem records err of tool: an error, or, of an optional server,
+	// the reason the tool is left out.
+	problem := func(tool string, err error) {
+		if sc.Optional {
+			d.leaveOut(sc.Name, tool, ToolName(sc.Name, tool), err)
+			return
+		}
+		errs = append(errs, err)
+	}
 	byName := make(map[string]*mcpsdk.Tool, len(offered))
 	for _, t := range offered {
 		byName[t.Name] = t
 	}
-	var errs []error
 	include := make(map[string]bool)
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
 		if _, ok := byName[name]; !ok {
@@ -299,7 +321,7 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 	for _, name := range slices.Sorted(maps.Keys(include)) {
 		t, src, err := build(srv, byName[name], oncerunName, opts)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: tool %q: %w", srv.describe(), name, err))
+			problem(name, fmt.Errorf("%s: tool %q: %w", srv.describe(), name, err))
 			continue
 		}
 		classOf[name] = t.Class
@@ -309,7 +331,6 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 				"oncerun does not take it as read-only (class external, every call approved, unless the configuration says otherwise)",
 				srv.describe(), name))
 		}
-		d.Warnings = append(d.Warnings, src.Warnings...)
 		if p := sc.Tools[name].Probe; p != nil && opts.Probe && src.KeyClaim == KeyUnverified {
 			verified, err := probe(ctx, srv, name, p, opts)
 			if err != nil {
@@ -320,17 +341,17 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 				src.KeyClaim = KeyVerified
 			}
 		}
-		errs = append(errs, d.addTool(t, src)...)
 		if pr := sc.Tools[name].PairedRead; pr.mapped() {
 			// buildTool named the read that stands for the mapping.
 			if read := t.PairedRead; len(read) > tools.MaxNameLen {
-				errs = append(errs, fmt.Errorf("%s: tool %q: its mapped paired read would be named %s, %d bytes, past the limit of %d: give the server a shorter name",
-					srv.describe(), name, read, len(read), tools.MaxNameLen))
+				problem(name, because(ReasonNameTooLong, fmt.Errorf("%s: tool %q: its mapped paired read would be named %s, %d bytes, past the limit of %d: give the server a shorter name",
+					srv.describe(), name, read, len(read), tools.MaxNameLen)))
 				continue
 			}
-			errs = append(errs, d.addTool(mappedRead(srv, t, pr, t.PairedRead),
-				Source{Server: sc.Name, Transport: sc.Transport, Tool: pr.Tool, ClassFrom: FromConfig, ApprovalFrom: FromDefault})...)
+			cands = append(cands, candidate{tool: mappedRead(srv, t, pr, t.PairedRead), where: srv.describe(), optional: sc.Optional, pairedOf: t.Name,
+				src: Source{Server: sc.Name, Transport: sc.Transport, Tool: pr.Tool, ClassFrom: FromConfig, ApprovalFrom: FromDefault}})
 		}
+		cands = append(cands, candidate{tool: t, src: src, where: srv.describe(), optional: sc.Optional})
 	}
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
 		read := sc.Tools[name].PairedRead.Tool
@@ -339,24 +360,13 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 				"and the configuration does not class it read (class: read)", srv.describe(), name, read))
 		}
 	}
-	return errs
+	return cands, errs
 }
 
 // mappedReadSuffix ends the name of the read tool that stands for a
 // mapped paired read of the tool whose name it follows
 // (mem_create_entities_found).
 const mappedReadSuffix = "_found"
-
-// addTool adds t, unless its name is taken.
-func (d *Discovered) addTool(t tools.Tool, src Source) []error {
-	if prev, dup := d.Sources[t.Name]; dup {
-		return []error{fmt.Errorf("tool name %s would name both MCP tool %q of server %s and MCP tool %q of server %s: "+
-			"rename a server or expose only one of the tools", t.Name, prev.Tool, prev.Server, src.Tool, src.Server)}
-	}
-	d.Sources[t.Name] = src
-	d.Tools = append(d.Tools, t)
-	return nil
-}
 
 // build makes the oncerun tool of MCP tool mt, and says where its class
 // and approval come from. The configuration is the word of record; where
@@ -376,12 +386,19 @@ func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Opt
 func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed bool, src *Source,
 	oncerunName map[string]string, opts Options) (tools.Tool, error) {
 	if len(name) > tools.MaxNameLen {
-		return tools.Tool{}, fmt.Errorf("its oncerun name %s is %d bytes, the limit is %d: give the server a shorter name, or leave the tool out",
-			name, len(name), tools.MaxNameLen)
+		return tools.Tool{}, because(ReasonNameTooLong, fmt.Errorf("its oncerun name %s is %d bytes, the limit is %d: give the server a shorter name, or leave the tool out",
+			name, len(name), tools.MaxNameLen))
+	}
+	desc, err := description(srv.cfg.Name, mt)
+	if err != nil {
+		return tools.Tool{}, err
 	}
 	schema, err := json.Marshal(mt.InputSchema)
 	if err != nil {
 		return tools.Tool{}, fmt.Errorf("input schema: %w", err)
+	}
+	if len(schema) > MaxSchemaBytes {
+		return tools.Tool{}, because(ReasonSchemaTooLarge, fmt.Errorf("its input schema is %d bytes, the limit is %d", len(schema), MaxSchemaBytes))
 	}
 	var doc map[string]any
 	if json.Unmarshal(schema, &doc) != nil || doc["type"] != "object" {
@@ -389,7 +406,7 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 	}
 	t := tools.Tool{
 		Name:        name,
-		Description: strings.TrimSpace(fmt.Sprintf("[MCP server %s] %s", srv.cfg.Name, cmp.Or(mt.Description, mt.Title, mt.Name))),
+		Description: desc,
 		Schema:      schema,
 		Class:       tools.ClassExternal,
 		Retention:   time.Duration(tc.Retention),
