@@ -20,6 +20,7 @@ import (
 type mcpFound struct {
 	sources map[string]mcp.Source
 	skipped []mcp.SkippedServer
+	leftOut []mcp.LeftOutTool
 }
 
 // WithMCP connects to the MCP servers cfg.MCPConfig lists, and returns cfg
@@ -53,15 +54,20 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 		}
 	}
 	for _, w := range found.Warnings {
-		log.Warn("MCP configuration contradicts a server's annotation: "+w, zap.String("config", cfg.MCPConfig))
+		log.Warn("MCP annotation contradicted: "+w, zap.String("config", cfg.MCPConfig))
 	}
 	for _, s := range found.Skipped {
 		log.Error("MCP server down at start: its tools are left out of the registry until the worker restarts",
 			zap.String("server", s.Name), zap.Error(s.Err))
 	}
+	for _, l := range found.LeftOut {
+		log.Error("MCP tool of an optional server left out of the registry until the worker restarts",
+			zap.String("server", l.Server), zap.String("server_tool", l.Tool), zap.String("tool", l.Name),
+			zap.String("reason", l.Reason), zap.Error(l.Err))
+	}
 	cfg.Tools = slices.Concat(cfg.Tools, found.Tools)
 	cfg.MCPConfig = ""
-	cfg.mcp = &mcpFound{sources: found.Sources, skipped: found.Skipped}
+	cfg.mcp = &mcpFound{sources: found.Sources, skipped: found.Skipped, leftOut: found.LeftOut}
 	return cfg, found.Close, nil
 }
 
@@ -92,6 +98,39 @@ func (f *mcpFound) skippedGauge() prometheus.Collector {
 		}
 	}
 	return g
+}
+
+// leftOutCounter is oncerun_mcp_tools_left_out_total{server,reason}: the
+// tools of optional MCP servers left out at the worker's start, by server
+// and reason (see the mcp.Reason constants).
+func (f *mcpFound) leftOutCounter() prometheus.Collector {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "oncerun_mcp_tools_left_out_total",
+		Help: "Tools of optional MCP servers left out at the worker's start, by server and reason (name_collision, name_too_long, description_too_long, schema_too_large, paired_left_out, invalid).",
+	}, []string{"server", "reason"})
+	if f != nil {
+		for _, l := range f.leftOut {
+			c.WithLabelValues(l.Server, l.Reason).Inc()
+		}
+	}
+	return c
+}
+
+// MCPNotices says, a line each, which optional MCP servers of cfg were
+// down and which tools of optional servers were left out, and why, for
+// `oncerun tools` to print: a worker logs them as errors.
+func MCPNotices(cfg Config) []string {
+	if cfg.mcp == nil {
+		return nil
+	}
+	var out []string
+	for _, s := range cfg.mcp.skipped {
+		out = append(out, fmt.Sprintf("MCP server %s is down; its tools are left out: %v", s.Name, s.Err))
+	}
+	for _, l := range cfg.mcp.leftOut {
+		out = append(out, fmt.Sprintf("tool %q of MCP server %s is left out (%s): %v", l.Tool, l.Server, l.Reason, l.Err))
+	}
+	return out
 }
 
 // ToolInfo describes a registered tool for `oncerun tools`.

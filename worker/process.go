@@ -167,7 +167,7 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	p.drift = rc.Metrics
 	m := metrics.New(p.promReg)
 	p.promReg.MustRegister(metrics.NewPendingApprovals(pool, 0, log))
-	p.promReg.MustRegister(cfg.mcp.skippedGauge())
+	p.promReg.MustRegister(cfg.mcp.skippedGauge(), cfg.mcp.leftOutCounter())
 	p.promReg.MustRegister(registryInfo(p.digest, p.version))
 	acts := &activities.Activities{
 		Pool: pool, Store: store, Tools: reg, Planners: planners, Agents: subAgents, Log: log, Metrics: m,

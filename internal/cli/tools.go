@@ -44,8 +44,12 @@ registry's digest, full hex: the same on each object) and digest (the
 tool's own definition's), so that a diff of two workers' outputs shows
 which tools differ. A class or approval the configuration does not set
 is shown with where it came from: "read (annotation)", "always (default)".
-A configured property that contradicts a server's annotation is warned of
-on standard error.`,
+A configured property that contradicts a server's annotation, and a tool
+annotated both readOnlyHint and destructiveHint: true (taken as not
+read-only), are warned of on standard error, and so are an optional MCP
+server that is down and each tool of an optional server left out (names
+that collide once normalised, a description or input schema past its
+bound), with why: the workers leave them out too.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, _, err := env.WorkerConfig()
@@ -67,6 +71,9 @@ on standard error.`,
 				for _, w := range t.Warnings {
 					fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+w)
 				}
+			}
+			for _, n := range worker.MCPNotices(cfg) {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+n)
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"testing"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/mcptest"
 	"github.com/oncerun/oncerun/internal/sandbox/desk"
 	"github.com/oncerun/oncerun/internal/settings"
 )
@@ -166,6 +168,38 @@ func TestToolsShowWhereEachMCPPropertyCameFrom(t *testing.T) {
 	assert.Regexp(t, `desk_find_ticket\s+mcp desk \(http, tool find_ticket\)\s+read \(annotation\)\s+never \(default\)`, out)
 	assert.Regexp(t, `desk_open_ticket\s+mcp desk \(http, tool open_ticket\)\s+external\s+never \(annotation\)\s+once`, out)
 	assert.Regexp(t, `desk_issue_voucher\s+mcp desk \(http, tool issue_voucher\)\s+external \(default\)\s+always\s`, out)
+}
+
+// `oncerun tools` leaves out the tools of an optional server that collide
+// once normalised, as the worker does, lists the server's other tools, and
+// says on standard error which were left out and why; a server down at
+// start is said so too.
+func TestToolsLeaveOutAnOptionalServersBadToolsAndSayWhy(t *testing.T) {
+	t.Parallel()
+	url := mcptest.ServeTools(t, &mcpsdk.Tool{Name: "ctl_out"}, &mcpsdk.Tool{Name: "CTL-OUT"}, &mcpsdk.Tool{Name: "status"})
+	raw, err := json.Marshal(map[string]any{"servers": []any{
+		map[string]any{"name": "ctl", "transport": "http", "url": url, "optional": true,
+			"tools": map[string]any{"ctl_out": map[string]any{}, "CTL-OUT": map[string]any{}, "status": map[string]any{}}},
+		map[string]any{"name": "gone", "transport": "http", "url": "http://" + closedAddr(t) + "/mcp", "optional": true,
+			"tools": map[string]any{"status": map[string]any{}}},
+	}})
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	env := Env{Getenv: func(k string) string {
+		if k == settings.EnvMCPConfig {
+			return p
+		}
+		return ""
+	}}
+
+	out, err := run(t, env, "tools")
+	require.NoError(t, err, out)
+	assert.Regexp(t, `ctl_status\s+mcp ctl`, out)
+	assert.NotRegexp(t, `ctl_ctl_out\s+mcp`, out)
+	assert.Contains(t, out, `warning: tool "CTL-OUT" of MCP server ctl is left out (name_collision): tool name ctl_ctl_out would name both`)
+	assert.Contains(t, out, `warning: tool "ctl_out" of MCP server ctl is left out (name_collision)`)
+	assert.Contains(t, out, `warning: MCP server gone is down; its tools are left out`)
 }
 
 // `oncerun tools` ends its table with the registry's digest, and --json

@@ -50,6 +50,8 @@ func TestAnnotationsAreDefaultsAndTheConfigurationTheWordOfRecord(t *testing.T) 
 		{"mem_echo", tools.ClassExternal, true, mcp.FromConfig, mcp.FromDefault},
 		// Unlisted: a read-only tool is a read, any other waits for a person.
 		{"mem_mystery", tools.ClassExternal, true, mcp.FromDefault, mcp.FromUnlisted},
+		// readOnlyHint and destructiveHint: true: not a read.
+		{"mem_purge", tools.ClassExternal, true, mcp.FromAnnotation, mcp.FromUnlisted},
 	} {
 		tool := toolOf(t, d, tc.tool)
 		assert.Equal(t, tc.class, tool.Class, tc.tool)
@@ -64,9 +66,10 @@ func TestAnnotationsAreDefaultsAndTheConfigurationTheWordOfRecord(t *testing.T) 
 	assert.False(t, d.Sources["mem_wipe"].Hints.Annotated)
 	assert.True(t, d.Sources["mem_forget"].Hints.Destructive, "destructiveHint left out is true")
 
-	require.Len(t, d.Warnings, 2, "%q", d.Warnings)
+	require.Len(t, d.Warnings, 3, "%q", d.Warnings)
 	assert.Contains(t, d.Warnings[0], `tool "delete_entities" is configured class: read, and the server annotates it destructive`)
 	assert.Contains(t, d.Warnings[1], `tool "echo" is configured class: external, and the server annotates it readOnlyHint`)
+	assert.Contains(t, d.Warnings[2], `tool "purge" is annotated both readOnlyHint and destructiveHint: true`)
 	assert.Equal(t, d.Warnings[0:1], d.Sources["mem_delete_entities"].Warnings, "each tool carries its own warnings")
 	assert.Empty(t, d.Sources["mem_read_graph"].Warnings)
 }
@@ -209,4 +212,42 @@ func graphWith(t *testing.T, found *mcp.FoundRule) (*httpServer, mcp.Discovered)
 			Args: map[string]string{"names": "/entities/*/name"}, Found: found}},
 		"open_nodes": {},
 	}))
+}
+
+// A tool annotated both readOnlyHint and destructiveHint: true is not a
+// read: destroying is not reading, so the safer of the two is taken (an
+// effect, approved on every call), with a warning naming the server and
+// the tool. Unlisted, it waits for a person as any effect does; classed
+// read by the file, the file is followed and the warning stays.
+func TestAToolAnnotatedReadOnlyAndDestructiveIsNotARead(t *testing.T) {
+	t.Parallel()
+	s := startHTTP(t, annotated)
+	for _, tc := range []struct {
+		name         string
+		tools        map[string]mcp.ToolConfig
+		class        tools.Class
+		approval     bool
+		approvalFrom string
+	}{
+		{"listed", map[string]mcp.ToolConfig{"purge": {}}, tools.ClassExternal, true, mcp.FromAnnotation},
+		{"unlisted", nil, tools.ClassExternal, true, mcp.FromUnlisted},
+		{"classed read by the file", map[string]mcp.ToolConfig{"purge": {Class: tools.ClassRead}}, tools.ClassRead, false, mcp.FromDefault},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := httpConfig("mem", s.URL, tc.tools)
+			cfg.Unlisted = mcp.UnlistedApprove
+			d := load(t, cfg)
+			purge := toolOf(t, d, "mem_purge")
+			assert.Equal(t, tc.class, purge.Class)
+			need, _, err := purge.Approval.Needs(json.RawMessage(`{}`))
+			require.NoError(t, err)
+			assert.Equal(t, tc.approval, need)
+			assert.Equal(t, tc.approvalFrom, d.Sources["mem_purge"].ApprovalFrom)
+			warnings := d.Sources["mem_purge"].Warnings
+			require.Len(t, warnings, 1, "%q", warnings)
+			assert.Contains(t, warnings[0], `MCP server mem (http `+s.URL+`): tool "purge" is annotated both readOnlyHint and destructiveHint: true`)
+			assert.Contains(t, d.Warnings, warnings[0])
+		})
+	}
 }

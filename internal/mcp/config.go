@@ -75,8 +75,11 @@ type ServerConfig struct {
 	// the worker's user can still read).
 	Env map[string]string `json:"env,omitempty"`
 	// Optional lets the worker start when the server is down: its tools are
-	// left out and Load reports it in [Discovered.Skipped]. Default false:
-	// a server that is down at start is an error.
+	// left out and Load reports it in [Discovered.Skipped]. A tool of an
+	// optional server that cannot be made (a name another MCP tool would
+	// have, a description or schema past its bound) is left out too, and
+	// Load reports it in [Discovered.LeftOut]. Default false: a server that
+	// is down at start, or any tool of it that cannot be made, is an error.
 	Optional bool `json:"optional,omitempty"`
 	// Unlisted is UnlistedRefuse (the default) or UnlistedApprove.
 	Unlisted string `json:"unlisted,omitempty"`

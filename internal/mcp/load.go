@@ -84,7 +84,8 @@ type Source struct {
 	// Hints are the server's annotations of the tool, as it declared them.
 	Hints Hints
 	// Warnings name each configured property of the tool that its
-	// server's annotations contradict (see [Discovered.Warnings]).
+	// server's annotations contradict, and annotations that contradict
+	// each other (see [Discovered.Warnings]).
 	Warnings []string
 	// KeyClaim says on what the tool's "server honours the key" rests:
 	// KeyDeclared, KeyVerified, KeyUnverified, or "" for no such claim.
@@ -151,6 +152,14 @@ func hintsOf(a *mcpsdk.ToolAnnotations) Hints {
 // not read-only, and destructive by its hint or by default.
 func (h Hints) destructive() bool { return !h.ReadOnly && h.Destructive }
 
+// selfContradicting reports annotations that say both readOnlyHint and,
+// explicitly, destructiveHint: true. A tool that destroys is not
+// read-only whatever else it says: oncerun takes the safer of the two and
+// does not make it a read.
+func selfContradicting(a *mcpsdk.ToolAnnotations) bool {
+	return a != nil && a.ReadOnlyHint && a.DestructiveHint != nil && *a.DestructiveHint
+}
+
 // SkippedServer is an optional server that was down at start.
 type SkippedServer struct {
 	Name string
@@ -166,9 +175,14 @@ type Discovered struct {
 	Sources map[string]Source
 	// Skipped are the optional servers that were down, with why.
 	Skipped []SkippedServer
+	// LeftOut are the tools of optional servers that were left out, with
+	// why; their servers' other tools are in Tools.
+	LeftOut []LeftOutTool
 	// Warnings name each configured property that contradicts the server's
 	// annotation of the tool (a destructive tool classed read), server,
-	// tool and both sides; the configuration is followed.
+	// tool and both sides; the configuration is followed. They also name
+	// each tool annotated both readOnlyHint and destructiveHint: true,
+	// which is taken as not read-only.
 	Warnings []string
 
 	servers []*server
@@ -189,9 +203,14 @@ func (d Discovered) Close() error {
 // pagination) and makes one oncerun tool of each listed one (or, with
 // unlisted: approve, of every one). It refuses, naming the server and the
 // tool: a server that is down and not optional, a listed tool the server
-// does not offer, names that collide or are too long once prefixed, an
-// input schema that is not an object schema or that the tool registry
-// refuses, and an approval field the schema does not have.
+// does not offer, names that collide or are too long once prefixed, a
+// description past MaxDescriptionBytes or an input schema past
+// MaxSchemaBytes, an input schema that is not an object schema or that
+// the tool registry refuses, and an approval field the schema does not
+// have. Every problem is named in one error. A tool of an optional server
+// with such a problem is left out instead ([Discovered.LeftOut]), and so
+// is each tool of an optional server whose name a tool of a required
+// server also has.
 func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 	if err := cfg.Validate(); err != nil {
 		return Discovered{}, fmt.Errorf("mcp config: %w", err)
@@ -214,6 +233,7 @@ func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 
 	d := Discovered{Sources: map[string]Source{}}
 	var errs []error
+	var cands []candidate
 	for i, l := range listings {
 		if l.srv != nil {
 			d.servers = append(d.servers, l.srv)
@@ -225,9 +245,11 @@ func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 		case l.err != nil:
 			errs = append(errs, l.err)
 		default:
-			errs = append(errs, d.add(ctx, l.srv, l.tools, opts)...)
+			found, bad := d.add(ctx, l.srv, l.tools, opts)
+			cands, errs = append(cands, found...), append(errs, bad...)
 		}
 	}
+	errs = append(errs, d.settle(cands)...)
 	if len(errs) > 0 {
 		_ = d.Close()
 		return Discovered{}, errors.Join(errs...)
@@ -258,14 +280,25 @@ func connect(ctx context.Context, sc ServerConfig, opts Options) (*server, []*mc
 	return srv, offered, nil
 }
 
-// add makes the tools of srv from what it offers.
-func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Tool, opts Options) []error {
+// add makes the tools of srv from what it offers, for settle to name. A
+// tool of an optional server that cannot be made is left out.
+func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Tool, opts Options) ([]candidate, []error) {
 	sc := srv.cfg
+	var cands []candidate
+	var errs []error
+	// problem records err of tool: an error, or, of an optional server,
+	// the reason the tool is left out.
+	problem := func(tool string, err error) {
+		if sc.Optional {
+			d.leaveOut(sc.Name, tool, ToolName(sc.Name, tool), err)
+			return
+		}
+		errs = append(errs, err)
+	}
 	byName := make(map[string]*mcpsdk.Tool, len(offered))
 	for _, t := range offered {
 		byName[t.Name] = t
 	}
-	var errs []error
 	include := make(map[string]bool)
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
 		if _, ok := byName[name]; !ok {
@@ -288,12 +321,16 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 	for _, name := range slices.Sorted(maps.Keys(include)) {
 		t, src, err := build(srv, byName[name], oncerunName, opts)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s: tool %q: %w", srv.describe(), name, err))
+			problem(name, fmt.Errorf("%s: tool %q: %w", srv.describe(), name, err))
 			continue
 		}
 		classOf[name] = t.Class
 		src.Warnings = contradictions(srv, name, t.Class, src)
-		d.Warnings = append(d.Warnings, src.Warnings...)
+		if selfContradicting(byName[name].Annotations) {
+			src.Warnings = append(src.Warnings, fmt.Sprintf("%s: tool %q is annotated both readOnlyHint and destructiveHint: true: "+
+				"oncerun does not take it as read-only (class external, every call approved, unless the configuration says otherwise)",
+				srv.describe(), name))
+		}
 		if p := sc.Tools[name].Probe; p != nil && opts.Probe && src.KeyClaim == KeyUnverified {
 			verified, err := probe(ctx, srv, name, p, opts)
 			if err != nil {
@@ -304,17 +341,17 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 				src.KeyClaim = KeyVerified
 			}
 		}
-		errs = append(errs, d.addTool(t, src)...)
 		if pr := sc.Tools[name].PairedRead; pr.mapped() {
 			// buildTool named the read that stands for the mapping.
 			if read := t.PairedRead; len(read) > tools.MaxNameLen {
-				errs = append(errs, fmt.Errorf("%s: tool %q: its mapped paired read would be named %s, %d bytes, past the limit of %d: give the server a shorter name",
-					srv.describe(), name, read, len(read), tools.MaxNameLen))
+				problem(name, because(ReasonNameTooLong, fmt.Errorf("%s: tool %q: its mapped paired read would be named %s, %d bytes, past the limit of %d: give the server a shorter name",
+					srv.describe(), name, read, len(read), tools.MaxNameLen)))
 				continue
 			}
-			errs = append(errs, d.addTool(mappedRead(srv, t, pr, t.PairedRead),
-				Source{Server: sc.Name, Transport: sc.Transport, Tool: pr.Tool, ClassFrom: FromConfig, ApprovalFrom: FromDefault})...)
+			cands = append(cands, candidate{tool: mappedRead(srv, t, pr, t.PairedRead), where: srv.describe(), optional: sc.Optional, pairedOf: t.Name,
+				src: Source{Server: sc.Name, Transport: sc.Transport, Tool: pr.Tool, ClassFrom: FromConfig, ApprovalFrom: FromDefault}})
 		}
+		cands = append(cands, candidate{tool: t, src: src, where: srv.describe(), optional: sc.Optional})
 	}
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
 		read := sc.Tools[name].PairedRead.Tool
@@ -323,24 +360,13 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 				"and the configuration does not class it read (class: read)", srv.describe(), name, read))
 		}
 	}
-	return errs
+	return cands, errs
 }
 
 // mappedReadSuffix ends the name of the read tool that stands for a
 // mapped paired read of the tool whose name it follows
 // (mem_create_entities_found).
 const mappedReadSuffix = "_found"
-
-// addTool adds t, unless its name is taken.
-func (d *Discovered) addTool(t tools.Tool, src Source) []error {
-	if prev, dup := d.Sources[t.Name]; dup {
-		return []error{fmt.Errorf("tool name %s would name both MCP tool %q of server %s and MCP tool %q of server %s: "+
-			"rename a server or expose only one of the tools", t.Name, prev.Tool, prev.Server, src.Tool, src.Server)}
-	}
-	d.Sources[t.Name] = src
-	d.Tools = append(d.Tools, t)
-	return nil
-}
 
 // build makes the oncerun tool of MCP tool mt, and says where its class
 // and approval come from. The configuration is the word of record; where
@@ -360,12 +386,19 @@ func build(srv *server, mt *mcpsdk.Tool, oncerunName map[string]string, opts Opt
 func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed bool, src *Source,
 	oncerunName map[string]string, opts Options) (tools.Tool, error) {
 	if len(name) > tools.MaxNameLen {
-		return tools.Tool{}, fmt.Errorf("its oncerun name %s is %d bytes, the limit is %d: give the server a shorter name, or leave the tool out",
-			name, len(name), tools.MaxNameLen)
+		return tools.Tool{}, because(ReasonNameTooLong, fmt.Errorf("its oncerun name %s is %d bytes, the limit is %d: give the server a shorter name, or leave the tool out",
+			name, len(name), tools.MaxNameLen))
+	}
+	desc, err := description(srv.cfg.Name, mt)
+	if err != nil {
+		return tools.Tool{}, err
 	}
 	schema, err := json.Marshal(mt.InputSchema)
 	if err != nil {
 		return tools.Tool{}, fmt.Errorf("input schema: %w", err)
+	}
+	if len(schema) > MaxSchemaBytes {
+		return tools.Tool{}, because(ReasonSchemaTooLarge, fmt.Errorf("its input schema is %d bytes, the limit is %d", len(schema), MaxSchemaBytes))
 	}
 	var doc map[string]any
 	if json.Unmarshal(schema, &doc) != nil || doc["type"] != "object" {
@@ -373,7 +406,7 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 	}
 	t := tools.Tool{
 		Name:        name,
-		Description: strings.TrimSpace(fmt.Sprintf("[MCP server %s] %s", srv.cfg.Name, cmp.Or(mt.Description, mt.Title, mt.Name))),
+		Description: desc,
 		Schema:      schema,
 		Class:       tools.ClassExternal,
 		Retention:   time.Duration(tc.Retention),
@@ -388,6 +421,10 @@ func buildTool(srv *server, mt *mcpsdk.Tool, name string, tc ToolConfig, listed 
 		// read, a key the server honours, amounts, edits): a server's
 		// readOnlyHint does not make it a read.
 		src.ClassFrom = FromConfig
+	case hints.ReadOnly && selfContradicting(mt.Annotations):
+		// destructiveHint: true says the tool destroys: it is no read,
+		// whatever its readOnlyHint says.
+		src.ClassFrom = FromAnnotation
 	case hints.ReadOnly:
 		t.Class, src.ClassFrom = tools.ClassRead, FromAnnotation
 	default:

@@ -28,6 +28,10 @@ import (
 //     answers a repeated key with the first refund;
 //   - ignoring: refund records a refund on every call;
 //   - odd: tools whose names or schemas oncerun must refuse or rewrite;
+//   - unruly: tools whose names collide once normalised (ctl_out and
+//     CTL-OUT), one with a 3 MiB description (huge), one whose input
+//     schema is past the bound (wide), one whose description holds
+//     control characters (noisy), and status, which is none of these;
 //   - annotated: tools annotated as the reference servers annotate theirs;
 //   - asking: order_shirt asks which size before it would complete (an
 //     input-required answer), counting its calls in the ledger;
@@ -42,6 +46,7 @@ const (
 	honouring = "honouring"
 	ignoring  = "ignoring"
 	odd       = "odd"
+	unruly    = "unruly"
 	annotated = "annotated"
 	graph     = "graph"
 	asking    = "asking"
@@ -148,6 +153,9 @@ func newServer(variant string, l *ledger, stdio bool) *mcpsdk.Server {
 	switch variant {
 	case odd:
 		addOddTools(s)
+		return s
+	case unruly:
+		addUnrulyTools(s)
 		return s
 	case annotated:
 		addAnnotatedTools(s)
@@ -309,6 +317,7 @@ func addAnnotatedTools(s *mcpsdk.Server) {
 		"read_graph":      {ReadOnlyHint: true},
 		"echo":            {ReadOnlyHint: true},
 		"delete_entities": {DestructiveHint: new(true)},
+		"purge":           {ReadOnlyHint: true, DestructiveHint: new(true)}, // says both
 		"add_note":        {DestructiveHint: new(false), IdempotentHint: true},
 		"forget":          {}, // annotated, with destructiveHint left out
 		"wipe":            nil,
@@ -345,6 +354,34 @@ func addOddTools(s *mcpsdk.Server) {
 			return res, err
 		}
 	})
+}
+
+// noisyDescription is the description of unruly's noisy: a CRLF line end,
+// a NUL and a terminal's escape sequence.
+const noisyDescription = "Prints the status.\r\nIn colour: \x00\x1b[31mred\x1b[0m"
+
+// addUnrulyTools adds tools a server should not offer, and status, which
+// it may; read_status is a read, the rest say nothing of themselves.
+func addUnrulyTools(s *mcpsdk.Server) {
+	none := func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+		return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "ok"}}}, nil
+	}
+	object := json.RawMessage(`{"type":"object"}`)
+	for _, t := range []*mcpsdk.Tool{
+		{Name: "ctl_out", Description: "Writes to the control output."},
+		{Name: "CTL-OUT", Description: "Writes to the CTL output."},
+		{Name: "huge", Description: strings.Repeat("x", 3<<20)},
+		{Name: "noisy", Description: noisyDescription},
+		{Name: "status", Description: "Says how things are."},
+		{Name: "read_status", Description: "Reads how things are.", Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true}},
+		{Name: "wide", InputSchema: json.RawMessage(`{"type":"object","properties":{"note":{"type":"string","description":"` +
+			strings.Repeat("x", mcp.MaxSchemaBytes) + `"}}}`)},
+	} {
+		if t.InputSchema == nil {
+			t.InputSchema = object
+		}
+		s.AddTool(t, none)
+	}
 }
 
 // httpServer is a test MCP server over Streamable HTTP.

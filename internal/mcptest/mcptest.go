@@ -2,12 +2,17 @@
 // that `make test-deps` installs from npm under
 // internal/integration/testdata/mcp-tasks: the reference everything server
 // and tasks-server.mjs, both on the official TypeScript SDK, whose tools run
-// as MCP tasks.
+// as MCP tasks; and, with [ServeTools], a server of the official Go SDK
+// that offers the tools a test describes.
 package mcptest
 
 import (
 	"bufio"
+	"context"
+	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 )
 
@@ -90,4 +96,25 @@ func Serve(t testing.TB, node string, args, env []string, ready string) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("%v did not start", args)
 	}
+}
+
+// ServeTools serves over Streamable HTTP, until the test ends, an MCP
+// server of the official Go SDK that offers tools, each answering "ok",
+// and returns its URL. A tool without an input schema takes an object.
+func ServeTools(t testing.TB, tools ...*mcpsdk.Tool) string {
+	t.Helper()
+	s := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "mcptest", Version: "v1"}, nil)
+	ok := func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+		return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "ok"}}}, nil
+	}
+	for _, tool := range tools {
+		if tool.InputSchema == nil {
+			tool.InputSchema = json.RawMessage(`{"type":"object"}`)
+		}
+		s.AddTool(tool, ok)
+	}
+	var h http.Handler = mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server { return s }, nil)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
 }

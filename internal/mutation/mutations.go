@@ -1242,4 +1242,22 @@ var mutations = []Mutation{
 		Packages: []string{"./approvals/inbox"},
 		Tests:    []string{"TestInboxShowsNoFlashItDidNotSign"},
 	},
+	{
+		Name:     "mcp-optional-collision-stops-worker",
+		Bug:      "an optional MCP server whose tools collide once normalised (ctl_out and CTL-OUT) stops the worker instead of having those tools left out",
+		File:     "internal/mcp/leftout.go",
+		Old:      "			if !cands[i].optional {",
+		New:      "			if true {",
+		Packages: []string{"./internal/mcp"},
+		Tests:    []string{"TestAnOptionalServersBadToolsAreLeftOutAndItsOthersKept"},
+	},
+	{
+		Name:     "mcp-description-unbounded",
+		Bug:      "an MCP tool's description has no bound: a 3 MiB description is sent to the model on every planning turn",
+		File:     "internal/mcp/leftout.go",
+		Old:      "if len(text) > MaxDescriptionBytes {",
+		New:      "if false {",
+		Packages: []string{"./internal/mcp"},
+		Tests:    []string{"TestARequiredServersBadToolsFailTheLoadNamingEveryProblem"},
+	},
 }

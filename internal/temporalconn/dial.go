@@ -34,7 +34,13 @@ var ErrRefused = errors.New("refused by Temporal")
 // wait tries once) while the server is not reachable. Each failed try is
 // logged. A refusal (see ErrRefused) is returned at once, saying what
 // failed and which variables to check.
+//
+// An address with user-info is refused before anything is sent (see
+// CheckAddress): no error or log line of a dial can show its password.
 func Dial(ctx context.Context, opts client.Options, wait time.Duration, log *zap.Logger) (client.Client, error) {
+	if err := CheckAddress(opts.HostPort, "the Temporal address"); err != nil {
+		return nil, err
+	}
 	if wait == 0 {
 		wait = DefaultConnectWait
 	}

@@ -209,3 +209,15 @@ func TestDialOverTLSWaitsForAConnectionClosedWithoutAWord(t *testing.T) {
 		})
 	}
 }
+
+// Dial refuses an address with user-info that did not come through Load (a
+// deployment's own Config.TemporalAddress) before it sends anything, so no
+// error or log line of the dial shows the password.
+func TestDialRefusesAnAddressWithAPasswordAndNeverShowsIt(t *testing.T) {
+	t.Parallel()
+	core, logs := observer.New(zap.DebugLevel)
+	_, err := temporalconn.Dial(t.Context(), client.Options{HostPort: "ops:s3cret@127.0.0.1:1"}, -1, zap.New(core))
+	require.ErrorIs(t, err, temporalconn.ErrAddressUserinfo)
+	assert.NotContains(t, err.Error(), "s3cret")
+	assert.Zero(t, logs.Len())
+}

@@ -11,6 +11,8 @@ import (
 	"github.com/BurntSushi/toml"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
+
+	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // The variables Load reads, as the temporal CLI names them.
@@ -80,7 +82,27 @@ func Load(getenv func(string) string) (client.Options, error) {
 		// combination (a path and data for the same thing).
 		return client.Options{}, fmt.Errorf("temporal client TLS (%s*): %w", "TEMPORAL_TLS_", err)
 	}
+	if err := CheckAddress(opts.HostPort, AddressSource(getenv)); err != nil {
+		return client.Options{}, err
+	}
 	return opts, nil
+}
+
+// ErrAddressUserinfo is the refusal of a Temporal address that holds a
+// user (and maybe a password) before an @.
+var ErrAddressUserinfo = errors.New("a Temporal address is host:port, without a user or password")
+
+// CheckAddress refuses a Temporal address that holds user-info
+// (user:password@host:7233): Temporal authenticates by API key or client
+// certificate, never by credentials in the address, and an address is
+// shown in errors and logs. source names where the address was set. The
+// error shows the address with its password hidden (untrusted.Redact).
+func CheckAddress(hostPort, source string) error {
+	if !strings.Contains(hostPort, "@") {
+		return nil
+	}
+	return fmt.Errorf("%s holds a user or password (%s): %w; authenticate with %s or a client certificate (%s*)",
+		source, untrusted.Redact(hostPort), ErrAddressUserinfo, EnvAPIKey, "TEMPORAL_TLS_")
 }
 
 // tomlError is err without the text a TOML parse error quotes from the

@@ -216,3 +216,16 @@ func TestAddressSourceNamesTheVariableOrTheProfile(t *testing.T) {
 	getenv := env(t, map[string]string{temporalconn.EnvProfile: "prod"})
 	assert.Equal(t, `profile "prod" in `+getenv(temporalconn.EnvConfigFile), temporalconn.AddressSource(getenv))
 }
+
+// An address with user-info is refused, and the refusal names where it was
+// set without the password: a Temporal address carries no credentials.
+func TestLoadRefusesAnAddressWithAUserAndPasswordWithoutShowingIt(t *testing.T) {
+	t.Parallel()
+	for _, addr := range []string{"ops:s3cret@temporal.example:7233", "http://ops:s3cret@temporal.example:7233"} {
+		_, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: addr}))
+		require.ErrorIs(t, err, temporalconn.ErrAddressUserinfo, addr)
+		assert.ErrorContains(t, err, "TEMPORAL_ADDRESS holds a user or password")
+		assert.ErrorContains(t, err, "ops:xxxxx@temporal.example:7233")
+		assert.NotContains(t, err.Error(), "s3cret")
+	}
+}
