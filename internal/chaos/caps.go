@@ -117,11 +117,14 @@ type Caps struct {
 	Over int `json:"days_over_cap"`
 }
 
-// CapDay is what one capped tool of a tenant applied on one UTC day,
-// counted where its effects landed.
+// CapDay is what one capped tool of a tenant applied in one currency on
+// one UTC day, counted where its effects landed.
 type CapDay struct {
 	Tenant string `json:"tenant"`
 	Tool   string `json:"tool"`
+	// Currency is the effects' currency in its canonical form (money.
+	// Lookup), or as the destination holds it when it is none.
+	Currency string `json:"currency"`
 	// Day is the UTC date, 2006-01-02.
 	Day string `json:"day"`
 	// Applied is the sum of the day's effects, in minor units; Exceptions
@@ -135,6 +138,8 @@ type CapDay struct {
 // a credit, or a refund in the provider's ledger.
 type capEffect struct {
 	tenant, tool, runID string
+	// currency is canonical (see CapDay.Currency).
+	currency string
 	// at is when the destination says the effect was made.
 	at     time.Time
 	amount int64
@@ -144,18 +149,18 @@ type capEffect struct {
 // once.
 type runTool struct{ runID, tool string }
 
-// tallyCapDays sums the effects per tenant, tool and UTC day. An effect of
+// tallyCapDays sums the effects per tenant, tool, currency and UTC day. An effect of
 // a step that excepted names (an approver let it past the cap) counts in
 // Exceptions too, once per step: a duplicate of it is no exception.
 func tallyCapDays(effects []capEffect, excepted map[runTool]bool) []CapDay {
-	type dayRef struct{ tenant, tool, day string }
+	type dayRef struct{ tenant, tool, currency, day string }
 	sums := map[dayRef]*CapDay{}
 	used := map[runTool]bool{}
 	for _, e := range effects {
-		ref := dayRef{e.tenant, e.tool, e.at.UTC().Format(time.DateOnly)}
+		ref := dayRef{e.tenant, e.tool, e.currency, e.at.UTC().Format(time.DateOnly)}
 		d := sums[ref]
 		if d == nil {
-			d = &CapDay{Tenant: ref.tenant, Tool: ref.tool, Day: ref.day}
+			d = &CapDay{Tenant: ref.tenant, Tool: ref.tool, Currency: ref.currency, Day: ref.day}
 			sums[ref] = d
 		}
 		d.Applied += e.amount
@@ -170,16 +175,28 @@ func tallyCapDays(effects []capEffect, excepted map[runTool]bool) []CapDay {
 		out = append(out, *d)
 	}
 	slices.SortFunc(out, func(a, b CapDay) int {
-		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Day, b.Day))
+		return cmp.Or(cmp.Compare(a.Tenant, b.Tenant), cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Currency, b.Currency),
+			cmp.Compare(a.Day, b.Day))
 	})
 	return out
 }
 
 // checkCaps returns a violation for each day on which a tool applied more
-// than capCents, exceptions excluded.
+// than capCents of the cap's currency, exceptions excluded, and for each
+// day on which it applied anything in another currency but by an
+// exception: the caps name the one currency and park the others, so no
+// amount of another currency may land without an approver's exception.
 func checkCaps(capCents int64, currency string, days []CapDay) []string {
 	var out []string
 	for _, d := range days {
+		if d.Currency != currency {
+			if outside := d.Applied - d.Exceptions; outside > 0 {
+				out = append(out, fmt.Sprintf("daily cap for %s of %s: tenant %s applied %s on %s in a currency the cap does not name (exceptions of %s excluded)",
+					d.Tool, money.Format(capCents, currency), d.Tenant, money.Format(outside, d.Currency), d.Day,
+					money.Format(d.Exceptions, d.Currency)))
+			}
+			continue
+		}
 		if within := d.Applied - d.Exceptions; within > capCents {
 			out = append(out, fmt.Sprintf("daily cap for %s of %s: tenant %s applied %s on %s (exceptions of %s excluded), %s over",
 				d.Tool, money.Format(capCents, currency), d.Tenant, money.Format(within, currency), d.Day,
@@ -194,11 +211,10 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
-// creditEffects reads the tenant's credits in the currency, each with the
-// run whose order it credits.
-func creditEffects(ctx context.Context, db querier, tenantID, currency string, runOfOrder map[string]string) ([]capEffect, error) {
-	rows, err := db.Query(ctx, `SELECT order_id, amount_cents, created_at FROM credits WHERE tenant = $1 AND currency = $2`,
-		tenantID, currency)
+// creditEffects reads the tenant's credits, in every currency, each with
+// the run whose order it credits.
+func creditEffects(ctx context.Context, db querier, tenantID string, runOfOrder map[string]string) ([]capEffect, error) {
+	rows, err := db.Query(ctx, `SELECT order_id, amount_cents, currency, created_at FROM credits WHERE tenant = $1`, tenantID)
 	if err != nil {
 		return nil, fmt.Errorf("read the credits: %w", err)
 	}
@@ -207,8 +223,8 @@ func creditEffects(ctx context.Context, db querier, tenantID, currency string, r
 			order string
 			e     = capEffect{tenant: tenantID, tool: shop.ToolIssueCredit}
 		)
-		err := row.Scan(&order, &e.amount, &e.at)
-		e.runID = runOfOrder[order]
+		err := row.Scan(&order, &e.amount, &e.currency, &e.at)
+		e.runID, e.currency = runOfOrder[order], canonical(e.currency)
 		return e, err
 	})
 	if err != nil {
@@ -217,18 +233,24 @@ func creditEffects(ctx context.Context, db querier, tenantID, currency string, r
 	return effects, nil
 }
 
-// refundEffects are the provider's refunds in the currency, each with the
-// run whose payment it refunds.
-func refundEffects(ledger []sandbox.Refund, tenantID, currency string, runOfPayment map[string]string) []capEffect {
+// refundEffects are the provider's refunds, in every currency, each with
+// the run whose payment it refunds.
+func refundEffects(ledger []sandbox.Refund, tenantID string, runOfPayment map[string]string) []capEffect {
 	var out []capEffect
 	for _, r := range ledger {
-		if !strings.EqualFold(r.Currency, currency) {
-			continue
-		}
 		out = append(out, capEffect{tenant: tenantID, tool: payments.RefundPayment, runID: runOfPayment[r.PaymentID],
-			at: time.Unix(r.Created, 0), amount: r.Amount})
+			currency: canonical(r.Currency), at: time.Unix(r.Created, 0), amount: r.Amount})
 	}
 	return out
+}
+
+// canonical is code in the form the limits compare, or code as it is
+// when it is no currency of the table.
+func canonical(code string) string {
+	if c, ok := money.Lookup(code); ok {
+		return c.Code
+	}
+	return code
 }
 
 // capReport counts what each capped tool applied per UTC day at its
@@ -248,11 +270,11 @@ func (h *harness) capReport(ctx context.Context, ledger []sandbox.Refund, waits 
 			spender[p.effect(step)] = runTool{p.runID, tool}
 		}
 	}
-	effects, err := creditEffects(ctx, h.pool, tenant, planCurrency, runOfOrder)
+	effects, err := creditEffects(ctx, h.pool, tenant, runOfOrder)
 	if err != nil {
 		return nil, err
 	}
-	effects = append(effects, refundEffects(ledger, tenant, planCurrency, runOfPayment)...)
+	effects = append(effects, refundEffects(ledger, tenant, runOfPayment)...)
 	past := map[runTool]bool{}
 	for ref := range excepted {
 		past[spender[ref]] = true

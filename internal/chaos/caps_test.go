@@ -28,7 +28,7 @@ import (
 func TestCheckCapsFlagsAnExcessAndPassesAnExactFit(t *testing.T) {
 	t.Parallel()
 	day := func(applied, exceptions int64) CapDay {
-		return CapDay{Tenant: "acme", Tool: shop.ToolIssueCredit, Day: "2025-06-01", Applied: applied, Exceptions: exceptions}
+		return CapDay{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "EUR", Day: "2025-06-01", Applied: applied, Exceptions: exceptions}
 	}
 	for _, tc := range []struct {
 		name string
@@ -44,9 +44,17 @@ func TestCheckCapsFlagsAnExcessAndPassesAnExactFit(t *testing.T) {
 			want: []string{"applied 2,000.01 EUR on 2025-06-01 (exceptions of 120.00 EUR excluded)"}},
 		{name: "each day and tool on its own", days: []CapDay{
 			day(200000, 0),
-			{Tenant: "acme", Tool: shop.ToolIssueCredit, Day: "2025-06-02", Applied: 150000},
-			{Tenant: "acme", Tool: payments.RefundPayment, Day: "2025-06-01", Applied: 250000},
+			{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "EUR", Day: "2025-06-02", Applied: 150000},
+			{Tenant: "acme", Tool: payments.RefundPayment, Currency: "EUR", Day: "2025-06-01", Applied: 250000},
 		}, want: []string{"daily cap for refund_payment of 2,000.00 EUR: tenant acme applied 2,500.00 EUR on 2025-06-01"}},
+		{name: "a cent in another currency", days: []CapDay{day(100, 0),
+			{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "USD", Day: "2025-06-01", Applied: 1}},
+			want: []string{"daily cap for issue_credit of 2,000.00 EUR: tenant acme applied 0.01 USD on 2025-06-01 in a currency the cap does not name"}},
+		{name: "another currency let past", days: []CapDay{
+			{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "USD", Day: "2025-06-01", Applied: 5000, Exceptions: 5000}}},
+		{name: "no currency at all", days: []CapDay{
+			{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "XXX", Day: "2025-06-01", Applied: 9000}},
+			want: []string{"applied 9000 XXX on 2025-06-01 in a currency the cap does not name"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -63,19 +71,21 @@ func TestTallyCapDaysSumsPerToolAndUTCDayAndExceptsAStepOnce(t *testing.T) {
 	t.Parallel()
 	paris := time.FixedZone("CEST", 2*3600)
 	effects := []capEffect{
-		{tenant: "acme", tool: shop.ToolIssueCredit, runID: "r-a", at: time.Date(2025, 6, 1, 23, 59, 59, 0, time.UTC), amount: 12000},
+		{tenant: "acme", tool: shop.ToolIssueCredit, currency: "EUR", runID: "r-a", at: time.Date(2025, 6, 1, 23, 59, 59, 0, time.UTC), amount: 12000},
 		// 01:30 in Paris is 23:30 UTC the day before.
-		{tenant: "acme", tool: shop.ToolIssueCredit, runID: "r-b", at: time.Date(2025, 6, 2, 1, 30, 0, 0, paris), amount: 3000},
-		{tenant: "acme", tool: shop.ToolIssueCredit, runID: "r-c", at: time.Date(2025, 6, 2, 0, 0, 1, 0, time.UTC), amount: 12000},
+		{tenant: "acme", tool: shop.ToolIssueCredit, currency: "EUR", runID: "r-b", at: time.Date(2025, 6, 2, 1, 30, 0, 0, paris), amount: 3000},
+		{tenant: "acme", tool: shop.ToolIssueCredit, currency: "EUR", runID: "r-c", at: time.Date(2025, 6, 2, 0, 0, 1, 0, time.UTC), amount: 12000},
+		{tenant: "acme", tool: shop.ToolIssueCredit, currency: "USD", runID: "r-u", at: time.Date(2025, 6, 2, 0, 0, 1, 0, time.UTC), amount: 7000},
 		// r-d's refund landed twice: one of them is its exception.
-		{tenant: "acme", tool: payments.RefundPayment, runID: "r-d", at: time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC), amount: 15000},
-		{tenant: "acme", tool: payments.RefundPayment, runID: "r-d", at: time.Date(2025, 6, 1, 10, 0, 1, 0, time.UTC), amount: 15000},
+		{tenant: "acme", tool: payments.RefundPayment, currency: "EUR", runID: "r-d", at: time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC), amount: 15000},
+		{tenant: "acme", tool: payments.RefundPayment, currency: "EUR", runID: "r-d", at: time.Date(2025, 6, 1, 10, 0, 1, 0, time.UTC), amount: 15000},
 	}
 	got := tallyCapDays(effects, map[runTool]bool{{"r-d", payments.RefundPayment}: true, {"r-a", payments.RefundPayment}: true})
 	assert.Equal(t, []CapDay{
-		{Tenant: "acme", Tool: shop.ToolIssueCredit, Day: "2025-06-01", Applied: 15000, Effects: 2},
-		{Tenant: "acme", Tool: shop.ToolIssueCredit, Day: "2025-06-02", Applied: 12000, Effects: 1},
-		{Tenant: "acme", Tool: payments.RefundPayment, Day: "2025-06-01", Applied: 30000, Exceptions: 15000, Effects: 2},
+		{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "EUR", Day: "2025-06-01", Applied: 15000, Effects: 2},
+		{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "EUR", Day: "2025-06-02", Applied: 12000, Effects: 1},
+		{Tenant: "acme", Tool: shop.ToolIssueCredit, Currency: "USD", Day: "2025-06-02", Applied: 7000, Effects: 1},
+		{Tenant: "acme", Tool: payments.RefundPayment, Currency: "EUR", Day: "2025-06-01", Applied: 30000, Exceptions: 15000, Effects: 2},
 	}, got)
 }
 
@@ -98,31 +108,57 @@ VALUES ('acme', $1, 'chaos', $2, $3, $1, $4)`, order, cents, currency, at)
 	credit("o-c", 12000, "EUR", day2)
 	credit("o-d", 3000, "EUR", day2)
 	credit("o-e", 12000, "EUR", day2) // approved past the cap
-	credit("o-f", 99999, "USD", day2) // not the cap's currency
-	// r-e's credit was approved past the cap; r-f's refund too, but it
-	// did not land.
-	excepted := map[runTool]bool{{"r-e", shop.ToolIssueCredit}: true, {"r-f", payments.RefundPayment}: true}
+	credit("o-f", 99999, "USD", day2) // not the cap's currency, let past it
+	// r-e's credit was approved past the cap, and r-f's; r-f's refund too,
+	// but it did not land.
+	excepted := map[runTool]bool{{"r-e", shop.ToolIssueCredit}: true, {"r-f", shop.ToolIssueCredit}: true, {"r-f", payments.RefundPayment}: true}
 	runOfOrder := map[string]string{"o-a": "r-a", "o-b": "r-b", "o-c": "r-c", "o-d": "r-d", "o-e": "r-e", "o-f": "r-f", "o-g": "r-g"}
 	ledger := []sandbox.Refund{
-		{PaymentID: "pay_o-a", Amount: 15000, Currency: "eur", Created: day1.Unix()},
-		{PaymentID: "pay_o-b", Amount: 2500, Currency: "usd", Created: day1.Unix()},
+		{PaymentID: "pay_o-a", Amount: 10000, Currency: "eur", Created: day1.Unix()},
+		{PaymentID: "pay_o-b", Amount: 5000, Currency: "EUR", Created: day1.Unix()},
 	}
+	runOfPayment := map[string]string{"pay_o-a": "r-a", "pay_o-b": "r-b", "pay_o-c": "r-c"}
 
 	check := func() []string {
-		effects, err := creditEffects(ctx, pool, "acme", "EUR", runOfOrder)
+		effects, err := creditEffects(ctx, pool, "acme", runOfOrder)
 		require.NoError(t, err)
-		effects = append(effects, refundEffects(ledger, "acme", "EUR", map[string]string{"pay_o-a": "r-a"})...)
+		effects = append(effects, refundEffects(ledger, "acme", runOfPayment)...)
 		days := tallyCapDays(effects, excepted)
-		require.Len(t, days, 3)
-		assert.Equal(t, CapDay{Tenant: "acme", Tool: payments.RefundPayment, Day: "2025-06-01", Applied: 15000, Effects: 1}, days[2])
+		assert.Contains(t, days, CapDay{Tenant: "acme", Tool: payments.RefundPayment, Currency: "EUR", Day: "2025-06-01", Applied: 15000, Effects: 2},
+			"a currency spelled either way is one currency")
 		return checkCaps(15000, "EUR", days)
 	}
-	assert.Empty(t, check(), "150.00 on each day, the exception excluded")
+	assert.Empty(t, check(), "150.00 on each day, the exceptions excluded")
 
 	credit("o-g", 1, "EUR", day2)
 	over := check()
 	require.Len(t, over, 1)
 	assert.Contains(t, over[0], "applied 150.01 EUR on 2025-06-02 (exceptions of 120.00 EUR excluded), 0.01 EUR over")
+
+	ledger = append(ledger, sandbox.Refund{PaymentID: "pay_o-c", Amount: 2500, Currency: "usd", Created: day1.Unix()})
+	over = check()
+	require.Len(t, over, 2)
+	assert.Contains(t, over[1], "daily cap for refund_payment of 150.00 EUR: tenant acme applied 25.00 USD on 2025-06-01 in a currency the cap does not name")
+}
+
+func TestTheRunsSpellTheirCurrenciesEveryWayUnderACap(t *testing.T) {
+	t.Parallel()
+	ps := plans("t", 8, 0, rand.New(rand.NewPCG(1, 2)))
+	spellCurrencies(ps)
+	var spellings []string
+	for _, p := range ps {
+		spellings = append(spellings, p.creditCurrency+"/"+p.refundCurrency)
+	}
+	assert.Equal(t, []string{"EUR/EUR", "EUR/eur", "EUR/Eur", "USD/EUR", "EUR/eur", "EUR/Eur", "EUR/EUR", "USD/eur"}, spellings)
+	var credits, refunds int64
+	for i, p := range ps {
+		refunds += p.refundCents
+		if i%4 != 3 {
+			credits += p.creditCents
+		}
+	}
+	assert.Equal(t, refunds, planned(ps)[payments.RefundPayment], "every spelling of the refunds' currency is planned against the cap")
+	assert.Equal(t, credits, planned(ps)[shop.ToolIssueCredit], "the USD credits are not planned against the EUR cap")
 }
 
 func TestAStepParkedAtALimitMustNotApplyUnlessApprovedThere(t *testing.T) {

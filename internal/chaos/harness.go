@@ -157,6 +157,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer) (*Report, error) {
 			h.runs[i].desk = true
 		}
 	}
+	if cfg.DailyCap > 0 {
+		spellCurrencies(h.runs)
+	}
 	err := h.setUp(ctx, fmt.Sprintf("%s_%d", prefix, os.Getpid()))
 	var rep *Report
 	if err == nil {

@@ -38,6 +38,10 @@ const (
 type runPlan struct {
 	runID, orderID, paymentID, email string
 	creditCents, refundCents         int64
+	// creditCurrency and refundCurrency are the currencies the steps
+	// name, as the planner spells them: planCurrency unless
+	// spellCurrencies changed them.
+	creditCurrency, refundCurrency string
 	// startAt is when the run is started, as a share of the fault window.
 	startAt float64
 	// delegate says the run delegates its credit and its refund, each to a
@@ -109,6 +113,7 @@ func plans(prefix string, n, delegating int, rng *rand.Rand) []runPlan {
 			runID: "r-" + order, orderID: order, paymentID: "pay_" + order,
 			email:       order + "@customers.example",
 			creditCents: smallCreditCents, refundCents: smallRefundCents,
+			creditCurrency: planCurrency, refundCurrency: planCurrency,
 			startAt: 0.6 * rng.Float64(),
 		}
 		if i%2 == 0 {
@@ -134,9 +139,9 @@ func (p runPlan) calls() []planner.Call {
 	calls := []planner.Call{
 		{Tool: shop.ToolAddOrderNote, Args: args(map[string]any{"order_id": p.orderID, "text": "chaos run " + p.runID})},
 		{Tool: shop.ToolIssueCredit, Args: args(map[string]any{"order_id": p.orderID, "reason": creditReason,
-			"amount_cents": p.creditCents, "currency": planCurrency})},
+			"amount_cents": p.creditCents, "currency": p.creditCurrency})},
 		{Tool: payments.RefundPayment, Args: args(map[string]any{"order_id": p.orderID, "payment_id": p.paymentID,
-			"amount_cents": p.refundCents, "currency": planCurrency, "reason": creditReason})},
+			"amount_cents": p.refundCents, "currency": p.refundCurrency, "reason": creditReason})},
 	}
 	if p.desk {
 		calls = append(calls,
@@ -159,11 +164,39 @@ func (p runPlan) calls() []planner.Call {
 
 // planned is what the runs propose to spend with each capped tool, in
 // minor units of planCurrency: what they would spend if every step ran.
+// A step in another currency is not counted: the caps park it.
 func planned(ps []runPlan) map[string]int64 {
 	out := map[string]int64{}
 	for _, p := range ps {
-		out[shop.ToolIssueCredit] += p.creditCents
-		out[payments.RefundPayment] += p.refundCents
+		if canonical(p.creditCurrency) == planCurrency {
+			out[shop.ToolIssueCredit] += p.creditCents
+		}
+		if canonical(p.refundCurrency) == planCurrency {
+			out[payments.RefundPayment] += p.refundCents
+		}
 	}
 	return out
+}
+
+// refundSpellings are the ways the runs spell the refunds' currency
+// under a cap: one currency, each spelling counted against its cap.
+var refundSpellings = []string{"EUR", "eur", "Eur"}
+
+// otherCurrency is the currency of every fourth run's credit under a
+// cap: one the caps do not name, so each such credit parks at its cap
+// and is rejected there.
+const otherCurrency = "USD"
+
+// spellCurrencies makes the runs spell their currencies every way a
+// planner might (Config.DailyCap): the refunds' in each case, and every
+// fourth run's credit in a currency the caps do not name. A limit that
+// failed open for either would let money past the caps, which the cap
+// check finds at the destination.
+func spellCurrencies(ps []runPlan) {
+	for i := range ps {
+		ps[i].refundCurrency = refundSpellings[i%len(refundSpellings)]
+		if i%4 == 3 {
+			ps[i].creditCurrency = otherCurrency
+		}
+	}
 }
