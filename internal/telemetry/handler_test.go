@@ -94,6 +94,7 @@ func requestSpan(t *testing.T, spans []sdktrace.ReadOnlySpan) sdktrace.ReadOnlyS
 // the caller's trace id, tracestate nor baggage is in the request's
 // context, its headers, or the call it makes to a provider.
 func TestAStrangersRequestStartsATraceLinkedToTheCallers(t *testing.T) {
+	t.Parallel()
 	got, spans := serveTraced(t, "203.0.113.9:41000", http.StatusCreated)
 	root := requestSpan(t, spans)
 	assert.False(t, root.Parent().IsValid(), "the request's span is a root")
@@ -122,6 +123,7 @@ func TestAStrangersRequestStartsATraceLinkedToTheCallers(t *testing.T) {
 // A request answered 401 is in a trace of its own too: nothing is
 // exported under the caller's trace id or as a child of its span.
 func TestAnUnauthenticatedRequestExportsNothingUnderTheCallersIDs(t *testing.T) {
+	t.Parallel()
 	_, spans := serveTraced(t, "203.0.113.9:41000", http.StatusUnauthorized)
 	require.NotEmpty(t, spans)
 	for _, s := range spans {
@@ -135,6 +137,7 @@ func TestAnUnauthenticatedRequestExportsNothingUnderTheCallersIDs(t *testing.T) 
 // request's span is a child of the caller's, with its tracestate; its
 // baggage is read by nobody and sent to no provider.
 func TestATrustedNetworksCallerIsTheParent(t *testing.T) {
+	t.Parallel()
 	got, spans := serveTraced(t, "[::ffff:10.1.2.3]:41000", http.StatusCreated,
 		netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("10.0.0.0/8"))
 	s := requestSpan(t, spans)
@@ -152,6 +155,7 @@ func TestATrustedNetworksCallerIsTheParent(t *testing.T) {
 
 // A peer outside every trusted network is a stranger.
 func TestAPeerOutsideTheTrustedNetworksIsAStranger(t *testing.T) {
+	t.Parallel()
 	_, spans := serveTraced(t, "10.1.2.3:41000", http.StatusOK, netip.MustParsePrefix("192.0.2.0/24"))
 	s := requestSpan(t, spans)
 	assert.False(t, s.Parent().IsValid())
@@ -159,6 +163,7 @@ func TestAPeerOutsideTheTrustedNetworksIsAStranger(t *testing.T) {
 }
 
 func TestTrusts(t *testing.T) {
+	t.Parallel()
 	nets := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::/8")}
 	for addr, want := range map[string]bool{
 		"10.9.8.7:1": true, "[::ffff:10.9.8.7]:1": true, "[fd12::1]:443": true,
@@ -170,6 +175,7 @@ func TestTrusts(t *testing.T) {
 }
 
 func TestParseNetworks(t *testing.T) {
+	t.Parallel()
 	nets, err := ParseNetworks(" 10.1.0.0/16 , 192.168.1.10,fd00::/8")
 	require.NoError(t, err)
 	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("192.168.1.10/32"),
@@ -191,6 +197,7 @@ func TestParseNetworks(t *testing.T) {
 // no baggage: not a caller's from a run started before the approvals
 // service dropped it, nor any other.
 func TestPropagatorCarriesNoBaggage(t *testing.T) {
+	t.Parallel()
 	in := propagation.MapCarrier{"traceparent": callerTraceparent, "tracestate": callerTracestate, "baggage": callerBaggage}
 	ctx := Propagator().Extract(context.Background(), in)
 	assert.Zero(t, baggage.FromContext(ctx).Len(), "no baggage read")
