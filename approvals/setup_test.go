@@ -23,7 +23,7 @@ var testIdentities = []Identity{{Name: "dana", Tenant: "acme", Role: RoleApprove
 
 // testServer builds the service of world w, with a token for each of
 // testIdentities; adjust, when given, changes its Config first.
-func testServer(t *testing.T, w *approvalstest.World, adjust ...func(*Config)) *Server {
+func testServer(t testing.TB, w *approvalstest.World, adjust ...func(*Config)) *Server {
 	t.Helper()
 	var entries []TokenEntry
 	for _, id := range testIdentities {

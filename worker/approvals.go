@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"time"
 
@@ -35,6 +36,11 @@ type ApprovalsConfig struct {
 	// DBTimeout bounds each request's database work. Default
 	// approvals.DefaultDBTimeout (APPROVALS_DB_TIMEOUT).
 	DBTimeout time.Duration
+	// TraceTrustedNetworks are the networks whose callers' trace context
+	// the service's requests continue (ONCERUN_TRACE_TRUSTED_NETWORKS).
+	// Default none: every request starts a trace of its own, linked to
+	// the caller's (telemetry.Handler).
+	TraceTrustedNetworks []netip.Prefix
 	// AllowWritableTokensFile loads a tokens file users other than its
 	// owner may write, which is refused otherwise
 	// (APPROVALS_TOKENS_FILE_INSECURE=true).
@@ -73,7 +79,8 @@ func serveApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 		return err
 	}
 	addr := cmp.Or(cfg.Addr, approvals.DefaultAddr)
-	return approvals.ListenAndServe(ctx, addr, telemetry.Handler(ib.Handler(), "approvals"), log, func(a net.Addr) {
+	return approvals.ListenAndServe(ctx, addr, telemetry.Handler(ib.Handler(),
+		telemetry.ServerConfig{Operation: "approvals", Trusted: cfg.TraceTrustedNetworks}), log, func(a net.Addr) {
 		log.Info("approvals service listening", zap.String("addr", a.String()), zap.String("tokens_file", cfg.TokensFile),
 			zap.Int("tokens", tokens.Len()))
 		if cfg.Ready != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/settings"
 	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/temporalconn"
 	"github.com/oncerun/oncerun/internal/untrusted"
 )
@@ -146,6 +147,12 @@ func approvalsConfigFromEnv(getenv func(string) string) (ApprovalsConfig, error)
 		}
 		c.DBTimeout = d
 	}
+	nets, err := telemetry.ParseNetworks(getenv(settings.EnvTraceTrustedNetworks))
+	if err != nil {
+		return ApprovalsConfig{}, fmt.Errorf("%s: %w; give a comma-separated list (10.0.0.0/8,192.168.1.10)",
+			settings.EnvTraceTrustedNetworks, err)
+	}
+	c.TraceTrustedNetworks = nets
 	return c, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"testing"
 	"time"
@@ -100,6 +101,7 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 		settings.EnvWatchdogDutyCycle:       "1.5",
 		settings.EnvLogActivityAttempts:     "sometimes",
 		settings.EnvOpenAIParallelToolCalls: "maybe",
+		settings.EnvTraceTrustedNetworks:    "10.0.0.0/8,10.1.0.0/33",
 	} {
 		_, _, err := worker.ConfigFromEnv(func(n string) string {
 			if n == name {
@@ -112,9 +114,12 @@ func TestConfigFromEnvNamesTheBadVariable(t *testing.T) {
 	}
 	cfg, _, err := worker.ConfigFromEnv(func(n string) string {
 		return map[string]string{settings.EnvCreditThreshold: "500", settings.EnvWatchdogInterval: "1m", settings.EnvExpiryPolicy: "prune",
-			settings.EnvWatchdogDutyCycle: "0.2", settings.EnvLogActivityAttempts: "true", settings.EnvOpenAIParallelToolCalls: "false"}[n]
+			settings.EnvWatchdogDutyCycle: "0.2", settings.EnvLogActivityAttempts: "true", settings.EnvOpenAIParallelToolCalls: "false",
+			settings.EnvTraceTrustedNetworks: "10.0.0.0/8, 192.168.1.10"}[n]
 	})
 	require.NoError(t, err)
+	assert.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.168.1.10/32")},
+		cfg.Approvals.TraceTrustedNetworks)
 	assert.True(t, cfg.OpenAI.Sequential)
 	assert.InDelta(t, 0.2, cfg.Watchdog.DutyCycle, 1e-9)
 	assert.True(t, cfg.LogActivityAttempts)

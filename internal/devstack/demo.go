@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -355,6 +356,12 @@ func (d *demo) setUp(ctx context.Context) error {
 	return d.serveApprovals(ctx)
 }
 
+// demoTracing traces the demo's approvals service. The demo is its own
+// operator, on this machine: its request that starts the run, from the
+// loopback, is the root of the run's trace.
+var demoTracing = telemetry.ServerConfig{Operation: "approvals",
+	Trusted: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
+
 // serveApprovals serves the approvals service from the demo process, with
 // a tokens file of two tokens: ops@acme (operator) and dana@acme
 // (approver).
@@ -415,7 +422,7 @@ func (d *demo) serveApprovals(ctx context.Context) error {
 	d.apStop, d.apDone = stop, make(chan error, 1)
 	listening := make(chan string, 1)
 	go func() {
-		d.apDone <- approvals.ListenAndServe(sctx, addr, telemetry.Handler(ib.Handler(), "approvals"), nil, func(a net.Addr) { listening <- a.String() })
+		d.apDone <- approvals.ListenAndServe(sctx, addr, telemetry.Handler(ib.Handler(), demoTracing), nil, func(a net.Addr) { listening <- a.String() })
 	}()
 	select {
 	case a := <-listening:

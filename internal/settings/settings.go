@@ -54,6 +54,11 @@ const (
 	EnvApprovalsDBTimeout = "APPROVALS_DB_TIMEOUT"
 	// EnvApprovalsTokensInsecure loads a tokens file others may write.
 	EnvApprovalsTokensInsecure = "APPROVALS_TOKENS_FILE_INSECURE"
+	// EnvTraceTrustedNetworks lists the networks (comma-separated CIDRs
+	// or addresses) whose callers' trace context the approvals service's
+	// requests continue; everyone else's request starts a trace of its
+	// own, linked to the caller's.
+	EnvTraceTrustedNetworks = "ONCERUN_TRACE_TRUSTED_NETWORKS"
 	// EnvDeploymentName puts a worker in a Temporal Worker Deployment
 	// (Worker Versioning; docs/deploy.md, "Rolling deploys"): set, the
 	// worker is versioned. The deployment commands of the CLI take it as
@@ -88,6 +93,7 @@ var EnvNames = []string{
 	EnvCreditThreshold, EnvOpenAIBaseURL, EnvOpenAIAPIKey, EnvOpenAIModel, EnvOpenAIParallelToolCalls, EnvLogLevel,
 	EnvWatchdogInterval, EnvWatchdogBatch, EnvWatchdogDutyCycle, EnvExpiryPolicy, EnvAlertWebhookURL, EnvCrashAfterCommit,
 	EnvApprovalsAddr, EnvApprovalsTokensFile, EnvApprovalsSecureCookies, EnvApprovalsDBTimeout, EnvApprovalsTokensInsecure,
+	EnvTraceTrustedNetworks,
 	EnvPaymentsBaseURL, EnvPaymentsAPIKey, EnvPaymentsKeyLifetime, EnvSMTPAddr, EnvSMTPUsername, EnvSMTPPassword, EnvSMTPFrom,
 	EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge, EnvCrashAroundEffect,
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,

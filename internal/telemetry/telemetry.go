@@ -139,11 +139,11 @@ func Flush(ctx context.Context) {
 	}
 }
 
-// Propagator is the W3C trace context and baggage, as oncerun sends and
-// reads them.
-func Propagator() propagation.TextMapPropagator {
-	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-}
+// Propagator is the W3C trace context (traceparent, tracestate), as
+// oncerun sends and reads it. It carries no baggage either way: oncerun
+// uses none, and a caller's would otherwise go on with every effect of its
+// run, to the payment provider, the MCP servers and Temporal's history.
+func Propagator() propagation.TextMapPropagator { return propagation.TraceContext{} }
 
 // Tracer is the tracer of oncerun's own spans.
 func Tracer() trace.Tracer { return otel.Tracer(Name) }
@@ -188,17 +188,8 @@ func (s runSpan) SetAttributes(kv ...attribute.KeyValue) {
 	s.Span.SetAttributes(all...)
 }
 
-// Handler traces the requests h serves, as operation, or is h while
-// tracing is off.
-func Handler(h http.Handler, operation string) http.Handler {
-	if !On() {
-		return h
-	}
-	return otelhttp.NewHandler(h, operation)
-}
-
 // Transport traces the requests rt sends and carries their trace context
-// (traceparent), or is rt while tracing is off.
+// (traceparent, tracestate; no baggage), or is rt while tracing is off.
 func Transport(rt http.RoundTripper) http.RoundTripper {
 	if !On() {
 		return rt
@@ -206,7 +197,7 @@ func Transport(rt http.RoundTripper) http.RoundTripper {
 	if rt == nil {
 		rt = http.DefaultTransport
 	}
-	return otelhttp.NewTransport(rt)
+	return otelhttp.NewTransport(rt, otelhttp.WithPropagators(Propagator()))
 }
 
 // QueryTracer traces a pool's queries, or is nil while tracing is off.
