@@ -141,7 +141,7 @@ bench-history: ## A 10-step scripted run's history per step (events, bytes, -v f
 	go test -run '^$$' -bench BenchmarkScriptedRunHistory -benchtime 1x -timeout 30m ./internal/integration/
 
 .PHONY: fuzz
-fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results, the approvals API (decisions, edits, answers, trace headers) and the inbox's forms, FUZZTIME inputs each.
+fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results, currencies and amounts (calls, edits, caps, budgets), the approvals API (decisions, edits, answers, trace headers) and the inbox's forms, FUZZTIME inputs each.
 	go test -run '^$$' -fuzz '^FuzzKeyRoundTrip$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzKeyCollision$$' -fuzztime $(FUZZTIME) ./internal/keys/
 	go test -run '^$$' -fuzz '^FuzzCanonicalize$$' -fuzztime $(FUZZTIME) ./internal/keys/
@@ -150,6 +150,7 @@ fuzz: ## Fuzz keys, escaping, plan files, planner output, MCP tool results, the 
 	go test -run '^$$' -fuzz '^FuzzPlannerOutput$$' -fuzztime $(FUZZTIME) ./activities/
 	go test -run '^$$' -fuzz '^FuzzMCPToolResult$$' -fuzztime $(FUZZTIME) ./activities/
 	go test -run '^$$' -fuzz '^FuzzTraceHeaders$$' -fuzztime $(FUZZTIME) ./approvals/
+	go test -run '^$$' -fuzz '^FuzzCurrencyRules$$' -fuzztime $(FUZZTIME) ./internal/spend/
 	go test -run '^$$' -fuzz '^FuzzApprovalsAPI$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/
 	go test -run '^$$' -fuzz '^FuzzEditAndResolveAPI$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/
 	go test -run '^$$' -fuzz '^FuzzInboxForms$$' -fuzztime $(FUZZTIME) -timeout 30m ./internal/integration/

@@ -62,6 +62,12 @@ func FuzzEditAndResolveAPI(f *testing.F) {
 	f.Add(edit(credit("100")), []byte(`{"outcome":"applied"}`), "", "", uint8(3), uint8(2))
 	f.Add([]byte(`{"args_hash":"x","args":[1]}`), []byte(`nope`), "", "r\u202e1", uint8(2), uint8(3))
 	f.Add(edit(credit("100")), []byte(`{"outcome":"applied","round":1,"outcome":"not_applied"}`), "", "..", uint8(1), uint8(7))
+	// Currencies no limit can count, in an edit (refused: 422 naming the
+	// field) and beside a resolution.
+	for _, code := range []string{`"978"`, `"€"`, `"EURO"`, `"XXX"`, `"XTS"`, `""`, `"eur"`, `978`, `null`} {
+		f.Add(edit(`{"order_id":"1001","reason":"damaged_in_transit","amount_cents":100,"currency":`+code+`}`),
+			[]byte(`{"outcome":"applied","result":{"currency":`+code+`}}`), "", "", uint8(1), uint8(1))
+	}
 	f.Fuzz(func(t *testing.T, editBody, resolveBody []byte, agent, runID string, who, target uint8) {
 		id := testIdentities[int(who)%len(testIdentities)]
 		in := w.input(t, id, target, runID)
