@@ -1278,4 +1278,22 @@ var mutations = []Mutation{
 		Packages: []string{"./internal/mcp"},
 		Tests:    []string{"TestARequiredServersBadToolsFailTheLoadNamingEveryProblem"},
 	},
+	{
+		Name:     "limit-fails-open-for-another-currency",
+		Bug:      "an amount in a currency that the run's budget or the tool's caps do not name runs uncounted by any limit instead of waiting for an approver",
+		File:     "internal/spend/spend.go",
+		Old:      "\tif !c.Exception && !c.Unchecked {\n\t\tover, err := unnamed(ctx, db, c)",
+		New:      "\tif false {\n\t\tover, err := unnamed(ctx, db, c)",
+		Packages: []string{"./internal/spend"},
+		Tests:    []string{"TestAnAmountInACurrencyNoLimitNamesParks"},
+	},
+	{
+		Name:     "currency-not-checked",
+		Bug:      "a call whose amount's currency is missing or no currency of the table (978, €, EURO, XXX) is made, and counts against no limit",
+		File:     "tools/registry.go",
+		Old:      "if err := checkCurrency(a, fields); err != nil {",
+		New:      "if err := checkCurrency(a, fields); err != nil && false {",
+		Packages: []string{"./tools"},
+		Tests:    []string{"TestAnAmountWhoseCurrencyIsNoCurrencyIsAnInvalidCall"},
+	},
 }
