@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,4 +162,30 @@ func TestInboxCookiesOverTLSHaveTheHostPrefix(t *testing.T) {
 		&http.Cookie{Name: "__Host-oncerun_csrf", Value: csrf}).StatusCode)
 	assert.Equal(t, http.StatusSeeOther, serve(http.MethodGet, "/", "", &http.Cookie{Name: "oncerun_token", Value: token},
 		&http.Cookie{Name: "oncerun_csrf", Value: csrf}).StatusCode, "the bare names are not read over TLS")
+}
+
+// TestAFlashPastItsMinuteIsNotShown: the inbox's own flash, signed for
+// the session, shows until its expiry and not after; an expiry moved
+// later under the signature shows nothing either.
+func TestAFlashPastItsMinuteIsNotShown(t *testing.T) {
+	t.Parallel()
+	s := &Inbox{flashKey: []byte("0123456789abcdef0123456789abcdef")}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.AddCookie(&http.Cookie{Name: csrfCookie, Value: "session-csrf"})
+	now := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	value := s.sealFlash(r, "You approved step 2 of run r1.", now.Add(flashAge))
+
+	msg, ok := s.openFlash(r, value, now.Add(flashAge-time.Second))
+	assert.True(t, ok)
+	assert.Equal(t, "You approved step 2 of run r1.", msg)
+	_, ok = s.openFlash(r, value, now.Add(flashAge))
+	assert.False(t, ok, "at its expiry")
+	_, ok = s.openFlash(r, value, now.Add(time.Hour))
+	assert.False(t, ok, "an hour later")
+
+	payload, sig, _ := cutLast(value, ".")
+	_, rest, _ := strings.Cut(payload, ".")
+	later := strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + "." + rest + "." + sig
+	_, ok = s.openFlash(r, later, now.Add(2*flashAge))
+	assert.False(t, ok, "an expiry moved under the signature")
 }
