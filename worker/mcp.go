@@ -43,7 +43,15 @@ func WithMCP(ctx context.Context, cfg Config) (Config, func() error, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	found, err := mcp.Load(ctx, mc, mcp.Options{Log: log.Named("mcp"), Probe: cfg.probeMCP})
+	builtIn, err := allTools(cfg)
+	if err != nil {
+		return Config{}, none, err
+	}
+	own := make([]string, len(builtIn))
+	for i, t := range builtIn {
+		own[i] = t.Name
+	}
+	found, err := mcp.Load(ctx, mc, mcp.Options{Log: log.Named("mcp"), Probe: cfg.probeMCP, Reserved: own})
 	if err != nil {
 		return Config{}, none, fmt.Errorf("%s %s: %w", settings.EnvMCPConfig, cfg.MCPConfig, err)
 	}

@@ -17,7 +17,9 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/oncerun/oncerun/internal/mcp"
 	"github.com/oncerun/oncerun/internal/mcptest"
+	"github.com/oncerun/oncerun/tools"
 )
 
 // collidingConfig writes an MCP configuration whose server ctl, optional
@@ -71,4 +73,43 @@ func TestARequiredServersCollidingToolsStopTheWorker(t *testing.T) {
 	_, _, err := WithMCP(context.Background(), Config{MCPConfig: collidingConfig(t, false)})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `tool name ctl_ctl_out would name both MCP tool "CTL-OUT" of server ctl and MCP tool "ctl_out" of server ctl`)
+}
+
+// ownNameConfig writes an MCP configuration whose server lookup offers
+// order (lookup_order once prefixed: the built-in tool's name) and status.
+func ownNameConfig(t *testing.T, optional bool) string {
+	t.Helper()
+	url := mcptest.ServeTools(t, &mcpsdk.Tool{Name: "order"}, &mcpsdk.Tool{Name: "status"})
+	raw, err := json.Marshal(map[string]any{"servers": []any{map[string]any{
+		"name": "lookup", "transport": "http", "url": url, "optional": optional,
+		"tools": map[string]any{"order": map[string]any{}, "status": map[string]any{}},
+	}}})
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "mcp.json")
+	require.NoError(t, os.WriteFile(p, raw, 0o600))
+	return p
+}
+
+// An optional server's tool that would take the name of one of the
+// worker's own tools is left out, the built-in tool kept; a required
+// server's stops the start naming it.
+func TestAnMCPToolNamedAsTheWorkersOwnIsLeftOutOrStopsTheStart(t *testing.T) {
+	t.Parallel()
+	cfg, closeMCP, err := WithMCP(context.Background(), Config{MCPConfig: ownNameConfig(t, true)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = closeMCP() })
+	reg, err := Registry(cfg)
+	require.NoError(t, err, "an optional server cannot stop the worker")
+	_, ok := reg.Lookup("lookup_status")
+	assert.True(t, ok, "the server's other tool is offered")
+	own, ok := reg.Lookup("lookup_order")
+	require.True(t, ok)
+	assert.Equal(t, tools.ClassRead, own.Class, "the built-in lookup_order keeps its name")
+	require.Len(t, cfg.mcp.leftOut, 1)
+	assert.Equal(t, []string{"lookup", "order", "lookup_order", mcp.ReasonNameCollision},
+		[]string{cfg.mcp.leftOut[0].Server, cfg.mcp.leftOut[0].Tool, cfg.mcp.leftOut[0].Name, cfg.mcp.leftOut[0].Reason})
+
+	_, _, err = WithMCP(context.Background(), Config{MCPConfig: ownNameConfig(t, false)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `tool name lookup_order of MCP tool "order" of server lookup is the name of one of the worker's own tools`)
 }

@@ -115,7 +115,7 @@ func (d *Discovered) leaveOut(server, tool, name string, err error) {
 // and the required servers' tools of a name two of them would have are an
 // error naming every tool of it. A tool whose paired read is left out, or
 // the mapped paired read of a tool left out, is left out too.
-func (d *Discovered) settle(cands []candidate) []error {
+func (d *Discovered) settle(cands []candidate, reserved []string) []error {
 	byName := map[string][]int{}
 	for i, c := range cands {
 		byName[c.tool.Name] = append(byName[c.tool.Name], i)
@@ -124,6 +124,19 @@ func (d *Discovered) settle(cands []candidate) []error {
 	kept := map[string]int{} // a name and the candidate that has it
 	for _, name := range slices.Sorted(maps.Keys(byName)) {
 		is := byName[name]
+		if slices.Contains(reserved, name) {
+			for _, i := range is {
+				c := cands[i]
+				err := because(ReasonNameCollision, fmt.Errorf("tool name %s of MCP tool %q of server %s is the name of one of the worker's own tools: rename the server or expose another tool",
+					name, c.src.Tool, c.src.Server))
+				if c.optional {
+					d.leaveOut(c.src.Server, c.src.Tool, name, err)
+				} else {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
 		if len(is) == 1 {
 			kept[name] = is[0]
 			continue

@@ -46,6 +46,11 @@ type Options struct {
 	// approvals service do not, so that asking a server for its tools makes
 	// no effect.
 	Probe bool
+	// Reserved are the names of the tools the worker has besides its MCP
+	// servers' (the built-in and the deployment's own): an optional
+	// server's tool of one of these names is left out, a required
+	// server's fails the load.
+	Reserved []string
 }
 
 // WithDefaults returns o with zero fields set to their defaults.
@@ -249,7 +254,7 @@ func Load(ctx context.Context, cfg Config, opts Options) (Discovered, error) {
 			cands, errs = append(cands, found...), append(errs, bad...)
 		}
 	}
-	errs = append(errs, d.settle(cands)...)
+	errs = append(errs, d.settle(cands, opts.Reserved)...)
 	if len(errs) > 0 {
 		_ = d.Close()
 		return Discovered{}, errors.Join(errs...)
