@@ -23,6 +23,7 @@ import (
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/httpserver"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -220,6 +221,7 @@ func (s *Server) authenticated(h func(http.ResponseWriter, *http.Request, Identi
 			writeError(w, http.StatusUnauthorized, "unauthorized", "the bearer token is not valid")
 			return
 		}
+		telemetry.LinkCaller(r.Context())
 		h(w, r, id)
 	})
 }

@@ -30,7 +30,8 @@ import (
 //     list of approvals, 401 for a request without a token or with a bad
 //     one, never a 500;
 //   - the request's span is a root: a caller's traceparent is its parent
-//     never, and a valid one is its link;
+//     never, and a valid one is its link once the caller is signed in (a
+//     request answered 401 links to nothing);
 //   - no span is in the caller's trace or carries a tracestate.
 //
 // which picks the request.
@@ -50,12 +51,18 @@ func FuzzTraceHeaders(f *testing.F) {
 		{http.MethodGet, "/v1/approvals", "", http.StatusUnauthorized},
 		{http.MethodPost, "/v1/runs", "not-a-token", http.StatusUnauthorized},
 		{http.MethodPost, "/v1/runs/r-1/steps/2/approve", "", http.StatusUnauthorized},
+		{http.MethodGet, "/v1/limits", w.Tokens["vic"], http.StatusOK},
+		{http.MethodPost, "/v1/runs/r-1/steps/2/approve", w.Tokens["dana"], http.StatusNotFound},
+		{http.MethodPost, "/v1/runs", w.Tokens["vic"], http.StatusForbidden},
 	}
 	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=mallory", "user=mallory,role=admin", uint8(0))
 	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=mallory", "user=mallory,role=admin", uint8(1))
 	f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", "", "", uint8(2))
 	f.Add("01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", "a=1,b=2", "k=v;p=q", uint8(3))
 	f.Add("00-00000000000000000000000000000000-0000000000000000-01", "=,=", "%zz=\x00", uint8(0))
+	for which := uint8(4); which < 7; which++ {
+		f.Add("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "vendor=mallory", "user=mallory,role=admin", which)
+	}
 	f.Add("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", strings.Repeat("k=v,", 40), strings.Repeat("x", 9000), uint8(1))
 	f.Fuzz(func(t *testing.T, traceparent, tracestate, bag string, which uint8) {
 		rq := requests[int(which)%len(requests)]
@@ -81,7 +88,9 @@ func FuzzTraceHeaders(f *testing.F) {
 		for _, s := range spans {
 			if s.SpanKind() == trace.SpanKindServer {
 				assert.False(t, s.Parent().IsValid(), "the request's span is a root")
-				if caller.IsValid() {
+				if rq.want == http.StatusUnauthorized {
+					assert.Empty(t, s.Links(), "an anonymous request links to nothing")
+				} else if caller.IsValid() {
 					require.Len(t, s.Links(), 1, "the request links to the caller's span")
 					assert.Equal(t, caller.TraceID(), s.Links()[0].SpanContext.TraceID())
 					assert.Empty(t, s.Links()[0].SpanContext.TraceState().String())

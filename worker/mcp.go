@@ -114,7 +114,7 @@ func (f *mcpFound) skippedGauge() prometheus.Collector {
 func (f *mcpFound) leftOutCounter() prometheus.Collector {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "oncerun_mcp_tools_left_out_total",
-		Help: "Tools of optional MCP servers left out at the worker's start, by server and reason (name_collision, name_too_long, description_too_long, schema_too_large, paired_left_out, invalid).",
+		Help: "Tools of optional MCP servers left out at the worker's start, by server and reason (name_collision, name_too_long, description_too_long, schema_too_large, paired_left_out, not_offered, invalid).",
 	}, []string{"server", "reason"})
 	if f != nil {
 		for _, l := range f.leftOut {

@@ -61,7 +61,7 @@ func TestAnOptionalServersCollidingToolsAreLeftOutOfTheWorker(t *testing.T) {
 	prom := prometheus.NewRegistry()
 	prom.MustRegister(cfg.mcp.leftOutCounter())
 	require.NoError(t, testutil.GatherAndCompare(prom, strings.NewReader(`
-# HELP oncerun_mcp_tools_left_out_total Tools of optional MCP servers left out at the worker's start, by server and reason (name_collision, name_too_long, description_too_long, schema_too_large, paired_left_out, invalid).
+# HELP oncerun_mcp_tools_left_out_total Tools of optional MCP servers left out at the worker's start, by server and reason (name_collision, name_too_long, description_too_long, schema_too_large, paired_left_out, not_offered, invalid).
 # TYPE oncerun_mcp_tools_left_out_total counter
 oncerun_mcp_tools_left_out_total{reason="name_collision",server="ctl"} 2
 `), "oncerun_mcp_tools_left_out_total"))

@@ -21,6 +21,7 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/telemetry"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -242,6 +243,7 @@ func (s *Inbox) session(r *http.Request) (session, bool) {
 	if err != nil || cc.Value == "" {
 		return session{}, false
 	}
+	telemetry.LinkCaller(r.Context())
 	return session{id: id, csrf: cc.Value}, true
 }
 

@@ -46,7 +46,7 @@ func TestLimitsDirect(t *testing.T) {
 
 	charge(t, db, 25900)
 	out, err = run(t, env, "limits", "set", "refunds", "--tenant", "acme", "--tools", "refund_payment,issue_credit",
-		"--currency", "EUR", "--amount", "50000", "--period", "rolling_24h", "--as", "ops")
+		"--currency", "EUR", "--amount", "50000", "--period", "rolling_24h", "--as", "ops", "--other-currencies", "allow")
 	require.NoError(t, err, out)
 	out, err = run(t, env, "limits", "--tenant", "acme")
 	require.NoError(t, err, out)
@@ -61,6 +61,8 @@ func TestLimitsDirect(t *testing.T) {
 	require.Len(t, list.Limits, 2)
 	assert.Equal(t, []any{"credits", "dana", int64(25900)}, []any{list.Limits[0].Name, list.Limits[0].UpdatedBy, list.Limits[0].Spent})
 	assert.Equal(t, "ops", list.Limits[1].UpdatedBy, "--as")
+	assert.Equal(t, []string{spend.OtherPark, spend.OtherAllow}, []string{list.Limits[0].OtherCurrencies, list.Limits[1].OtherCurrencies},
+		"--other-currencies, park by default")
 	assert.Contains(t, out, `"limits": [`)
 
 	out, err = run(t, env, "limits", "--tenant", "globex")
@@ -95,6 +97,9 @@ func TestLimitsRefuseBadFlags(t *testing.T) {
 		{"tool without an amount", []string{"--tools", "lookup_order", "--currency", "EUR", "--amount", "100"}, "tools: lookup_order declares no amount"},
 		{"unknown period", []string{"--tools", "issue_credit", "--currency", "EUR", "--amount", "100", "--period", "weekly"}, `period: "weekly"`},
 		{"no amount", []string{"--tools", "issue_credit", "--currency", "EUR"}, `required flag(s) "amount" not set`},
+		{"numeric currency", []string{"--tools", "issue_credit", "--currency", "978", "--amount", "100"}, `currency: "978" is not an ISO 4217 currency code`},
+		{"unknown rule for other currencies", []string{"--tools", "issue_credit", "--currency", "EUR", "--amount", "100", "--other-currencies", "bogus"},
+			`other_currencies: "bogus" is neither park nor allow`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

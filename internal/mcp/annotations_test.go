@@ -109,8 +109,16 @@ func TestAPairedReadMayBeAReadByItsAnnotation(t *testing.T) {
 	assert.Equal(t, tools.ClassRead, toolOf(t, d, "pay_find_refund").Class)
 	assert.Equal(t, tools.GuaranteeOnce, toolOf(t, d, "pay_refund").Guarantee())
 
-	msg := loadErr(t, httpConfig("pay", s.URL, map[string]mcp.ToolConfig{"refund": {PairedRead: mcp.PairedRead{Tool: "decline"}}, "decline": {}}))
-	assert.Contains(t, msg, `tool "refund": paired_read "decline" is not a read: the server does not annotate it readOnlyHint`)
+	notRead := httpConfig("pay", s.URL, map[string]mcp.ToolConfig{"refund": {PairedRead: mcp.PairedRead{Tool: "decline"}}, "decline": {}})
+	msg := loadErr(t, notRead)
+	assert.Contains(t, msg, `tool "refund": paired_read "decline" is not a read: the server does not annotate it read-only`)
+
+	// Of an optional server, the tool is left out and the rest offered.
+	notRead.Optional = true
+	d = load(t, notRead)
+	assert.Equal(t, []string{"pay_decline"}, names(d))
+	require.Len(t, d.LeftOut, 1)
+	assert.Equal(t, []string{"refund", mcp.ReasonInvalid}, []string{d.LeftOut[0].Tool, d.LeftOut[0].Reason})
 }
 
 // A paired read by mapping: the read's arguments are built from the call's

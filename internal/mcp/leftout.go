@@ -42,9 +42,13 @@ const (
 	// ReasonPairedLeftOut: its paired read, or the tool it is the mapped
 	// paired read of, was left out.
 	ReasonPairedLeftOut = "paired_left_out"
+	// ReasonNotOffered: the configuration lists it, and the server does not
+	// offer it (a server that dropped a tool).
+	ReasonNotOffered = "not_offered"
 	// ReasonInvalid: anything else the definition is refused for (a schema
 	// that is not an object's or does not compile, an approval field the
-	// schema lacks, a retention the registry refuses).
+	// schema lacks, a retention the registry refuses, a paired read that is
+	// not a read, a probe that failed).
 	ReasonInvalid = "invalid"
 )
 

@@ -307,8 +307,8 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 	include := make(map[string]bool)
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
 		if _, ok := byName[name]; !ok {
-			errs = append(errs, fmt.Errorf("%s: tool %q is configured but the server does not offer it (it offers: %s)",
-				srv.describe(), name, offeredNames(offered)))
+			problem(name, because(ReasonNotOffered, fmt.Errorf("%s: tool %q is configured but the server does not offer it (it offers: %s)",
+				srv.describe(), name, offeredNames(offered))))
 			continue
 		}
 		include[name] = true
@@ -339,7 +339,7 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 		if p := sc.Tools[name].Probe; p != nil && opts.Probe && src.KeyClaim == KeyUnverified {
 			verified, err := probe(ctx, srv, name, p, opts)
 			if err != nil {
-				errs = append(errs, err)
+				problem(name, err)
 				continue
 			}
 			if verified {
@@ -361,8 +361,10 @@ func (d *Discovered) add(ctx context.Context, srv *server, offered []*mcpsdk.Too
 	for _, name := range slices.Sorted(maps.Keys(sc.Tools)) {
 		read := sc.Tools[name].PairedRead.Tool
 		if class, ok := classOf[read]; ok && read != "" && class != tools.ClassRead {
-			errs = append(errs, fmt.Errorf("%s: tool %q: paired_read %q is not a read: the server does not annotate it readOnlyHint "+
-				"and the configuration does not class it read (class: read)", srv.describe(), name, read))
+			problem(name, fmt.Errorf("%s: tool %q: paired_read %q is not a read: the server does not annotate it read-only "+
+				"(readOnlyHint, without destructiveHint: true) and the configuration does not class it read (class: read)", srv.describe(), name, read))
+			own := ToolName(sc.Name, name)
+			cands = slices.DeleteFunc(cands, func(c candidate) bool { return c.tool.Name == own || c.pairedOf == own })
 		}
 	}
 	return cands, errs

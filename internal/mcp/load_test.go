@@ -180,6 +180,16 @@ func TestAConfiguredToolTheServerDoesNotOfferIsAnErrorNamingIt(t *testing.T) {
 	cfg["chargeback"] = mcp.ToolConfig{}
 	msg := loadErr(t, httpConfig("pay", s.URL, cfg))
 	assert.Contains(t, msg, `MCP server pay (http `+s.URL+`): tool "chargeback" is configured but the server does not offer it`)
+
+	// An optional server that no longer offers a listed tool offers the
+	// rest: the tool is left out, naming why.
+	optional := httpConfig("pay", s.URL, cfg)
+	optional.Optional = true
+	d := load(t, optional)
+	assert.Contains(t, names(d), "pay_refund")
+	require.Len(t, d.LeftOut, 1)
+	assert.Equal(t, []string{"chargeback", mcp.ReasonNotOffered}, []string{d.LeftOut[0].Tool, d.LeftOut[0].Reason})
+	assert.ErrorContains(t, d.LeftOut[0].Err, `tool "chargeback" is configured but the server does not offer it`)
 }
 
 func TestASchemaTheRegistryRefusesIsAnErrorNamingServerAndTool(t *testing.T) {

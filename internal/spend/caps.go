@@ -87,6 +87,9 @@ func CheckCap(reg Registry, c *Cap) error {
 		if !countable(t) {
 			return bad("tools", "%s declares no amount with a currency: nothing of it could count against a cap", name)
 		}
+		if t.Class == tools.ClassRead {
+			return bad("tools", "%s is a read: it has no effect, so nothing of it counts against a cap", name)
+		}
 	}
 	_, unit, ok := money.Scale(c.Currency)
 	if !ok {
@@ -105,7 +108,7 @@ func CheckCap(reg Registry, c *Cap) error {
 	}
 	rule, err := OtherRule(c.OtherCurrencies)
 	if err != nil {
-		return bad("other_currencies", "%v", err)
+		return bad("other_currencies", "%s", err.Error())
 	}
 	c.OtherCurrencies = rule
 	return nil

@@ -351,6 +351,12 @@ func charge(ctx context.Context, db DB, c Charge, state string) (Counted, error)
 	return out, nil
 }
 
+const countedSQL = `SELECT EXISTS (SELECT 1 FROM spend_entries WHERE tenant = $1 AND key = $2 AND state <> 'released')`
+
+// toolCapsSQL reads the caps of a tool without locking them: the charge
+// locks the caps of its currency after the run's budget (spend_charge),
+// and locking here first would invert that order. A cap set while a
+// charge is counted holds from the next charge.
 const toolCapsSQL = `SELECT name, period, tools, currency, other_currencies FROM spend_caps
 WHERE tenant = $1 AND $2 = ANY (tools) ORDER BY name`
 
@@ -359,6 +365,16 @@ WHERE tenant = $1 AND $2 = ANY (tools) ORDER BY name`
 // c's tool by name), or nil: limits fail closed, so an amount no limit of
 // its currency counts waits for an approver unless the limit allows it.
 func unnamed(ctx context.Context, db DB, c Charge) (*Level, error) {
+	// A step whose key counted already (an attempt that reserved before a
+	// cap was set, or before a rolling deploy) keeps what it counted:
+	// spend_charge finds it, and nothing parks it now.
+	var counted bool
+	if err := db.QueryRow(ctx, countedSQL, c.Tenant, c.Key).Scan(&counted); err != nil {
+		return nil, fmt.Errorf("read the entries of %s: %w", c.Key, err)
+	}
+	if counted {
+		return nil, nil
+	}
 	currencies := c.Amounts.Currencies()
 	if len(c.Budget) > 0 && c.OtherCurrencies != OtherAllow {
 		for _, cur := range currencies {

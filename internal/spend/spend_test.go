@@ -34,6 +34,7 @@ var reg = registry{
 	"refund_payment": {Name: "refund_payment", Amounts: []tools.Amount{{Field: "amount_cents", Currency: "currency"}}},
 	"send_email":     {Name: "send_email"},
 	"note_amount":    {Name: "note_amount", Amounts: []tools.Amount{{Field: "amount_cents"}}},
+	"quote":          {Name: "quote", Class: tools.ClassRead, Amounts: []tools.Amount{{Field: "amount_cents", Currency: "currency"}}},
 }
 
 func setCap(t *testing.T, db spend.DB, c spend.Cap) {
@@ -397,6 +398,7 @@ func TestCapsThatCannotHoldAreRefusedNamingTheField(t *testing.T) {
 		{spend.Cap{Name: "x", Tools: []string{"nope"}, Currency: "EUR", Amount: 1}, "tools"},
 		{spend.Cap{Name: "x", Tools: []string{"send_email"}, Currency: "EUR", Amount: 1}, "tools"},
 		{spend.Cap{Name: "x", Tools: []string{"note_amount"}, Currency: "EUR", Amount: 1}, "tools"},
+		{spend.Cap{Name: "x", Tools: []string{"quote"}, Currency: "EUR", Amount: 1}, "tools"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EURO", Amount: 1}, "currency"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "XYZ", Amount: 1}, "currency"},
 		{spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "XXX", Amount: 1}, "currency"},
@@ -422,6 +424,7 @@ func TestCapsThatCannotHoldAreRefusedNamingTheField(t *testing.T) {
 // Limits fail closed: an amount in a currency that a limit covering the
 // call does not name parks, unless the limit allows other currencies.
 func TestAnAmountInACurrencyNoLimitNamesParks(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t, 4)
 	usd := spend.Amounts{"USD": 5000}
@@ -475,6 +478,23 @@ func TestAnAmountInACurrencyNoLimitNamesParks(t *testing.T) {
 	require.Len(t, caps, 3)
 	assert.Equal(t, spend.OtherAllow, caps[0].OtherCurrencies)
 	assert.Equal(t, spend.OtherPark, caps[1].OtherCurrencies)
+
+	// A step whose key counted before the caps parked its currency (an
+	// attempt that reserved, then died) keeps its reservation: its next
+	// attempt finds it, and is not parked.
+	held := spend.Charge{Tenant: "late", RunID: "r", Step: 1, Tool: "refund_payment", Key: "late-1", Amounts: usd}
+	got, err = spend.Reserve(ctx, pool, held)
+	require.NoError(t, err)
+	require.Nil(t, got.Over)
+	setCap(t, pool, spend.Cap{Tenant: "late", Name: "refunds", Tools: []string{"refund_payment"}, Currency: "EUR", Amount: 100000})
+	got, err = spend.Reserve(ctx, pool, held)
+	require.NoError(t, err)
+	assert.Nil(t, got.Over, "the retry of a step that counted is not parked")
+	assert.True(t, got.Already)
+	held.Key, held.Step = "late-2", 2
+	got, err = spend.Reserve(ctx, pool, held)
+	require.NoError(t, err)
+	assert.NotNil(t, got.Over, "a new step in USD parks at the EUR cap")
 
 	c := spend.Cap{Name: "x", Tools: []string{"issue_credit"}, Currency: "EUR", Amount: 1, OtherCurrencies: "count"}
 	err = spend.CheckCap(reg, &c)

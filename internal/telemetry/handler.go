@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel"
@@ -34,10 +35,12 @@ type ServerConfig struct {
 // is off and cfg names no Provider.
 //
 // As the W3C Trace Context recommends for a public endpoint, a request
-// from a peer outside cfg.Trusted starts a trace of its own: a valid
-// traceparent its caller sent becomes a link of the request's root span
-// (attribute oncerun.link = caller), without its tracestate, and h sees
-// no traceparent, tracestate or baggage header. Whatever h does in the
+// from a peer outside cfg.Trusted starts a trace of its own, and h sees
+// no traceparent, tracestate or baggage header. A valid traceparent its
+// caller sent becomes a link of the request's root span (attribute
+// oncerun.link = caller), without its tracestate, once h has
+// authenticated the caller ([LinkCaller]): an anonymous request exports
+// nothing that names the caller's ids. Whatever h does in the
 // request's context (a run it starts, a row it writes, a call it makes)
 // is in oncerun's trace, never in the caller's. No request's baggage is
 // read.
@@ -49,7 +52,7 @@ func Handler(h http.Handler, cfg ServerConfig) http.Handler {
 		}
 		tp = otel.GetTracerProvider()
 	}
-	traced := otelhttp.NewHandler(linkCaller(h), cfg.Operation,
+	traced := otelhttp.NewHandler(h, cfg.Operation,
 		otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(Propagator()))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		traced.ServeHTTP(w, withoutCallerContext(r, Trusts(cfg.Trusted, r.RemoteAddr)))
@@ -57,8 +60,15 @@ func Handler(h http.Handler, cfg ServerConfig) http.Handler {
 }
 
 // callerKey holds, in a request's context, the span context its untrusted
-// caller sent, for linkCaller.
+// caller sent, for LinkCaller.
 type callerKey struct{}
+
+// callerLink is the span context an untrusted caller sent, and whether
+// the request's span links to it yet.
+type callerLink struct {
+	span   trace.SpanContext
+	linked atomic.Bool
+}
 
 // withoutCallerContext is r without the headers of its caller's trace
 // context that oncerun does not take: baggage always, traceparent and
@@ -79,7 +89,7 @@ func withoutCallerContext(r *http.Request, trusted bool) *http.Request {
 		caller := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
 			propagation.MapCarrier{"traceparent": r.Header.Get("Traceparent")}))
 		if caller.IsValid() {
-			ctx = context.WithValue(ctx, callerKey{}, caller)
+			ctx = context.WithValue(ctx, callerKey{}, &callerLink{span: caller})
 		}
 	}
 	r = r.Clone(ctx)
@@ -89,16 +99,17 @@ func withoutCallerContext(r *http.Request, trusted bool) *http.Request {
 	return r
 }
 
-// linkCaller links the request's span to the span its untrusted caller
-// sent, if any, and serves it with h.
-func linkCaller(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if caller, ok := r.Context().Value(callerKey{}).(trace.SpanContext); ok {
-			trace.SpanFromContext(r.Context()).AddLink(trace.Link{SpanContext: caller,
-				Attributes: []attribute.KeyValue{attribute.String("oncerun.link", "caller")}})
-		}
-		h.ServeHTTP(w, r)
-	})
+// LinkCaller links the span of the request whose context ctx is to the
+// span its untrusted caller sent, if any, once: a server calls it when it
+// has authenticated the caller, so that a request nobody signed exports
+// no link to ids a stranger chose.
+func LinkCaller(ctx context.Context) {
+	caller, ok := ctx.Value(callerKey{}).(*callerLink)
+	if !ok || caller.linked.Swap(true) {
+		return
+	}
+	trace.SpanFromContext(ctx).AddLink(trace.Link{SpanContext: caller.span,
+		Attributes: []attribute.KeyValue{attribute.String("oncerun.link", "caller")}})
 }
 
 // Trusts reports whether remoteAddr, a connection's peer as

@@ -41,8 +41,10 @@ type served struct {
 
 // serveTraced serves one request with the caller's trace headers, from
 // peer, through Handler with trusted networks; the handler answers status
-// and calls a provider on the way, as starting a run does. It returns what
-// the handler saw and the spans that ended.
+// and calls a provider on the way, as starting a run does, and, unless it
+// answers 401, has authenticated the caller (LinkCaller, twice, as a
+// server that checks a session more than once would). It returns what the
+// handler saw and the spans that ended.
 func serveTraced(t *testing.T, peer string, status int, trusted ...netip.Prefix) (served, []sdktrace.ReadOnlySpan) {
 	t.Helper()
 	rec := tracetest.NewSpanRecorder()
@@ -55,6 +57,10 @@ func serveTraced(t *testing.T, peer string, status int, trusted ...netip.Prefix)
 	out := &http.Client{Transport: otelhttp.NewTransport(http.DefaultTransport,
 		otelhttp.WithTracerProvider(tp), otelhttp.WithPropagators(Propagator()))}
 	h := Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if status != http.StatusUnauthorized {
+			LinkCaller(r.Context())
+			LinkCaller(r.Context())
+		}
 		got.trace = trace.SpanContextFromContext(r.Context())
 		got.baggage = baggage.FromContext(r.Context())
 		got.headers = r.Header.Clone()
@@ -121,7 +127,8 @@ func TestAStrangersRequestStartsATraceLinkedToTheCallers(t *testing.T) {
 }
 
 // A request answered 401 is in a trace of its own too: nothing is
-// exported under the caller's trace id or as a child of its span.
+// exported under the caller's trace id, as a child of its span, or as a
+// link to it.
 func TestAnUnauthenticatedRequestExportsNothingUnderTheCallersIDs(t *testing.T) {
 	t.Parallel()
 	_, spans := serveTraced(t, "203.0.113.9:41000", http.StatusUnauthorized)
@@ -131,6 +138,7 @@ func TestAnUnauthenticatedRequestExportsNothingUnderTheCallersIDs(t *testing.T) 
 		assert.NotEqual(t, callerSpan, s.Parent().SpanID().String(), "span %s is no child of the caller's", s.Name())
 	}
 	assert.False(t, requestSpan(t, spans).Parent().IsValid(), "the request's span is a root")
+	assert.Empty(t, requestSpan(t, spans).Links(), "no link to ids a stranger chose")
 }
 
 // A peer inside a trusted network has its trace context continued: the
