@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
 
-	"github.com/oncerun/oncerun/internal/untrusted"
 )
 
 // The variables Load reads, as the temporal CLI names them.
@@ -101,8 +100,11 @@ func CheckAddress(hostPort, source string) error {
 	if !strings.Contains(hostPort, "@") {
 		return nil
 	}
-	return fmt.Errorf("%s holds a user or password (%s): %w; authenticate with %s or a client certificate (%s*)",
-		source, untrusted.Redact(hostPort), ErrAddressUserinfo, EnvAPIKey, "TEMPORAL_TLS_")
+	// Everything before the last '@' may be a secret (user:password, or
+	// an API key alone): none of it is shown.
+	host := hostPort[strings.LastIndex(hostPort, "@")+1:]
+	return fmt.Errorf("%s holds a user or password (xxxxx@%s): %w; authenticate with %s or a client certificate (%s*)",
+		source, host, ErrAddressUserinfo, EnvAPIKey, "TEMPORAL_TLS_")
 }
 
 // tomlError is err without the text a TOML parse error quotes from the

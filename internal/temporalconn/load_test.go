@@ -221,11 +221,12 @@ func TestAddressSourceNamesTheVariableOrTheProfile(t *testing.T) {
 // set without the password: a Temporal address carries no credentials.
 func TestLoadRefusesAnAddressWithAUserAndPasswordWithoutShowingIt(t *testing.T) {
 	t.Parallel()
-	for _, addr := range []string{"ops:s3cret@temporal.example:7233", "http://ops:s3cret@temporal.example:7233"} {
+	for _, addr := range []string{"ops:s3cret@temporal.example:7233", "http://ops:s3cret@temporal.example:7233", "s3cret@temporal.example:7233"} {
 		_, err := temporalconn.Load(env(t, map[string]string{temporalconn.EnvAddress: addr}))
 		require.ErrorIs(t, err, temporalconn.ErrAddressUserinfo, addr)
 		assert.ErrorContains(t, err, "TEMPORAL_ADDRESS holds a user or password")
-		assert.ErrorContains(t, err, "ops:xxxxx@temporal.example:7233")
-		assert.NotContains(t, err.Error(), "s3cret")
+		assert.ErrorContains(t, err, "(xxxxx@temporal.example:7233)")
+		assert.NotContains(t, err.Error(), "s3cret", "an API key alone before the @ is not shown either")
+		assert.NotContains(t, err.Error(), "ops", "nor the user")
 	}
 }
