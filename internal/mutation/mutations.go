@@ -1244,7 +1244,7 @@ var mutations = []Mutation{
 	},
 	{
 		Name:     "forbidden-control-not-audited",
-		Bug:      "a viewer's or an approver's cancel, pause, resume or message is refused with 403 but leaves no row in run_controls",
+		Bug:      "a viewer's or an approver's cancel, pause, resume or message is refused with 403 but leaves no row in the audit of controls",
 		File:     "internal/runs/operate.go",
 		Old:      "\tres, err := c.operate(ctx, r)\n\tif errors.Is(err, ErrNotFound) {",
 		New:      "\tres, err := c.operate(ctx, r)\n\tif errors.Is(err, ErrNotFound) || errors.Is(err, ErrForbidden) {",
