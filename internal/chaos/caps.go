@@ -113,8 +113,11 @@ type Caps struct {
 	Rejected int `json:"parked_rejected"`
 	Excepted int `json:"parked_approved"`
 	// Over counts the days a tool applied more than the cap, exceptions
-	// excluded: each is a violation.
+	// excluded, or anything in another currency: each is a violation.
 	Over int `json:"days_over_cap"`
+	// Misspelt counts the runs that spelled a currency as no currency
+	// (978, €, XXX, …), each refused at its start as it must be.
+	Misspelt int `json:"misspelt_refused"`
 }
 
 // CapDay is what one capped tool of a tenant applied in one currency on
@@ -279,8 +282,11 @@ func (h *harness) capReport(ctx context.Context, ledger []sandbox.Refund, waits 
 	for ref := range excepted {
 		past[spender[ref]] = true
 	}
+	h.mu.Lock()
+	misspelt := h.misspelt
+	h.mu.Unlock()
 	caps := &Caps{Cap: int64(h.cfg.DailyCap), Currency: planCurrency, Planned: planned(h.runs),
-		Days: tallyCapDays(effects, past)}
+		Days: tallyCapDays(effects, past), Misspelt: misspelt}
 	for ref, w := range waits {
 		if w.kind != approvalstore.KindLimit {
 			continue

@@ -205,6 +205,10 @@ func (h *harness) check(ctx context.Context) (*Report, error) {
 		over := checkCaps(caps.Cap, caps.Currency, caps.Days)
 		caps.Over = len(over)
 		c.violations = append(c.violations, over...)
+		if want := len(misspellings) * len(capTools); caps.Misspelt != want {
+			c.violations = append(c.violations, fmt.Sprintf("%d of %d runs spelling a currency as none were seen refused at their start",
+				caps.Misspelt, want))
+		}
 	}
 	rep := &Report{Caps: caps, Counts: *c, Seed: h.cfg.Seed, Temporal: h.cfg.Temporal, Runs: len(h.runs), Ended: len(closed),
 		Wall: time.Since(h.start).Round(time.Millisecond).String(), Violations: append([]string(nil), c.violations...)}

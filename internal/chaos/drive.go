@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -34,6 +36,9 @@ func (h *harness) shake(ctx context.Context) (*Report, error) {
 		drivers.Go(func() { w.keepUp(driveCtx) })
 	}
 	drivers.Go(func() { h.startRuns(driveCtx) })
+	if h.cfg.DailyCap > 0 {
+		drivers.Go(func() { h.startMisspelt(driveCtx) })
+	}
 	drivers.Go(func() { h.decide(driveCtx) })
 	faults.Go(func() { h.killWorkers(faultCtx) })
 	faults.Go(func() { h.restartTemporal(faultCtx) })
@@ -112,6 +117,42 @@ func (h *harness) startRuns(ctx context.Context) {
 		})
 	}
 	wg.Wait()
+}
+
+// startMisspelt tries to start, under a cap, a run of each capped tool
+// whose call spells its currency as no currency (misspellings): each must
+// be refused at its start, 400 naming the field, and none may land. A run
+// the API takes is a violation, and so, at the check, is any amount of it
+// at a destination (checkCaps).
+func (h *harness) startMisspelt(ctx context.Context) {
+	p := h.runs[0]
+	for i, code := range misspellings {
+		for _, c := range p.calls()[stepCredit-1 : stepRefund] {
+			var args map[string]any
+			if err := json.Unmarshal(c.Args, &args); err != nil {
+				h.violate("misspelt start: %v", err)
+				return
+			}
+			args["currency"] = code
+			raw, _ := json.Marshal(args)
+			runID := fmt.Sprintf("%s-misspelt-%s-%d", p.runID, c.Tool, i)
+			body := approvals.StartRequest{RunID: runID, Goal: "chaos: a currency spelled " + strconv.Quote(code), Plan: []planner.Call{{Tool: c.Tool, Args: raw}}}
+			retry(ctx, time.Second, func() bool {
+				a := h.api.do(ctx, http.MethodPost, "/v1/runs", body)
+				switch {
+				case a.status == http.StatusBadRequest && bytes.Contains(a.body, []byte("currency")):
+					h.mu.Lock()
+					h.misspelt++
+					h.mu.Unlock()
+					return true
+				case a.status != 0 && a.status < 500:
+					h.violate("start %s, %s in currency %q: %s, want 400 naming the currency", runID, c.Tool, code, a)
+					return true
+				}
+				return false
+			})
+		}
+	}
 }
 
 // decide polls the approvals list and decides each step at a random moment

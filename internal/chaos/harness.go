@@ -89,6 +89,9 @@ type harness struct {
 	decided map[waitRef]workflows.Decision
 	// ended is when each run was first seen ended, and its status then.
 	ended map[string]runEnd
+	// misspelt counts the starts of runs that spelled a currency as no
+	// currency, refused as the API must (Config.DailyCap).
+	misspelt int
 }
 
 type stepRef struct {

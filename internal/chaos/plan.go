@@ -178,6 +178,10 @@ func planned(ps []runPlan) map[string]int64 {
 	return out
 }
 
+// misspellings are currencies as a planner might spell them that are no
+// currency: a call in one is refused, and no limit could count it.
+var misspellings = []string{"978", "€", "EURO", "XXX", "XTS", "ZZZ", "", " EUR", "E U"}
+
 // refundSpellings are the ways the runs spell the refunds' currency
 // under a cap: one currency, each spelling counted against its cap.
 var refundSpellings = []string{"EUR", "eur", "Eur"}

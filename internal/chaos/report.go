@@ -167,8 +167,9 @@ func (r *Report) Print(w io.Writer) {
 		}
 		for _, d := range c.Days {
 			row(fmt.Sprintf("  %s on %s, applied in %d effects (of it exceptions)", d.Tool, d.Day, d.Effects),
-				fmt.Sprintf("%s (%s)", money.Format(d.Applied, c.Currency), money.Format(d.Exceptions, c.Currency)))
+				fmt.Sprintf("%s (%s)", money.Format(d.Applied, d.Currency), money.Format(d.Exceptions, d.Currency)))
 		}
+		row("  runs spelling a currency as none, refused at start", c.Misspelt)
 		row("  steps parked at the cap (rejected / approved past it)", fmt.Sprintf("%d (%d / %d)", c.Parked, c.Rejected, c.Excepted))
 		row("  days over the cap", c.Over)
 	}
