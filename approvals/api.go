@@ -14,6 +14,7 @@ import (
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/keys"
 	"github.com/oncerun/oncerun/internal/runs"
+	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -128,7 +129,11 @@ func (s *Server) runInput(r *http.Request, id Identity, req StartRequest) (workf
 		OnApprovalExpiry: req.OnApprovalExpiry}
 	if req.Limits != nil {
 		in.Limits.MaxSteps, in.Limits.Parallel, in.Limits.Spend = req.Limits.MaxSteps, req.Limits.Parallel, req.Limits.Spend
-		in.Limits.OtherCurrencies = req.Limits.OtherCurrencies
+		// park is the default, and is written as none: a start that names
+		// it and one that does not are the same request.
+		if in.Limits.OtherCurrencies = req.Limits.OtherCurrencies; in.Limits.OtherCurrencies == spend.OtherPark {
+			in.Limits.OtherCurrencies = ""
+		}
 		if req.Limits.ApprovalDeadline != "" {
 			d, err := time.ParseDuration(req.Limits.ApprovalDeadline)
 			if err != nil || d <= 0 {

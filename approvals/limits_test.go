@@ -3,6 +3,7 @@ package approvals
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"testing"
 
@@ -72,7 +73,7 @@ func TestLimitsAPI(t *testing.T) {
 		status, _, body = e.Call("ops", http.MethodPut, "/v1/limits/daily",
 			`{"tools": ["issue_credit"], "currency": "`+code+`", "amount": 1}`)
 		require.Equal(t, http.StatusBadRequest, status, body)
-		assert.Contains(t, errorOf(t, body).Message, "currency: ", code)
+		assert.Contains(t, errorOf(t, body).Message, fmt.Sprintf("currency: %q is not an ISO 4217 currency code", code))
 	}
 	status, _, body = e.Call("vic", http.MethodGet, "/v1/limits", "")
 	require.Equal(t, http.StatusOK, status, body)
@@ -216,6 +217,10 @@ func TestStartAPITakesSpend(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]int64{"EUR": 50000, "USD": 0}, in.Limits.Spend)
 	assert.Equal(t, spend.OtherAllow, in.Limits.OtherCurrencies)
+	require.NoError(t, json.Unmarshal([]byte(`{"run_id": "r1", "goal": "refund", "limits": {"spend": {"EUR": 1}, "other_currencies": "park"}}`), &sr))
+	in, err = s.runInput(req, Identity{Name: "ops", Tenant: "acme", Role: RoleOperator}, sr)
+	require.NoError(t, err)
+	assert.Empty(t, in.Limits.OtherCurrencies, "park, the default, is the same input as none")
 
 	for _, tc := range []struct{ name, spend, want string }{
 		{"a fraction", `{"EUR": 1.5}`, "limits.spend.EUR is a number that does not fit; want a whole number"},

@@ -200,6 +200,15 @@ func TestStartTakesSpend(t *testing.T) {
 	for _, body := range cs.bodies {
 		assert.JSONEq(t, `{"run_id":"r1","goal":"refund order 1001","limits":{"spend":{"EUR":50000,"USD":100}}}`, body)
 	}
+	for _, rule := range []string{"allow", "park"} {
+		out, err := run(t, env, "start", "--run-id", "r1", "--goal", "refund order 1001", "--spend", "EUR=100", "--spend-other-currencies", rule)
+		require.NoError(t, err, out)
+	}
+	require.Len(t, cs.bodies, 5)
+	assert.JSONEq(t, `{"run_id":"r1","goal":"refund order 1001","limits":{"spend":{"EUR":100},"other_currencies":"allow"}}`, cs.bodies[3])
+	assert.JSONEq(t, `{"run_id":"r1","goal":"refund order 1001","limits":{"spend":{"EUR":100}}}`, cs.bodies[4], "park is the default")
+	_, err := run(t, env, "start", "--run-id", "r1", "--goal", "refund", "--spend", "EUR=100", "--spend-other-currencies", "count")
+	require.ErrorContains(t, err, `--spend-other-currencies "count": want park or allow`)
 
 	for _, tc := range []struct{ spend, want string }{
 		{`{"EUR":1.5}`, "--spend: EUR is a number that does not fit; want a whole number"},

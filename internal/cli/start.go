@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/spend"
 	"github.com/oncerun/oncerun/internal/untrusted"
 	"github.com/oncerun/oncerun/tools"
 	"github.com/oncerun/oncerun/workflows"
@@ -107,6 +108,13 @@ name, unless --spend-other-currencies allow.`,
 					return err
 				}
 				in.Limits.Spend = amounts
+			}
+			switch in.Limits.OtherCurrencies {
+			case spend.OtherPark:
+				in.Limits.OtherCurrencies = "" // the default, the same input as none
+			case "", spend.OtherAllow:
+			default:
+				return fmt.Errorf("--spend-other-currencies %q: want %s or %s", in.Limits.OtherCurrencies, spend.OtherPark, spend.OtherAllow)
 			}
 			if planPath != "" {
 				reg, err := conn.env.Registry()

@@ -10,6 +10,7 @@ import (
 )
 
 func TestACurrencyIsThreeLettersOfTheTableInOneCanonicalForm(t *testing.T) {
+	t.Parallel()
 	for _, code := range []string{"EUR", "eur", "Eur"} {
 		c, ok := money.Lookup(code)
 		require.True(t, ok, code)
@@ -28,6 +29,7 @@ func TestACurrencyIsThreeLettersOfTheTableInOneCanonicalForm(t *testing.T) {
 }
 
 func TestTheTableHasOneEntryPerCodeAndNumber(t *testing.T) {
+	t.Parallel()
 	codes := money.Codes()
 	require.Greater(t, len(codes), 150)
 	numbers := map[int]string{}
@@ -42,6 +44,7 @@ func TestTheTableHasOneEntryPerCodeAndNumber(t *testing.T) {
 }
 
 func TestFormatWritesMinorUnitsByTheTable(t *testing.T) {
+	t.Parallel()
 	assert.Equal(t, "259.00 EUR", money.Format(25900, "eur"))
 	assert.Equal(t, "25,900 JPY", money.Format(25900, "JPY"))
 	assert.Equal(t, "1.234 KWD", money.Format(1234, "KWD"))
