@@ -11,7 +11,6 @@ import (
 	"github.com/BurntSushi/toml"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/contrib/envconfig"
-
 )
 
 // The variables Load reads, as the temporal CLI names them.
