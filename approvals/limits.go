@@ -60,8 +60,8 @@ type LimitRequest struct {
 	OtherCurrencies string `json:"other_currencies,omitempty"`
 }
 
-// LimitOf is a cap and its usage as the API shows them.
-func LimitOf(u spend.Usage) Limit {
+// limitOf is a cap and its usage as the API shows them.
+func limitOf(u spend.Usage) Limit {
 	return Limit{Name: u.Name, Tools: u.Tools, Currency: u.Currency, Amount: u.Amount, Period: u.Period,
 		OtherCurrencies: u.OtherCurrencies,
 		UpdatedBy:       u.UpdatedBy, UpdatedAt: u.UpdatedAt, Since: u.Since, Spent: u.Spent, Held: u.Held, Ratio: u.Ratio}
@@ -86,7 +86,7 @@ func (s *Server) limit(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, LimitOf(u))
+	writeJSON(w, http.StatusOK, limitOf(u))
 }
 
 func (s *Server) getLimit(r *http.Request, id Identity, name string) (spend.Usage, error) {
@@ -143,7 +143,7 @@ func (s *Server) setLimit(w http.ResponseWriter, r *http.Request, id Identity) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, LimitOf(u))
+	writeJSON(w, http.StatusOK, limitOf(u))
 }
 
 // deleteLimit answers DELETE /v1/limits/{name}: 204 once an operator

@@ -127,7 +127,7 @@ func (s *Server) Limits(ctx context.Context, id Identity) ([]Limit, error) {
 	}
 	out := make([]Limit, 0, len(us))
 	for _, u := range us {
-		out = append(out, LimitOf(u))
+		out = append(out, limitOf(u))
 	}
 	return out, nil
 }

@@ -69,7 +69,7 @@ GET /v1/limits answers.` + limitsModes,
 				}
 				list.Limits = make([]approvals.Limit, 0, len(us))
 				for _, u := range us {
-					list.Limits = append(list.Limits, approvals.LimitOf(u))
+					list.Limits = append(list.Limits, limitOf(u))
 				}
 			}
 			if asJSON {
@@ -178,7 +178,7 @@ func setLimitDirect(cmd *cobra.Command, conn *connections, tenant, name, by stri
 	if err != nil {
 		return approvals.Limit{}, err
 	}
-	return approvals.LimitOf(u), nil
+	return limitOf(u), nil
 }
 
 func newLimitsDeleteCmd(conn *connections, tenant *string) *cobra.Command {
@@ -226,6 +226,13 @@ func needTenant(tenant, doing string) error {
 		return fmt.Errorf("give --tenant T (or set %s to %s through the approvals service)", EnvAPI, doing)
 	}
 	return checkTenant(tenant)
+}
+
+// limitOf is a cap and its usage as the API shows them.
+func limitOf(u spend.Usage) approvals.Limit {
+	return approvals.Limit{Name: u.Name, Tools: u.Tools, Currency: u.Currency, Amount: u.Amount, Period: u.Period,
+		OtherCurrencies: u.OtherCurrencies, UpdatedBy: u.UpdatedBy, UpdatedAt: u.UpdatedAt, Since: u.Since,
+		Spent: u.Spent, Held: u.Held, Ratio: u.Ratio}
 }
 
 // periodWords says a period in words.

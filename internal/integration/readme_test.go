@@ -273,11 +273,21 @@ func TestTheREADMELimitsDocRunsAsWritten(t *testing.T) {
 			assert.Contains(t, out, "limit money: 5,000.00 EUR per rolling 24 hours for issue_credit, refund_payment")
 		},
 	}, {
+		words: "limits set usd-credits",
+		check: func(out string, err error) {
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "limit usd-credits: 1,000.00 USD per UTC day for issue_credit")
+			js, err := e.oncerun("limits", "--tenant", "acme", "--json")
+			require.NoError(t, err, js)
+			assert.Contains(t, js, `"other_currencies": "allow"`, "--other-currencies allow is the cap's rule")
+		},
+	}, {
 		words: "limits",
 		check: func(out string, err error) {
 			require.NoError(t, err, out)
 			assert.Regexp(t, `(?m)^credits\s+issue_credit\s+utc_day\s+2,000\.00 EUR\s+0\.00 EUR\s+0\.00 EUR\s+0\.0%$`, out)
 			assert.Regexp(t, `(?m)^money\s+issue_credit,refund_payment\s+rolling_24h\s+5,000\.00 EUR\s+0\.00 EUR\s+0\.00 EUR\s+0\.0%$`, out)
+			assert.Regexp(t, `(?m)^usd-credits\s+issue_credit\s+utc_day\s+1,000\.00 USD\s+0\.00 USD\s+0\.00 USD\s+0\.0%$`, out)
 		},
 	}, {
 		words: "limits delete money",

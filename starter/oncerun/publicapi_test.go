@@ -143,8 +143,8 @@ var exportBudget = map[string]int{
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
 	"github.com/oncerun/oncerun/starter/oncerundev": 2,
 	"github.com/oncerun/oncerun/tools":              62,
-	"github.com/oncerun/oncerun/worker":             43,
-	"github.com/oncerun/oncerun/workflows":          115,
+	"github.com/oncerun/oncerun/worker":             44,  // MCPNotices, for oncerun tools
+	"github.com/oncerun/oncerun/workflows":          116, // Control.ValidateCancel, for the API and the CLI
 }
 
 // exported lists the identifiers pkg exports, as exportBudget counts them.
