@@ -58,7 +58,12 @@ a cap waits for approval (approvals of kind limit) and the harness rejects it
 ("chaos: over the cap"), so it must not apply; the check then sums each
 tool's amounts per UTC day where they landed, the credits table and the
 provider's ledger, and any day over the cap, exceptions excluded, is a
-violation.
+violation. Under a cap the runs spell their currencies as planners do: the
+refunds' as EUR, eur or Eur (one currency, one cap), every fourth credit in
+USD (a currency the caps do not name: it waits, and is rejected), and a run
+of each tool in each spelling that is no currency (978, €, XXX, …), which
+the API must refuse at its start; any amount at a destination outside the
+caps' currency is a violation too.
 
 --deploy rolls the workers, while runs are in flight and every other fault
 goes on, through --registries tool registries (a tool added, an approval
