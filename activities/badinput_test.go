@@ -161,3 +161,28 @@ func FuzzPlannerOutput(f *testing.F) {
 		}
 	})
 }
+
+// TestAModelsCallInNoCurrencyIsRefusedNamingTheField: a planner's credit
+// in a currency no limit could count (XXX, XTS, ZZZ: three letters, which
+// the tool's schema takes) is refused, and the refusal names the field
+// for the planner to correct; a credit in EUR is not.
+func TestAModelsCallInNoCurrencyIsRefusedNamingTheField(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	credit := func(currency string) planner.Call {
+		return planner.Call{Tool: shop.ToolIssueCredit,
+			Args: json.RawMessage(`{"order_id":"1001","reason":"late","amount_cents":9000,"currency":"` + currency + `"}`)}
+	}
+	f.acts.Planners["odd"] = planFunc(func(context.Context, planner.Request) (planner.Proposal, error) {
+		return planner.Proposal{Calls: []planner.Call{credit("XXX"), credit("XTS"), credit("ZZZ"), credit("EUR")}}, nil
+	})
+
+	out, err := f.plan(t, activities.PlanInput{Tenant: "acme", RunID: "r1", Planner: "odd"})
+
+	require.NoError(t, err)
+	require.Len(t, out.Calls, 4)
+	for i, code := range []string{"XXX", "XTS", "ZZZ"} {
+		assert.Contains(t, out.Calls[i].Invalid, `arguments of issue_credit: currency is "`+code+`": not an ISO 4217 currency code`, code)
+	}
+	assert.Empty(t, out.Calls[3].Invalid)
+}
