@@ -22,20 +22,28 @@ import (
 	"github.com/oncerun/oncerun/tools"
 )
 
-// collidingConfig writes an MCP configuration whose server ctl, optional
-// as optional says, offers ctl_out and CTL-OUT (both ctl_ctl_out once
-// normalised) and status.
-func collidingConfig(t *testing.T, optional bool) string {
+// serverConfig writes an MCP configuration of one server, name, optional
+// as optional says, that offers and lists the tools.
+func serverConfig(t *testing.T, name string, optional bool, offered ...*mcpsdk.Tool) string {
 	t.Helper()
-	url := mcptest.ServeTools(t, &mcpsdk.Tool{Name: "ctl_out"}, &mcpsdk.Tool{Name: "CTL-OUT"}, &mcpsdk.Tool{Name: "status"})
+	listed := map[string]any{}
+	for _, tool := range offered {
+		listed[tool.Name] = map[string]any{}
+	}
 	raw, err := json.Marshal(map[string]any{"servers": []any{map[string]any{
-		"name": "ctl", "transport": "http", "url": url, "optional": optional,
-		"tools": map[string]any{"ctl_out": map[string]any{}, "CTL-OUT": map[string]any{}, "status": map[string]any{}},
+		"name": name, "transport": "http", "url": mcptest.ServeTools(t, offered...), "optional": optional, "tools": listed,
 	}}})
 	require.NoError(t, err)
 	p := filepath.Join(t.TempDir(), "mcp.json")
 	require.NoError(t, os.WriteFile(p, raw, 0o600))
 	return p
+}
+
+// collidingConfig is server ctl, offering ctl_out and CTL-OUT (both
+// ctl_ctl_out once normalised) and status.
+func collidingConfig(t *testing.T, optional bool) string {
+	t.Helper()
+	return serverConfig(t, "ctl", optional, &mcpsdk.Tool{Name: "ctl_out"}, &mcpsdk.Tool{Name: "CTL-OUT"}, &mcpsdk.Tool{Name: "status"})
 }
 
 // An optional server whose tools collide once normalised does not stop the
@@ -75,19 +83,11 @@ func TestARequiredServersCollidingToolsStopTheWorker(t *testing.T) {
 	assert.Contains(t, err.Error(), `tool name ctl_ctl_out would name both MCP tool "CTL-OUT" of server ctl and MCP tool "ctl_out" of server ctl`)
 }
 
-// ownNameConfig writes an MCP configuration whose server lookup offers
-// order (lookup_order once prefixed: the built-in tool's name) and status.
+// ownNameConfig is server lookup, offering order (lookup_order once
+// prefixed: the built-in tool's name) and status.
 func ownNameConfig(t *testing.T, optional bool) string {
 	t.Helper()
-	url := mcptest.ServeTools(t, &mcpsdk.Tool{Name: "order"}, &mcpsdk.Tool{Name: "status"})
-	raw, err := json.Marshal(map[string]any{"servers": []any{map[string]any{
-		"name": "lookup", "transport": "http", "url": url, "optional": optional,
-		"tools": map[string]any{"order": map[string]any{}, "status": map[string]any{}},
-	}}})
-	require.NoError(t, err)
-	p := filepath.Join(t.TempDir(), "mcp.json")
-	require.NoError(t, os.WriteFile(p, raw, 0o600))
-	return p
+	return serverConfig(t, "lookup", optional, &mcpsdk.Tool{Name: "order"}, &mcpsdk.Tool{Name: "status"})
 }
 
 // An optional server's tool that would take the name of one of the
