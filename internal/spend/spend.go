@@ -365,9 +365,15 @@ WHERE tenant = $1 AND $2 = ANY (tools) ORDER BY name`
 // c's tool by name), or nil: limits fail closed, so an amount no limit of
 // its currency counts waits for an approver unless the limit allows it.
 func unnamed(ctx context.Context, db DB, c Charge) (*Level, error) {
+	over, err := outside(ctx, db, c)
+	if err != nil || over == nil {
+		return over, err
+	}
 	// A step whose key counted already (an attempt that reserved before a
 	// cap was set, or before a rolling deploy) keeps what it counted:
-	// spend_charge finds it, and nothing parks it now.
+	// spend_charge finds it, and nothing parks it now. Asked only of a
+	// charge that would park, so that a charge that counts pays for one
+	// read here, the caps'.
 	var counted bool
 	if err := db.QueryRow(ctx, countedSQL, c.Tenant, c.Key).Scan(&counted); err != nil {
 		return nil, fmt.Errorf("read the entries of %s: %w", c.Key, err)
@@ -375,6 +381,12 @@ func unnamed(ctx context.Context, db DB, c Charge) (*Level, error) {
 	if counted {
 		return nil, nil
 	}
+	return over, nil
+}
+
+// outside returns the first limit that covers c and names none of c's
+// currencies while it parks others, or nil.
+func outside(ctx context.Context, db DB, c Charge) (*Level, error) {
 	currencies := c.Amounts.Currencies()
 	if len(c.Budget) > 0 && c.OtherCurrencies != OtherAllow {
 		for _, cur := range currencies {
