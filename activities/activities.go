@@ -130,10 +130,29 @@ func temporalError(err error) error {
 		// tool meeting it is a key shared across classes, for a human.
 		return temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeOutcomeUnknown, err)
 	case errors.Is(err, idempotency.ErrInFlight):
-		return temporal.NewApplicationErrorWithCause(err.Error(), ErrTypeInFlight, err)
+		return temporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeInFlight,
+			temporal.ApplicationErrorOptions{Cause: err, NextRetryDelay: inFlightRetry(err)})
 	}
 	return fmt.Errorf("%w", err)
 }
+
+// inFlightRetry is when a step that met another worker's live lease tries
+// again: just after that lease expires (by this process's clock, which the
+// margin allows to differ from the database's a little), so that a step
+// whose worker was cut off is taken over as soon as it may be, and not at
+// the retry policy's next backoff, which by then may be tens of seconds
+// away. Zero, the retry policy's own backoff, when the expiry is unknown.
+func inFlightRetry(err error) time.Duration {
+	var e *idempotency.InFlightError
+	if !errors.As(err, &e) || e.LeaseExpiry.IsZero() {
+		return 0
+	}
+	return min(max(time.Until(e.LeaseExpiry)+inFlightMargin, inFlightMargin), time.Minute)
+}
+
+// inFlightMargin is added to a lease's remaining time before a step tries
+// to take it over.
+const inFlightMargin = 500 * time.Millisecond
 
 // dataError is temporalError for work whose writes all roll back when it
 // fails (a transaction of our own database): when PostgreSQL refused the

@@ -176,13 +176,16 @@ func TestRunToolInFlight(t *testing.T) {
 	require.NoError(t, err)
 	k, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
 	require.NoError(t, err)
-	begun, err := other.Begin(context.Background(), idempotency.Claim{Key: k, ArgsHash: in.ArgsHash, Lease: time.Hour})
+	begun, err := other.Begin(context.Background(), idempotency.Claim{Key: k, ArgsHash: in.ArgsHash, Lease: 20 * time.Second})
 	require.NoError(t, err)
 	require.NotNil(t, begun.Lease)
 
 	_, err = f.run(t, in)
 	app := requireAppError(t, err, activities.ErrTypeInFlight, false)
 	assert.Contains(t, app.Error(), "held by worker-b")
+	// The step tries again just after the lease expires, not at the retry
+	// policy's next backoff.
+	assert.InDelta(t, float64(time.Until(begun.Lease.Expiry)+500*time.Millisecond), float64(app.NextRetryDelay()), float64(2*time.Second))
 	assert.Equal(t, 1, f.calls(shop.ToolAddOrderNote, metrics.OutcomeInFlight))
 	assert.Equal(t, 0, f.count(t, "SELECT count(*) FROM order_notes"))
 }

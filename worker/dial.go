@@ -31,6 +31,7 @@ func (c Config) TemporalClientOptions(log *zap.Logger) client.Options {
 	opts := c.TemporalOptions
 	opts.HostPort, opts.Namespace = c.TemporalAddress, c.Namespace
 	opts.Logger = temporalLogger(log)
+	boundTemporal(&opts)
 	// Traced while OTEL_* configure tracing; the interceptors serve the
 	// client's workers too.
 	if ics, err := telemetry.TemporalInterceptors(); err != nil {

@@ -69,6 +69,10 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 	if err != nil {
 		return Config{}, "", err
 	}
+	cutOff, err := cutOffFromEnv(getenv(settings.EnvCutOffAfter))
+	if err != nil {
+		return Config{}, "", err
+	}
 	var logAttempts bool
 	if s := getenv(settings.EnvLogActivityAttempts); s != "" {
 		if logAttempts, err = strconv.ParseBool(s); err != nil {
@@ -88,6 +92,7 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		Namespace:           temporal.Namespace,
 		TemporalOptions:     temporal,
 		TemporalConnectWait: connectWait,
+		CutOffAfter:         cutOff,
 		TaskQueue:           getenv(settings.EnvTaskQueue),
 		Versioning:          versioning,
 		DatabaseURL:         getenv(settings.EnvDatabaseURL),
@@ -103,6 +108,22 @@ func ConfigFromEnv(getenv func(string) string) (cfg Config, logLevel string, err
 		MCPConfig:                getenv(settings.EnvMCPConfig),
 		AgentsConfig:             getenv(settings.EnvAgentsConfig),
 	}, getenv(settings.EnvLogLevel), nil
+}
+
+// cutOffFromEnv reads settings.EnvCutOffAfter: a duration of at least a
+// second, or "off" (negative: never cut off).
+func cutOffFromEnv(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if strings.EqualFold(s, "off") {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("%s %q is neither a duration of at least 1s, such as 5s, nor off", settings.EnvCutOffAfter, s)
+	}
+	return d, nil
 }
 
 // deadlineWarningsFromEnv reads settings.EnvApprovalDeadlineWarnings: nil when it

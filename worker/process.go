@@ -21,6 +21,7 @@ import (
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
 	"github.com/oncerun/oncerun/internal/idempotency"
+	"github.com/oncerun/oncerun/internal/links"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/reconcile"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -59,8 +60,18 @@ type Process struct {
 	promReg  *prometheus.Registry
 	webhook  *alerts.Webhook
 	drift    *reconcile.Metrics
-	worker   sdkworker.Worker
 	fatal    chan error
+	// workers builds the Temporal worker, the first and each one that
+	// polls again after a cut; links says when the process is cut off, and
+	// gate stops its attempts then (see supervise).
+	workers func() sdkworker.Worker
+	links   *links.Monitor
+	gate    *gate
+	polling prometheus.Gauge
+	// mu guards worker, the Temporal worker polling now (nil while cut
+	// off).
+	mu     sync.Mutex
+	worker sdkworker.Worker
 	// ln is the HTTP listener until Serve takes it (or Close closes it).
 	ln        net.Listener
 	closeOnce sync.Once
@@ -192,7 +203,23 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 		fs.announce()
 		opts.Interceptors = append(opts.Interceptors, &faultInterceptor{fs: fs})
 	}
-	p.worker = NewWorker(p.tc, cfg.TaskQueue, acts, wd, rc, opts)
+	p.gate = newGate()
+	opts.Interceptors = append(opts.Interceptors, &cutOffInterceptor{gate: p.gate})
+	p.workers = func() sdkworker.Worker { return NewWorker(p.tc, cfg.TaskQueue, acts, wd, rc, opts) }
+	p.worker = p.workers()
+	p.polling = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "oncerun_worker_polling",
+		Help: "1 while the worker polls its task queue, 0 while it is cut off from PostgreSQL or Temporal and has given its work back.",
+	})
+	p.promReg.MustRegister(p.polling)
+	if cfg.CutOffAfter >= 0 {
+		p.links, err = links.New(links.Config{CutOffAfter: cfg.CutOffAfter, Logger: log},
+			links.Postgres(pool.Config().ConnConfig), links.Temporal(p.tc))
+		if err != nil {
+			return fmt.Errorf("ONCERUN_CUT_OFF_AFTER: %w", err)
+		}
+		p.promReg.MustRegister(p.links.Collectors()...)
+	}
 	return nil
 }
 
@@ -215,7 +242,8 @@ func (p *Process) Serve(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("start worker: %w", err)
 	}
-	defer p.worker.Stop()
+	p.polling.Set(1)
+	defer p.stopWorker()
 	if err := watchdog.EnsureSchedule(ctx, p.tc, cfg.TaskQueue, cfg.Watchdog); err != nil {
 		ln.Close()
 		return err
@@ -228,7 +256,12 @@ func (p *Process) Serve(ctx context.Context) error {
 	defer stopDrift()
 	go refreshDrift(driftCtx, p.pool, p.drift, time.Minute, log)
 
-	srv := httpServer(Handler(p.pool, p.promReg), log)
+	if p.links != nil {
+		go p.links.Run(driftCtx)
+		go p.supervise(driftCtx)
+	}
+
+	srv := httpServer(p.handler(), log)
 	serveErr := make(chan error, 2)
 	go func() { serveErr <- srv.Serve(ln) }()
 	apCtx, stopApprovals := context.WithCancel(context.WithoutCancel(ctx))

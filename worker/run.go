@@ -58,6 +58,16 @@ type Config struct {
 	// Temporal at start. Default defaultTemporalConnectWait; negative tries
 	// once (TEMPORAL_CONNECT_WAIT).
 	TemporalConnectWait time.Duration
+	// CutOffAfter is how long the worker may go without an answer from
+	// PostgreSQL or from Temporal, each probed every second on a
+	// connection of its own, before it counts itself cut off: it stops
+	// polling, ends the attempts it runs (a local step's workflow task
+	// fails, so that Temporal hands the run to another worker at once),
+	// starts no effect, and says so on /readyz and in
+	// oncerun_worker_cut_off; it polls again once both answer. Default
+	// links.DefaultCutOffAfter (5 s); negative: never
+	// (ONCERUN_CUT_OFF_AFTER, "off").
+	CutOffAfter time.Duration
 	// TaskQueue is the task queue to poll. Default
 	// workflows.DefaultTaskQueue (TEMPORAL_TASK_QUEUE).
 	TaskQueue string
@@ -267,7 +277,10 @@ func Run(ctx context.Context, cfg Config) error {
 // gives up after the URL's connect_timeout (in seconds, as libpq reads it)
 // or defaultConnectTimeout; waiting for a pooled connection and every query
 // are bounded by the caller's context: an activity's timeout, or an
-// approvals request's APPROVALS_DB_TIMEOUT.
+// approvals request's APPROVALS_DB_TIMEOUT. Every connection is bounded
+// besides, unless the URL sets the setting itself: a statement timeout of
+// 60 s, an idle-in-transaction timeout of 15 s, TCP keepalives and a TCP
+// user timeout of 15 s on both sides (docs/reliability.md, "Timeouts").
 func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
@@ -276,6 +289,7 @@ func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
 	}
+	boundPool(cfg)
 	if t := telemetry.QueryTracer(); t != nil {
 		cfg.ConnConfig.Tracer = t
 	}
@@ -292,6 +306,11 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer conn.Release()
+	// A migration may rewrite a large table: no statement timeout for it.
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout") }()
 	res, err := migrations.Migrate(ctx, conn.Conn())
 	if err != nil {
 		return err

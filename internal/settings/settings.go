@@ -99,6 +99,7 @@ var EnvNames = []string{
 	EnvTemporalConnectWait, EnvCrashAt, EnvStallAt, EnvLogActivityAttempts, EnvApprovalDeadlineWarnings, EnvMCPConfig,
 	EnvLimitsFile, EnvOTelEndpoint, EnvOTelTracesEndpoint, EnvOTelProtocol, EnvOTelServiceName, EnvOTelResource,
 	EnvOTelSampler, EnvOTelSDKDisabled, EnvAgentsConfig, EnvDeploymentName, EnvWorkerBuildID, EnvVersioningBehavior,
+	EnvCutOffAfter,
 }
 
 func init() {
@@ -144,6 +145,11 @@ const (
 
 // ReconcileEnvNames lists the reconciliation variables a worker reads.
 var ReconcileEnvNames = []string{EnvReconcileInterval, EnvReconcileSettlement, EnvReconcileLookback, EnvReconcileAlertAge}
+
+// EnvCutOffAfter is how long a worker may go without an answer from
+// PostgreSQL or from Temporal before it counts itself cut off and gives
+// its work back to the workers that reach both; "off" never does.
+const EnvCutOffAfter = "ONCERUN_CUT_OFF_AFTER"
 
 // EnvTemporalConnectWait is how long a worker or `oncerun serve` keeps
 // trying to reach Temporal at start (a server that restarts, a deploy that

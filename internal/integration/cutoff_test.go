@@ -1,0 +1,216 @@
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/api/enums/v1"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/oncerun/oncerun/internal/netfault"
+	"github.com/oncerun/oncerun/internal/payments"
+	"github.com/oncerun/oncerun/internal/planner"
+	sandbox "github.com/oncerun/oncerun/internal/sandbox/payments"
+	"github.com/oncerun/oncerun/internal/shop"
+	"github.com/oncerun/oncerun/worker"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// cutOffWorld is a test's world of two worker processes on one task queue,
+// a and b, built as `oncerun worker` builds its own; a reaches PostgreSQL
+// through a netfault proxy.
+type cutOffWorld struct {
+	*externalWorld
+	proxy *netfault.Proxy
+	// aLogs holds what worker a logged at info and above.
+	aLogs *observer.ObservedLogs
+	aHTTP string
+	// bURL is worker b's database URL: the server's own address.
+	bURL string
+}
+
+// startProcess builds and serves a worker process of cfg until the test
+// ends (or stop is called), and returns its HTTP address.
+func startProcess(t *testing.T, cfg worker.Config) (httpAddr string, stop func()) {
+	t.Helper()
+	ready := make(chan string, 1)
+	cfg.Ready = func(addr string) { ready <- addr }
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := worker.Build(ctx, cfg)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		assert.NoError(t, <-done)
+		p.Close()
+	}
+	t.Cleanup(stop)
+	select {
+	case httpAddr = <-ready:
+	case err := <-done:
+		t.Fatalf("the worker stopped at start: %v", err)
+	case <-time.After(time.Minute):
+		t.Fatal("the worker did not start in a minute")
+	}
+	return httpAddr, stop
+}
+
+func setupCutOff(t *testing.T) *cutOffWorld {
+	t.Helper()
+	w := &cutOffWorld{externalWorld: setupExternal(t, 0)}
+	u, err := url.Parse(w.pool.Config().ConnString())
+	require.NoError(t, err)
+	w.proxy, err = netfault.Listen("127.0.0.1:0", u.Host)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = w.proxy.Close() })
+	direct := u.String()
+	u.Host = w.proxy.Addr()
+
+	core, logs := observer.New(zap.InfoLevel)
+	w.aLogs = logs
+	aLog := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core())).Named("a")
+	w.aHTTP, _ = startProcess(t, w.workerConfig(u.String(), aLog))
+	return w.withB(direct)
+}
+
+// workerConfig is a worker of the test's queue on databaseURL.
+func (w *cutOffWorld) workerConfig(databaseURL string, log *zap.Logger) worker.Config {
+	return worker.Config{
+		TemporalAddress: frontend, Namespace: namespace, TaskQueue: w.queue,
+		DatabaseURL: databaseURL, HTTPAddr: "127.0.0.1:0", Logger: log,
+		External: worker.ExternalConfig{Payments: payments.Config{BaseURL: w.provider.URL(), APIKey: sandbox.DefaultAPIKey}},
+	}
+}
+
+// withB keeps the direct URL for worker b, started by startB.
+func (w *cutOffWorld) withB(direct string) *cutOffWorld {
+	w.bURL = direct
+	return w
+}
+
+// startWorkerB starts worker b, which reaches PostgreSQL directly.
+func (w *cutOffWorld) startWorkerB() {
+	w.t.Helper()
+	t := w.t.(*testing.T)
+	startProcess(t, w.workerConfig(w.bURL, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("b")))
+}
+
+// startRun starts a run that looks order 1001 up, adds two notes, issues a
+// credit below the approval threshold and refunds a payment of its own.
+func (w *cutOffWorld) startRun(run string) {
+	w.t.Helper()
+	payment := w.pay("pay_"+run, 10000)
+	plan := []planner.Call{
+		{Tool: shop.ToolLookupOrder, Args: json.RawMessage(`{"order_id":"1001"}`)},
+		{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(fmt.Sprintf(`{"order_id":"1001","text":"%s: first"}`, run))},
+		{Tool: shop.ToolAddOrderNote, Args: json.RawMessage(fmt.Sprintf(`{"order_id":"1001","text":"%s: second"}`, run))},
+		{Tool: shop.ToolIssueCredit, Args: json.RawMessage(fmt.Sprintf(`{"order_id":"1001","reason":%q,"amount_cents":2500,"currency":"EUR"}`, run))},
+		{Tool: payments.RefundPayment, Args: json.RawMessage(fmt.Sprintf(
+			`{"order_id":"1001","payment_id":%q,"amount_cents":1000,"currency":"EUR","reason":"damaged"}`, payment))},
+	}
+	_, err := w.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan})
+	require.NoError(w.t, err)
+}
+
+// closed reports whether every run has ended.
+func (w *cutOffWorld) closed(runIDs []string) (open []string) {
+	for _, run := range runIDs {
+		d, err := w.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID("acme", run), "")
+		if err != nil || d.WorkflowExecutionInfo.Status == enums.WORKFLOW_EXECUTION_STATUS_RUNNING {
+			open = append(open, run)
+		}
+	}
+	return open
+}
+
+// ready returns the status of a worker's /readyz.
+func ready(t *testing.T, httpAddr string) int {
+	resp, err := http.Get("http://" + httpAddr + "/readyz")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode
+}
+
+// One of two workers is cut off from PostgreSQL (a black hole: its sockets
+// stay open and nothing arrives) while its runs are under way, and more
+// runs start during the cut. The runs it held go on on the other worker
+// and every run ends while the cut lasts, each effect made once; the cut
+// worker says so on /readyz, and takes work again once PostgreSQL answers.
+func TestAWorkerCutOffFromPostgresHandsItsRunsOver(t *testing.T) {
+	t.Parallel()
+	w := setupCutOff(t)
+	// Each refund is held 2 s by the provider: some are in flight at the
+	// cut.
+	require.NoError(t, w.provider.SetFault(sandbox.FaultDelayPrefix+"2s", 1000))
+	var runIDs []string
+	for i := range 6 {
+		run := w.id(fmt.Sprintf("cut-before-%d", i))
+		runIDs = append(runIDs, run)
+		w.startRun(run)
+	}
+	// Worker a has begun them all.
+	require.Eventually(t, func() bool {
+		return w.count("idempotency_keys", "tenant = 'acme' AND key LIKE 'v1/acme/cut-before-%'") >= 6
+	}, time.Minute, 100*time.Millisecond)
+
+	cut := time.Now()
+	w.proxy.Set(netfault.Fault{Hold: netfault.Both})
+	defer w.proxy.Heal()
+	w.startWorkerB()
+	for i := range 6 {
+		run := w.id(fmt.Sprintf("cut-during-%d", i))
+		runIDs = append(runIDs, run)
+		w.startRun(run)
+	}
+
+	// Every run ends while a is still cut off.
+	const outage = 90 * time.Second
+	for time.Since(cut) < outage && len(w.closed(runIDs)) > 0 {
+		time.Sleep(250 * time.Millisecond)
+	}
+	open := w.closed(runIDs)
+	require.Empty(t, open, "runs still open %s after the cut", time.Since(cut).Round(time.Second))
+	t.Logf("every run ended %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+	assert.Equal(t, http.StatusServiceUnavailable, ready(t, w.aHTTP), "a cut-off worker is not ready")
+	gaveBack := w.aLogs.FilterMessage("cut off; giving work back").All()
+	require.Len(t, gaveBack, 1, "worker a gave its work back once")
+	assert.Equal(t, "postgres", gaveBack[0].ContextMap()["link"])
+
+	w.proxy.Heal()
+	healed := time.Now()
+	require.Eventually(t, func() bool { return ready(t, w.aHTTP) == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
+		"worker a polls again once PostgreSQL answers")
+	t.Logf("worker a polled again %s after the heal", time.Since(healed).Round(100*time.Millisecond))
+	assert.Len(t, w.aLogs.FilterMessage("reachable again; taking work").All(), 1)
+
+	for _, run := range runIDs {
+		st := w.result("acme", run)
+		require.Equal(t, workflows.RunCompleted, st.State, "run %s: %+v", run, st)
+		for _, s := range st.Steps {
+			assert.Equal(t, workflows.StepDone, s.State, "run %s step %d: %s", run, s.Step, s.Error)
+		}
+		assert.Equal(t, 2, w.count("order_notes", "body LIKE $1", run+": %"), "run %s: its two notes, once each", run)
+		assert.Equal(t, 1, w.count("credits", "reason = $1", run), "run %s: one credit", run)
+		assert.Len(t, w.refunds("pay_"+run), 1, "run %s: one refund at the provider", run)
+	}
+	assert.Zero(t, w.count("idempotency_keys", "tenant = 'acme' AND state <> 'completed'"), "every key completed")
+	assert.Zero(t, w.reconcile().DriftCount)
+}

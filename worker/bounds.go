@@ -1,0 +1,80 @@
+package worker
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.temporal.io/sdk/client"
+)
+
+// The bounds on how long a connection of a worker may hang (docs/
+// reliability.md, "Timeouts", gives the reasoning for each). A setting
+// DATABASE_URL names itself (statement_timeout=0, for example) is kept.
+const (
+	// pgStatementTimeout: the server cancels a statement that runs longer.
+	// Every statement of oncerun's is short; a long one is a server in
+	// trouble or a lock held by a worker that is gone.
+	pgStatementTimeout = "60s"
+	// pgIdleInTransaction: the server ends a session that keeps a
+	// transaction open without a statement for longer, releasing its locks.
+	// A step's transaction holds its key's row; a worker cut off in the
+	// middle of one would otherwise hold it until TCP gives up, and the
+	// worker that takes the step over would wait behind it.
+	pgIdleInTransaction = "15s"
+	// pgTCPUserTimeout (ms) and the keepalives: each side drops a
+	// connection whose sent bytes go unacknowledged this long, or whose
+	// peer answers no keepalive, instead of waiting out the kernel's
+	// retransmissions (about 15 minutes).
+	pgTCPUserTimeout  = 15 * time.Second
+	pgKeepAliveIdle   = 5 * time.Second
+	pgKeepAliveEvery  = 5 * time.Second
+	pgKeepAliveProbes = 3
+	// temporalKeepAlive and temporalKeepAliveTimeout: the gRPC client
+	// pings an idle connection this often and drops it when a ping goes
+	// unanswered this long. The frontend refuses pings more often than
+	// every 10 s by default.
+	temporalKeepAlive        = 15 * time.Second
+	temporalKeepAliveTimeout = 5 * time.Second
+)
+
+// boundPool bounds cfg's connections: the server-side settings as runtime
+// parameters, unless the URL sets them, and TCP keepalives and user
+// timeout on the client's sockets.
+func boundPool(cfg *pgxpool.Config) {
+	params := cfg.ConnConfig.RuntimeParams
+	for name, value := range map[string]string{
+		"statement_timeout":                   pgStatementTimeout,
+		"idle_in_transaction_session_timeout": pgIdleInTransaction,
+		"tcp_keepalives_idle":                 seconds(pgKeepAliveIdle),
+		"tcp_keepalives_interval":             seconds(pgKeepAliveEvery),
+		"tcp_keepalives_count":                strconv.Itoa(pgKeepAliveProbes),
+		"tcp_user_timeout":                    millis(pgTCPUserTimeout),
+	} {
+		if _, set := params[name]; !set {
+			params[name] = value
+		}
+	}
+	d := &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: pgKeepAliveIdle, Interval: pgKeepAliveEvery, Count: pgKeepAliveProbes},
+		Control:         tcpUserTimeout(pgTCPUserTimeout),
+	}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
+func millis(d time.Duration) string  { return strconv.FormatInt(d.Milliseconds(), 10) }
+
+// boundTemporal sets the gRPC keepalive of opts unless it is set.
+func boundTemporal(opts *client.Options) {
+	if opts.ConnectionOptions.KeepAliveTime == 0 {
+		opts.ConnectionOptions.KeepAliveTime = temporalKeepAlive
+	}
+	if opts.ConnectionOptions.KeepAliveTimeout == 0 {
+		opts.ConnectionOptions.KeepAliveTimeout = temporalKeepAliveTimeout
+	}
+}
