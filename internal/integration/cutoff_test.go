@@ -71,22 +71,31 @@ func startProcess(t *testing.T, cfg worker.Config) (httpAddr string, stop func()
 	return httpAddr, stop
 }
 
-func setupCutOff(t *testing.T) *cutOffWorld {
+// setupCutOff starts worker a, whose link to link ("postgres" or
+// "temporal") goes through the world's proxy.
+func setupCutOff(t *testing.T, link string) *cutOffWorld {
 	t.Helper()
 	w := &cutOffWorld{externalWorld: setupExternal(t, 0)}
 	u, err := url.Parse(w.pool.Config().ConnString())
 	require.NoError(t, err)
-	w.proxy, err = netfault.Listen("127.0.0.1:0", u.Host)
+	w.bURL = u.String()
+	target := map[string]string{"postgres": u.Host, "temporal": frontend}[link]
+	w.proxy, err = netfault.Listen("127.0.0.1:0", target)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = w.proxy.Close() })
-	direct := u.String()
-	u.Host = w.proxy.Addr()
 
 	core, logs := observer.New(zap.InfoLevel)
 	w.aLogs = logs
 	aLog := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core())).Named("a")
-	w.aHTTP, _ = startProcess(t, w.workerConfig(u.String(), aLog))
-	return w.withB(direct)
+	cfg := w.workerConfig(w.bURL, aLog)
+	if link == "postgres" {
+		u.Host = w.proxy.Addr()
+		cfg.DatabaseURL = u.String()
+	} else {
+		cfg.TemporalAddress = w.proxy.Addr()
+	}
+	w.aHTTP, _ = startProcess(t, cfg)
+	return w
 }
 
 // workerConfig is a worker of the test's queue on databaseURL.
@@ -96,12 +105,6 @@ func (w *cutOffWorld) workerConfig(databaseURL string, log *zap.Logger) worker.C
 		DatabaseURL: databaseURL, HTTPAddr: "127.0.0.1:0", Logger: log,
 		External: worker.ExternalConfig{Payments: payments.Config{BaseURL: w.provider.URL(), APIKey: sandbox.DefaultAPIKey}},
 	}
-}
-
-// withB keeps the direct URL for worker b, started by startB.
-func (w *cutOffWorld) withB(direct string) *cutOffWorld {
-	w.bURL = direct
-	return w
 }
 
 // startWorkerB starts worker b, which reaches PostgreSQL directly.
@@ -149,14 +152,23 @@ func ready(t *testing.T, httpAddr string) int {
 	return resp.StatusCode
 }
 
-// One of two workers is cut off from PostgreSQL (a black hole: its sockets
-// stay open and nothing arrives) while its runs are under way, and more
-// runs start during the cut. The runs it held go on on the other worker
-// and every run ends while the cut lasts, each effect made once; the cut
-// worker says so on /readyz, and takes work again once PostgreSQL answers.
-func TestAWorkerCutOffFromPostgresHandsItsRunsOver(t *testing.T) {
+// One of two workers is cut off (a black hole: its sockets stay open and
+// nothing arrives), from PostgreSQL or from Temporal, while its runs are
+// under way, and more runs start during the cut. The runs it held go on on
+// the other worker and every run ends while the cut lasts, each effect
+// made once; the cut worker says so on /readyz, and takes work again once
+// the link answers.
+func TestAWorkerCutOffHandsItsRunsOver(t *testing.T) {
 	t.Parallel()
-	w := setupCutOff(t)
+	for _, link := range []string{"postgres", "temporal"} {
+		t.Run(link, func(t *testing.T) {
+			t.Parallel()
+			handOver(t, setupCutOff(t, link), link)
+		})
+	}
+}
+
+func handOver(t *testing.T, w *cutOffWorld, link string) {
 	// Each refund is held 2 s by the provider: some are in flight at the
 	// cut.
 	require.NoError(t, w.provider.SetFault(sandbox.FaultDelayPrefix+"2s", 1000))
@@ -188,16 +200,16 @@ func TestAWorkerCutOffFromPostgresHandsItsRunsOver(t *testing.T) {
 	}
 	open := w.closed(runIDs)
 	require.Empty(t, open, "runs still open %s after the cut", time.Since(cut).Round(time.Second))
-	t.Logf("every run ended %s after the cut", time.Since(cut).Round(100*time.Millisecond))
+	t.Logf("cut off from %s: every run ended %s after the cut", link, time.Since(cut).Round(100*time.Millisecond))
 	assert.Equal(t, http.StatusServiceUnavailable, ready(t, w.aHTTP), "a cut-off worker is not ready")
 	gaveBack := w.aLogs.FilterMessage("cut off; giving work back").All()
 	require.Len(t, gaveBack, 1, "worker a gave its work back once")
-	assert.Equal(t, "postgres", gaveBack[0].ContextMap()["link"])
+	assert.Equal(t, link, gaveBack[0].ContextMap()["link"])
 
 	w.proxy.Heal()
 	healed := time.Now()
 	require.Eventually(t, func() bool { return ready(t, w.aHTTP) == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
-		"worker a polls again once PostgreSQL answers")
+		"worker a polls again once %s answers", link)
 	t.Logf("worker a polled again %s after the heal", time.Since(healed).Round(100*time.Millisecond))
 	assert.Len(t, w.aLogs.FilterMessage("reachable again; taking work").All(), 1)
 
