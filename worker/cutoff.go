@@ -114,7 +114,7 @@ func (c *cutOffActivity) ExecuteActivity(ctx context.Context, in *interceptor.Ex
 
 // cutOffError is the error of an attempt the gate stopped.
 func cutOffError(cause error, local bool) error {
-	msg := "worker cut off: " + cause.Error()
+	msg := cause.Error()
 	if local {
 		return temporal.NewNonRetryableApplicationError(msg, errTypeCutOff, nil)
 	}
@@ -164,4 +164,4 @@ func errCutOff(links []string) error {
 	return fmt.Errorf("%w from %s", errWorkerCutOff, strings.Join(links, " and "))
 }
 
-var errWorkerCutOff = errors.New("cannot reach")
+var errWorkerCutOff = errors.New("worker cut off")

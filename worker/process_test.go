@@ -252,8 +252,9 @@ func waitStopped(t *testing.T, stopped <-chan error) error {
 	}
 }
 
-// TestServeAnswersUntilItsContextEnds: a built process serves /healthz and
-// its metrics once ready, and returns nil when its context ends.
+// TestServeAnswersUntilItsContextEnds: a built process serves /healthz,
+// /readyz and its metrics once ready, and returns nil when its context
+// ends.
 func TestServeAnswersUntilItsContextEnds(t *testing.T) {
 	t.Parallel()
 	s := setupProcess(t)
@@ -268,7 +269,8 @@ func TestServeAnswersUntilItsContextEnds(t *testing.T) {
 	go func() { served <- p.Serve(ctx) }()
 	addr := waitReady(t, ready, served)
 
-	for path, want := range map[string]string{"/healthz": "ok\n", "/metrics": "oncerun_approvals_stats_errors_total 0"} {
+	for path, want := range map[string]string{"/healthz": "ok\n", "/metrics": "oncerun_approvals_stats_errors_total 0",
+		"/readyz": `{"ready":true,"links":[{"name":"postgres","cut_off":false`} {
 		res, err := http.Get("http://" + addr + path)
 		require.NoError(t, err)
 		body, err := io.ReadAll(res.Body)
@@ -277,6 +279,13 @@ func TestServeAnswersUntilItsContextEnds(t *testing.T) {
 		assert.Equal(t, http.StatusOK, res.StatusCode, path)
 		assert.Contains(t, string(body), want, path)
 	}
+	res, err := http.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, res.Body.Close())
+	require.NoError(t, err)
+	assert.Contains(t, string(body), "oncerun_worker_polling 1")
+	assert.Contains(t, string(body), `oncerun_worker_cut_off{link="postgres"} 0`)
 	cancel()
 	require.NoError(t, waitStopped(t, served))
 	_, err = http.Get("http://" + addr + "/healthz")
