@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,7 +42,7 @@ type cutOffWorld struct {
 
 // startProcess builds and serves a worker process of cfg until the test
 // ends (or stop is called), and returns its HTTP address.
-func startProcess(t *testing.T, cfg worker.Config) (httpAddr string, stop func()) {
+func startProcess(t testing.TB, cfg worker.Config) (httpAddr string, stop func()) {
 	t.Helper()
 	ready := make(chan string, 1)
 	cfg.Ready = func(addr string) { ready <- addr }
@@ -73,7 +74,7 @@ func startProcess(t *testing.T, cfg worker.Config) (httpAddr string, stop func()
 
 // setupCutOff starts worker a, whose link to link ("postgres" or
 // "temporal") goes through the world's proxy.
-func setupCutOff(t *testing.T, link string) *cutOffWorld {
+func setupCutOff(t testing.TB, link string) *cutOffWorld {
 	t.Helper()
 	w := &cutOffWorld{externalWorld: setupExternal(t, 0)}
 	u, err := url.Parse(w.pool.Config().ConnString())
@@ -88,6 +89,9 @@ func setupCutOff(t *testing.T, link string) *cutOffWorld {
 	w.aLogs = logs
 	aLog := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core())).Named("a")
 	cfg := w.workerConfig(w.bURL, aLog)
+	// Its attempts are logged, so that the test sees it take none while
+	// it is cut off.
+	cfg.LogActivityAttempts = true
 	if link == "postgres" {
 		u.Host = w.proxy.Addr()
 		cfg.DatabaseURL = u.String()
@@ -110,8 +114,7 @@ func (w *cutOffWorld) workerConfig(databaseURL string, log *zap.Logger) worker.C
 // startWorkerB starts worker b, which reaches PostgreSQL directly.
 func (w *cutOffWorld) startWorkerB() {
 	w.t.Helper()
-	t := w.t.(*testing.T)
-	startProcess(t, w.workerConfig(w.bURL, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named("b")))
+	startProcess(w.t, w.workerConfig(w.bURL, zaptest.NewLogger(w.t, zaptest.Level(zap.WarnLevel)).Named("b")))
 }
 
 // startRun starts a run that looks order 1001 up, adds two notes, issues a
@@ -143,7 +146,7 @@ func (w *cutOffWorld) closed(runIDs []string) (open []string) {
 }
 
 // ready returns the status of a worker's /readyz.
-func ready(t *testing.T, httpAddr string) int {
+func ready(httpAddr string) int {
 	resp, err := http.Get("http://" + httpAddr + "/readyz")
 	if err != nil {
 		return 0
@@ -152,66 +155,88 @@ func ready(t *testing.T, httpAddr string) int {
 	return resp.StatusCode
 }
 
-// One of two workers is cut off (a black hole: its sockets stay open and
-// nothing arrives), from PostgreSQL or from Temporal, while its runs are
-// under way, and more runs start during the cut. The runs it held go on on
-// the other worker and every run ends while the cut lasts, each effect
-// made once; the cut worker says so on /readyz, and takes work again once
-// the link answers.
-func TestAWorkerCutOffHandsItsRunsOver(t *testing.T) {
-	t.Parallel()
-	for _, link := range []string{"postgres", "temporal"} {
-		t.Run(link, func(t *testing.T) {
-			t.Parallel()
-			handOver(t, setupCutOff(t, link), link)
-		})
-	}
+// handOver is a cut of worker a's link while runs go on: before runs
+// start on a alone, then the link is black-holed, worker b starts and
+// during more runs start. The cut lasts outage, or, when outage is zero,
+// until every run ended (at most 90 s).
+type handOver struct {
+	link   string
+	before int
+	during int
+	hold   time.Duration
+	outage time.Duration
 }
 
-func handOver(t *testing.T, w *cutOffWorld, link string) {
-	// Each refund is held 2 s by the provider: some are in flight at the
-	// cut.
-	require.NoError(t, w.provider.SetFault(sandbox.FaultDelayPrefix+"2s", 1000))
+// handedOver is what a hand-over took.
+type handedOver struct {
+	// lastEnd is from the cut to the last run's close.
+	lastEnd time.Duration
+	// repoll is from the heal to worker a polling again.
+	repoll time.Duration
+	// attemptsWhileCut counts the activity attempts a began between its
+	// give-back and the heal.
+	attemptsWhileCut int
+}
+
+// run runs h in w and checks that every run ended before the heal, each
+// effect made once.
+func (h handOver) run(t testing.TB, w *cutOffWorld) handedOver {
+	// The provider holds each refund: some are in flight at the cut.
+	require.NoError(t, w.provider.SetFault(sandbox.FaultDelayPrefix+h.hold.String(), 1000))
 	var runIDs []string
-	for i := range 6 {
+	for i := range h.before {
 		run := w.id(fmt.Sprintf("cut-before-%d", i))
 		runIDs = append(runIDs, run)
 		w.startRun(run)
 	}
 	// Worker a has begun them all.
 	require.Eventually(t, func() bool {
-		return w.count("idempotency_keys", "tenant = 'acme' AND key LIKE 'v1/acme/cut-before-%'") >= 6
+		return w.count("idempotency_keys", "tenant = 'acme' AND key LIKE 'v1/acme/cut-before-%'") >= h.before
 	}, time.Minute, 100*time.Millisecond)
 
 	cut := time.Now()
 	w.proxy.Set(netfault.Fault{Hold: netfault.Both})
 	defer w.proxy.Heal()
 	w.startWorkerB()
-	for i := range 6 {
+	for i := range h.during {
 		run := w.id(fmt.Sprintf("cut-during-%d", i))
 		runIDs = append(runIDs, run)
 		w.startRun(run)
 	}
 
 	// Every run ends while a is still cut off.
-	const outage = 90 * time.Second
+	outage := cmp.Or(h.outage, 90*time.Second)
 	for time.Since(cut) < outage && len(w.closed(runIDs)) > 0 {
 		time.Sleep(250 * time.Millisecond)
 	}
 	open := w.closed(runIDs)
 	require.Empty(t, open, "runs still open %s after the cut", time.Since(cut).Round(time.Second))
-	t.Logf("cut off from %s: every run ended %s after the cut", link, time.Since(cut).Round(100*time.Millisecond))
-	assert.Equal(t, http.StatusServiceUnavailable, ready(t, w.aHTTP), "a cut-off worker is not ready")
+	var got handedOver
+	for _, run := range runIDs {
+		d, err := w.tc.DescribeWorkflowExecution(context.Background(), workflows.WorkflowID("acme", run), "")
+		require.NoError(t, err)
+		got.lastEnd = max(got.lastEnd, d.WorkflowExecutionInfo.CloseTime.AsTime().Sub(cut))
+	}
+	assert.Equal(t, http.StatusServiceUnavailable, ready(w.aHTTP), "a cut-off worker is not ready")
 	gaveBack := w.aLogs.FilterMessage("cut off; giving work back").All()
 	require.Len(t, gaveBack, 1, "worker a gave its work back once")
-	assert.Equal(t, link, gaveBack[0].ContextMap()["link"])
+	assert.Equal(t, h.link, gaveBack[0].ContextMap()["link"])
+	if h.outage > 0 {
+		time.Sleep(time.Until(cut.Add(h.outage)))
+	}
 
 	w.proxy.Heal()
 	healed := time.Now()
-	require.Eventually(t, func() bool { return ready(t, w.aHTTP) == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
-		"worker a polls again once %s answers", link)
-	t.Logf("worker a polled again %s after the heal", time.Since(healed).Round(100*time.Millisecond))
+	require.Eventually(t, func() bool { return ready(w.aHTTP) == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
+		"worker a polls again once %s answers", h.link)
+	got.repoll = time.Since(healed)
 	assert.Len(t, w.aLogs.FilterMessage("reachable again; taking work").All(), 1)
+	for _, e := range w.aLogs.FilterMessage(worker.LogActivityStarted).All() {
+		if e.Time.After(gaveBack[0].Time) && e.Time.Before(healed) {
+			got.attemptsWhileCut++
+		}
+	}
+	assert.Zero(t, got.attemptsWhileCut, "worker a began no attempt while cut off")
 
 	for _, run := range runIDs {
 		st := w.result("acme", run)
@@ -225,4 +250,45 @@ func handOver(t *testing.T, w *cutOffWorld, link string) {
 	}
 	assert.Zero(t, w.count("idempotency_keys", "tenant = 'acme' AND state <> 'completed'"), "every key completed")
 	assert.Zero(t, w.reconcile().DriftCount)
+	return got
+}
+
+// One of two workers is cut off (a black hole: its sockets stay open and
+// nothing arrives), from PostgreSQL or from Temporal, while its runs are
+// under way, and more runs start during the cut. The runs it held go on on
+// the other worker and every run ends while the cut lasts, each effect
+// made once; the cut worker says so on /readyz, begins no attempt while
+// cut off, and takes work again once the link answers.
+func TestAWorkerCutOffHandsItsRunsOver(t *testing.T) {
+	t.Parallel()
+	for _, link := range []string{"postgres", "temporal"} {
+		t.Run(link, func(t *testing.T) {
+			t.Parallel()
+			got := handOver{link: link, before: 6, during: 6, hold: 2 * time.Second}.run(t, setupCutOff(t, link))
+			t.Logf("cut off from %s: every run ended %s after the cut; polling again %s after the heal",
+				link, got.lastEnd.Round(100*time.Millisecond), got.repoll.Round(100*time.Millisecond))
+		})
+	}
+}
+
+// BenchmarkHandOver measures, side by side with the outage's length, how
+// long after one of two workers is cut off from PostgreSQL every run has
+// ended (10 runs begun on it before the cut, 10 started during it, each a
+// lookup, two notes, a credit and a refund the provider holds 3 s), and
+// how soon after the heal it polls again: the bound must not grow with the
+// outage.
+func BenchmarkHandOver(b *testing.B) {
+	for _, outage := range []time.Duration{40 * time.Second, 150 * time.Second} {
+		b.Run(fmt.Sprintf("postgres-%s", outage), func(b *testing.B) {
+			var last, repoll time.Duration
+			for range b.N {
+				got := handOver{link: "postgres", before: 10, during: 10, hold: 3 * time.Second, outage: outage}.
+					run(b, setupCutOff(b, "postgres"))
+				last, repoll = max(last, got.lastEnd), max(repoll, got.repoll)
+			}
+			b.ReportMetric(last.Seconds(), "s-last-run-after-cut")
+			b.ReportMetric(repoll.Seconds(), "s-polling-after-heal")
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }

@@ -41,7 +41,7 @@ const mailDomain = "shop.example"
 // default) and the SMTP server, and registers refund_payment, get_refund
 // and send_email beside the shop tools, issue_credit telling customers by
 // e-mail.
-func setupExternal(t *testing.T, retention time.Duration) *externalWorld {
+func setupExternal(t testing.TB, retention time.Duration) *externalWorld {
 	t.Helper()
 	e := setup(t)
 	ctx, cancel := context.WithCancel(context.Background())
