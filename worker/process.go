@@ -72,6 +72,8 @@ type Process struct {
 	// off).
 	mu     sync.Mutex
 	worker sdkworker.Worker
+	// stopping holds the stops of the workers given back.
+	stopping sync.WaitGroup
 	// ln is the HTTP listener until Serve takes it (or Close closes it).
 	ln        net.Listener
 	closeOnce sync.Once

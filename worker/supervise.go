@@ -70,12 +70,22 @@ func (p *Process) current() any {
 	return p.worker
 }
 
-// giveBack shuts the gate and stops the Temporal worker.
+// giveBack shuts the gate and stops the Temporal worker. The stop goes on
+// in the background: its pollers stop at once, but the stop waits for
+// their calls in progress, which on a black-holed link to Temporal last
+// until the worker's stop timeout, and the worker must be free to poll
+// again as soon as the links answer.
 func (p *Process) giveBack(names []string) {
 	p.log.Warn(logCutOff, zap.String("link", strings.Join(names, ",")), zap.Duration("cut_off_after", p.cfg.CutOffAfter))
 	p.gate.shut(errCutOff(names))
 	p.polling.Set(0)
-	p.stopWorker()
+	p.mu.Lock()
+	w := p.worker
+	p.worker = nil
+	p.mu.Unlock()
+	if w != nil {
+		p.stopping.Go(w.Stop)
+	}
 }
 
 // takeWork starts a new Temporal worker and opens the gate; false if the
@@ -95,7 +105,8 @@ func (p *Process) takeWork(cutAt time.Time) bool {
 	return true
 }
 
-// stopWorker stops the Temporal worker that polls, if one does.
+// stopWorker stops the Temporal worker that polls, if one does, and waits
+// for those given back to have stopped.
 func (p *Process) stopWorker() {
 	p.mu.Lock()
 	w := p.worker
@@ -104,6 +115,7 @@ func (p *Process) stopWorker() {
 	if w != nil {
 		w.Stop()
 	}
+	p.stopping.Wait()
 }
 
 // handler serves Handler's /healthz and /metrics and /readyz: 200 while

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -412,8 +413,8 @@ func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext Ext
 	}
 	if err != nil {
 		f := Failure{Message: err.Error(), BeforeEffect: ext.BeforeEffect(err)}
-		if cause := context.Cause(cctx); cause != nil && errors.Is(cause, ErrLeaseLost) {
-			err = fmt.Errorf("%w (%w)", err, cause)
+		if cause := context.Cause(cctx); cause != nil && errors.Is(cause, ErrLeaseLost) && !errors.Is(err, ErrLeaseLost) {
+			err = withCause(err, cause)
 		}
 		if ferr := s.Fail(detached(ctx), lease, f); ferr != nil {
 			err = errors.Join(err, fmt.Errorf("record failure: %w", ferr))
@@ -425,6 +426,22 @@ func (s *Store) call(ctx context.Context, lease *Lease, held *heldSince, ext Ext
 	out, err := s.Complete(detached(ctx), lease, result)
 	return ExternalOutcome{Outcome: out}, err
 }
+
+// withCause is err, wrapping cause too; cause is named in the message
+// unless err's says it already (an HTTP client's error quotes its
+// context's cause without wrapping it).
+func withCause(err, cause error) error {
+	if strings.Contains(err.Error(), cause.Error()) {
+		return causeOf{err: err, cause: cause}
+	}
+	return fmt.Errorf("%w (%w)", err, cause)
+}
+
+// causeOf is an error whose message is err's and which wraps cause too.
+type causeOf struct{ err, cause error }
+
+func (e causeOf) Error() string   { return e.err.Error() }
+func (e causeOf) Unwrap() []error { return []error{e.err, e.cause} }
 
 // settleUnstorable settles a call that answered, so that its effect was
 // made, with an answer the store refuses (err). The tool's paired read,
@@ -496,6 +513,14 @@ func (s *Store) keepLease(ctx context.Context, lease *Lease, held *heldSince, ex
 			case <-ctx.Done():
 				return
 			case <-time.After(time.Until(next)):
+			}
+			// The call may have ended while the timer ran out.
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			default:
 			}
 			sent := time.Now()
 			err := s.Renew(ctx, lease)
