@@ -78,7 +78,7 @@ record-histories: ## Re-record the workflow histories the replay tests check (af
 	done
 
 .PHONY: chaos
-chaos: ## Shake oncerun for about an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, provider and mail faults; then again while the workers roll through three tool registries (chaos-deploy); count every effect where it landed.
+chaos: ## Shake oncerun for about an hour: 200 runs, 1,000 worker kills, Temporal and PostgreSQL restarts, 120 network faults between the workers and what they reach, provider and mail faults; then again while the workers roll through three tool registries (chaos-deploy); count every effect where it landed.
 	go run ./cmd/oncerun-dev chaos
 	go run ./cmd/oncerun-dev chaos --deploy
 
@@ -87,7 +87,7 @@ chaos-deploy: ## Shake oncerun for 15 to 20 minutes while the workers roll throu
 	go run ./cmd/oncerun-dev chaos --deploy
 
 .PHONY: chaos-cluster
-chaos-cluster: ## Shake oncerun on two Temporal nodes on PostgreSQL for about eight minutes: 100 runs, each node SIGKILLed twice and kept down 30 s, 100 worker kills, PostgreSQL connections cut, provider and mail faults.
+chaos-cluster: ## Shake oncerun on two Temporal nodes on PostgreSQL for about eight minutes: 100 runs, each node SIGKILLed twice and kept down 30 s, 100 worker kills, PostgreSQL connections cut, network faults, provider and mail faults.
 	go run ./cmd/oncerun-dev chaos --temporal cluster --pg-restart backends
 
 # BENCH_OUT receives the raw output of `make bench`, in Go's benchmark
@@ -134,6 +134,10 @@ bench-tracing: ## A worker process's CPU per step and steps/s, tracing off, on a
 .PHONY: bench-run
 bench-run: ## A scripted 10-step run against a plain Temporal workflow making the same 10 inserts, side by side on one server.
 	go test -run '^$$' -bench BenchmarkScriptedRunVsPlainWorkflow -benchtime 10x -count 3 -timeout 20m ./internal/integration/
+
+.PHONY: bench-handover
+bench-handover: ## One of two workers cut off from PostgreSQL for 40 s, then 150 s, 20 runs each: how long after the cut every run had ended, and how soon after the heal the cut worker polled again (about 4 minutes).
+	go test -run '^$$' -bench BenchmarkHandOver -benchtime 1x -timeout 20m ./internal/integration/
 
 .PHONY: bench-history
 bench-history: ## A 10-step scripted run's history per step (events, bytes, -v for each event type), and a scripted run of 1,100 steps: its history's size, every Continue-As-New generation included.

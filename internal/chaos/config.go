@@ -73,6 +73,17 @@ type Config struct {
 	PGRestart  string
 	// RestartCommand restarts the PostgreSQL server for PGRestartCluster.
 	RestartCommand []string
+	// NetFaults is how many network faults are put between the workers
+	// and what they reach (see netfaults.go), at moments spread over
+	// Duration: a black hole both ways or one way, latency with jitter, a
+	// throttled link, reset connections or refused ones, on one worker's
+	// link to one destination, on all of one worker's links, or on every
+	// worker's link to PostgreSQL or to Temporal at once. Each lasts
+	// between NetFaultMin and NetFaultMax, then heals. Full: 120 of 5 s to
+	// 90 s; Short: 6 of 5 s to 20 s. The workers reach everything through
+	// the harness's proxies either way.
+	NetFaults                int
+	NetFaultMin, NetFaultMax time.Duration
 	// FaultRate is the share of refunds that meet a provider fault, and of
 	// e-mails that meet a dropped connection after the server accepted them.
 	FaultRate float64
@@ -115,6 +126,7 @@ func Full() Config {
 		Duration: 20 * time.Minute, Settle: 10 * time.Minute,
 		Temporal: TemporalEmbedded, TemporalRestarts: 3, NodeDown: 30 * time.Second,
 		PGRestarts: 3, PGRestart: PGRestartCluster,
+		NetFaults: 120, NetFaultMin: 5 * time.Second, NetFaultMax: 90 * time.Second,
 		FaultRate: 0.2, RejectRate: 0.1, DecideWithin: 30 * time.Second,
 		ProviderKeyRetention: 24 * time.Hour,
 	}
@@ -163,6 +175,7 @@ func Short() Config {
 		Duration: 60 * time.Second, Settle: 4 * time.Minute,
 		Temporal: TemporalEmbedded, TemporalRestarts: 1, NodeDown: 15 * time.Second,
 		PGRestarts: 1, PGRestart: PGRestartBackends,
+		NetFaults: 6, NetFaultMin: 5 * time.Second, NetFaultMax: 20 * time.Second,
 		FaultRate: 0.3, RejectRate: 0.1, DecideWithin: 10 * time.Second,
 		ProviderKeyRetention: 24 * time.Hour,
 	}
@@ -203,6 +216,9 @@ func (c Config) validate() error {
 	check(c.PGRestarts >= 0, "chaos: --pg-restarts %d: want 0 or more", c.PGRestarts)
 	check(c.PGRestart == PGRestartCluster || c.PGRestart == PGRestartBackends, "chaos: --pg-restart %q: want %s or %s", c.PGRestart, PGRestartCluster, PGRestartBackends)
 	check(c.PGRestart != PGRestartCluster || c.PGRestarts == 0 || len(c.RestartCommand) > 0, "chaos: --pg-restart cluster needs a restart command")
+	check(c.NetFaults >= 0, "chaos: --net-faults %d: want 0 or more", c.NetFaults)
+	check(c.NetFaults == 0 || c.NetFaultMin > 0 && c.NetFaultMax >= c.NetFaultMin,
+		"chaos: network faults of %s to %s: want more than 0, the longest at least the shortest", c.NetFaultMin, c.NetFaultMax)
 	check(c.FaultRate >= 0 && c.FaultRate <= 1, "chaos: --fault-rate %g: want 0 to 1", c.FaultRate)
 	check(c.RejectRate >= 0 && c.RejectRate <= 1, "chaos: --reject-rate %g: want 0 to 1", c.RejectRate)
 	check(c.DailyCap >= 0, "chaos: --daily-cap %s: want 0 or more", c.DailyCap)

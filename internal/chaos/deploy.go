@@ -98,7 +98,7 @@ func (h *harness) setUpDeploy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.deskDir = filepath.Join(h.cfg.Dir, "desk")
+	h.deskAddr, h.deskDir = addr, filepath.Join(h.cfg.Dir, "desk")
 	h.desk = &proc{name: "sandbox-desk", binary: h.cfg.Binary, logPath: logPath(h.cfg.Dir, "sandbox-desk"),
 		args:    []string{"sandbox-desk", "--addr", addr, "--data-dir", h.deskDir},
 		healthy: func(ctx context.Context) bool { return answers(ctx, "http://"+addr+"/mcp", false) }}
@@ -233,12 +233,17 @@ func (h *harness) makeCurrent(ctx context.Context, n int) error {
 
 // rollDeploys rolls the workers into a new version, under the next
 // registry each, Rolls times spread over the window; halfway, it
-// redeploys the desk with a changed schema.
-func (h *harness) rollDeploys(ctx context.Context) {
+// redeploys the desk with a changed schema. A roll begun is finished, if
+// need be after the window, within rollWithin: a deploy slowed by the
+// faults (a worker that cannot reach Temporal polls late) is not left
+// half done.
+func (h *harness) rollDeploys(window context.Context) {
 	if !h.cfg.Deploy {
 		return
 	}
-	h.at(ctx, h.cfg.Rolls, func() {
+	h.at(window, h.cfg.Rolls, func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(window), rollWithin)
+		defer cancel()
 		h.mu.Lock()
 		h.roll++
 		n := h.roll
@@ -261,6 +266,9 @@ func (h *harness) rollDeploys(ctx context.Context) {
 		h.fault(&h.counts.Deploys)
 	})
 }
+
+// rollWithin bounds one roll of the workers.
+const rollWithin = 5 * time.Minute
 
 // redeployDesk stops the desk and starts it again with a changed schema
 // on the same ledger.

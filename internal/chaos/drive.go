@@ -45,6 +45,7 @@ func (h *harness) shake(ctx context.Context) (*Report, error) {
 	faults.Go(func() { h.restartPostgres(faultCtx) })
 	faults.Go(func() { h.injectFaults(faultCtx) })
 	faults.Go(func() { h.rollDeploys(faultCtx) })
+	faults.Go(func() { h.netFaults(faultCtx) })
 
 	faults.Go(func() {
 		for {
@@ -70,7 +71,23 @@ func (h *harness) shake(ctx context.Context) (*Report, error) {
 	if !settled {
 		h.say("not every run ended within %s of the last fault", h.cfg.Settle)
 	}
-	return h.check(ctx)
+	// Nothing may be left behind: no transaction left open, and what the
+	// workers hold is read against what they held before the network
+	// faults.
+	h.sampleUsage(ctx, false)
+	stuck, err := h.idleInTransaction(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range stuck {
+		h.violate("%s", s)
+	}
+	rep, err := h.check(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep.Network = h.network(len(stuck))
+	return rep, nil
 }
 
 // retry calls f until it reports done or ctx ends, waiting between tries.

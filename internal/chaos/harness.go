@@ -72,10 +72,19 @@ type harness struct {
 
 	runs []runPlan
 
+	// slots are the workers' proxies and metrics addresses, by worker,
+	// kept across restarts. netMu guards the proxies' faults, net (the
+	// network faults as they happened) and the usage samples.
+	slots                   []*slot
+	netMu                   sync.Mutex
+	net                     []*netRecord
+	usageBefore, usageAfter usageSample
+
 	// desk, deskDir and registries serve deploy mode (Config.Deploy): the
 	// sandbox desk, its ledger's directory, and the tool registries the
 	// workers roll through; roll is the current deploy, from 0.
 	desk       *proc
+	deskAddr   string
 	deskDir    string
 	registries []registry
 	roll       int
@@ -217,7 +226,16 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 		return err
 	}
 	for i := range h.cfg.Workers {
-		w := &supervised{proc: h.workerProc(i)}
+		s, err := h.newSlot(i)
+		if err != nil {
+			return err
+		}
+		h.slots = append(h.slots, s)
+		p, err := h.workerProc(i)
+		if err != nil {
+			return err
+		}
+		w := &supervised{proc: p}
 		h.workers = append(h.workers, w)
 		if err := w.start(ctx, 2*time.Minute); err != nil {
 			return err
@@ -232,7 +250,7 @@ func (h *harness) setUp(ctx context.Context, dbSuffix string) error {
 	if h.lb != nil {
 		temporal = fmt.Sprintf("Temporal nodes %s behind the load balancer %s", strings.Join(h.lb.backends, " and "), h.lb.Addr())
 	}
-	h.say("%d workers up (%d with crash faults); %s; API %s; provider %s; SMTP %s",
+	h.say("%d workers up (%d with crash faults), each through proxies of its own; %s; API %s; provider %s; SMTP %s",
 		len(h.workers), h.cfg.CrashWorkers, temporal, h.api.base, h.sandboxURL, h.mail.Addr())
 	return nil
 }
@@ -403,20 +421,21 @@ func (h *harness) startAPI(ctx context.Context) error {
 	return h.apiProc.start(ctx, 2*time.Minute)
 }
 
-// workerProc is worker i. The first CrashWorkers carry crash faults, a
-// different set at each start.
-func (h *harness) workerProc(i int) *proc {
-	metrics, err := freeAddr()
+// workerProc is worker i, which reaches every other part through its
+// slot's proxies. The first CrashWorkers carry crash faults, a different
+// set at each start.
+func (h *harness) workerProc(i int) (*proc, error) {
+	s := h.slots[i]
+	shared, err := proxiedEnv(h.env(), s.via())
 	if err != nil {
-		metrics = "127.0.0.1:0" // the worker's start fails and says so
+		return nil, err
 	}
-	name := fmt.Sprintf("worker-%d", i)
 	// A worker logs each activity attempt it starts and finishes, at info:
 	// the report's resume times are read from these lines.
-	p := &proc{name: name, binary: h.cfg.Binary, args: []string{"worker"},
-		env:     append(h.env(), "METRICS_ADDR="+metrics, "APPROVALS_TOKENS_FILE=", "LOG_LEVEL=info", "LOG_ACTIVITY_ATTEMPTS=true"),
-		logPath: logPath(h.cfg.Dir, name),
-		healthy: func(ctx context.Context) bool { return answers(ctx, "http://"+metrics+"/healthz", true) }}
+	p := &proc{name: s.name, binary: h.cfg.Binary, args: []string{"worker"},
+		env:     append(shared, "METRICS_ADDR="+s.metrics, "APPROVALS_TOKENS_FILE=", "LOG_LEVEL=info", "LOG_ACTIVITY_ATTEMPTS=true"),
+		logPath: logPath(h.cfg.Dir, s.name),
+		healthy: func(ctx context.Context) bool { return answers(ctx, "http://"+s.metrics+"/healthz", true) }}
 	p.envAt = func(start int) []string {
 		var env []string
 		set := ""
@@ -428,6 +447,7 @@ func (h *harness) workerProc(i int) *proc {
 		}
 		if h.cfg.Deploy {
 			r, roll := h.registryOf(i)
+			r.mcp = workerMCP(r.mcp, s)
 			env, set = deployEnv(r, roll), r.crashSet(set)
 		}
 		if set != "" {
@@ -435,7 +455,7 @@ func (h *harness) workerProc(i int) *proc {
 		}
 		return env
 	}
-	return p
+	return p, nil
 }
 
 // probe asks a process whether it is healthy; one that does not answer in
@@ -485,6 +505,9 @@ func (h *harness) tearDown() {
 		if p != nil {
 			p.stop(10 * time.Second)
 		}
+	}
+	for _, s := range h.slots {
+		s.close()
 	}
 	if h.lb != nil {
 		_ = h.lb.Close()

@@ -41,6 +41,8 @@ type Counts struct {
 	Lost             int            `json:"lost"`
 	MailRepeats      int            `json:"email_repeats"`
 	MailSettled      int            `json:"emails_settled_from_mailbox"`
+	// NetFaults counts the network faults put on the workers' links.
+	NetFaults int `json:"net_faults"`
 	// MailResent counts the e-mails of unknown delivery that were not in
 	// the mailbox, which the harness sent by hand as a person would.
 	MailResent   int `json:"emails_resent_by_hand"`
@@ -94,6 +96,10 @@ type Report struct {
 	// worker (Resume.AcrossRegistries).
 	AcrossRegistries int `json:"takeovers_across_registries_in_all"`
 
+	// Network is what the network faults did, how soon the workers came
+	// back from them, and what was left behind after the runs settled.
+	Network *Network `json:"network,omitempty"`
+
 	// Caps accounts for Config.DailyCap, when it was set.
 	Caps *Caps `json:"caps,omitempty"`
 
@@ -116,8 +122,8 @@ func (h *harness) countLine() string {
 	if h.cfg.Temporal == TemporalCluster {
 		temporal = fmt.Sprintf("%d Temporal node kills", c.NodeKills)
 	}
-	return fmt.Sprintf("%d runs started, %d worker kills, %s, %d PostgreSQL restarts, %d provider and %d mail faults, %d decisions, %d resolutions",
-		c.Started, c.WorkerKills, temporal, c.PGRestarts, c.ProviderFaults, c.MailFaults, c.Decisions, c.Resolutions)
+	return fmt.Sprintf("%d runs started, %d worker kills, %s, %d PostgreSQL restarts, %d network faults, %d provider and %d mail faults, %d decisions, %d resolutions",
+		c.Started, c.WorkerKills, temporal, c.PGRestarts, c.NetFaults, c.ProviderFaults, c.MailFaults, c.Decisions, c.Resolutions)
 }
 
 // Print writes the report as a table, then the violations.
@@ -142,6 +148,7 @@ func (r *Report) Print(w io.Writer) {
 		row("Temporal server kills / restarts", fmt.Sprintf("%d / %d", r.TemporalKills, r.TemporalRestarts))
 	}
 	row("PostgreSQL restarts", r.PGRestarts)
+	row("network faults", r.NetFaults)
 	row("provider faults / mail faults", fmt.Sprintf("%d / %d", r.ProviderFaults, r.MailFaults))
 	row("exactly-once effects found", r.Effects)
 	row("duplicates", r.Duplicates)
@@ -189,6 +196,9 @@ func (r *Report) Print(w io.Writer) {
 	row("    by a worker of another registry", r.Resume.AcrossRegistries)
 	row("  started again before the death (timed out earlier)", r.Resume.Superseded)
 	row("  never started again", r.Resume.NotResumed)
+	if r.Network != nil {
+		r.Network.print(row)
+	}
 	row("wall time", r.Wall)
 	_ = tw.Flush()
 	if len(r.Violations) == 0 {

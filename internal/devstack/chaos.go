@@ -25,18 +25,34 @@ func newChaosCmd(env cli.Env) *cobra.Command {
 		cfg                   = chaos.Full()
 	)
 	cmd := &cobra.Command{
-		Use:   "chaos [--short] [--temporal embedded|cluster] [--deploy] [--runs N] [--kills N] [--duration D] [--daily-cap EUR] [--json]",
-		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed; count every effect where it landed",
+		Use:   "chaos [--short] [--temporal embedded|cluster] [--deploy] [--runs N] [--kills N] [--net-faults N] [--duration D] [--daily-cap EUR] [--json]",
+		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed and the network fails; count every effect where it landed",
 		Long: `Start agent runs (a keyed note, a natural-key credit whose e-mail goes through
 the outbox, an external refund at a sandbox payment provider) through the
 approvals API, approve, reject and resolve them at random moments, and, for
 --duration: SIGKILL worker processes and start them again, kill the Temporal
 server and start it again on its data, restart PostgreSQL, inject provider and
-mail faults, and run some workers with crash faults. Then wait for every run
-to end and count every effect in the business tables, the provider's ledger
-and the mailbox. The report also gives the resume time: how soon each
+mail faults, fail the workers' network, and run some workers with crash
+faults. Then wait for every run to end and count every effect in the
+business tables, the provider's ledger and the mailbox. The report also gives the resume time: how soon each
 activity attempt that was running on a worker when it died started again on
 another worker, from the workers' logs. Exits 1 on any violation.
+
+Every worker reaches PostgreSQL, Temporal, the provider, the SMTP server
+(and the desk, with --deploy) through TCP proxies of the harness's own, one
+per worker and destination; the API server and the checks connect directly.
+--net-faults network faults (default 120 of 5s to 90s; 6 of 5s to 20s with
+--short) are put on them at moments spread over --duration: a black hole
+both ways or one way, latency of 100ms to 2s with jitter, a throttled link,
+open connections reset and new ones refused, or new ones refused; on one
+worker's link to one destination, on all of one worker's links, or on every
+worker's link to PostgreSQL or to Temporal at once. The report gives the
+faults by kind and scope, how soon after each heal the workers it reached
+started an activity attempt again, how soon a worker cut off from PostgreSQL
+or Temporal said so and said it took work again, and what was left behind
+after the runs settled: backends idle in a transaction (a violation past
+30s), and each worker's goroutines, memory and open files against before the
+network faults.
 
 --temporal cluster runs Temporal as two nodes whose state is in PostgreSQL (in
 databases of the harness's own on DATABASE_URL's server), behind a TCP load
@@ -155,6 +171,7 @@ rolls.`,
 	f.IntVar(&cfg.Workers, "workers", cfg.Workers, "worker processes at once")
 	f.IntVar(&cfg.CrashWorkers, "crash-workers", cfg.CrashWorkers, "workers that also carry crash faults")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "worker SIGKILLs over the fault window")
+	f.IntVar(&cfg.NetFaults, "net-faults", cfg.NetFaults, "network faults on the workers' links over the fault window (see above)")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long faults go on")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long to wait for every run to end after the faults")
 	f.IntVar(&cfg.TemporalRestarts, "temporal-restarts", cfg.TemporalRestarts, "Temporal server kills and restarts (with --temporal cluster: node kills, the nodes in turn)")
@@ -182,6 +199,7 @@ var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 	"workers":           func(d *chaos.Config, s chaos.Config) { d.Workers = s.Workers },
 	"crash-workers":     func(d *chaos.Config, s chaos.Config) { d.CrashWorkers = s.CrashWorkers },
 	"kills":             func(d *chaos.Config, s chaos.Config) { d.Kills = s.Kills },
+	"net-faults":        func(d *chaos.Config, s chaos.Config) { d.NetFaults = s.NetFaults },
 	"duration":          func(d *chaos.Config, s chaos.Config) { d.Duration = s.Duration },
 	"settle":            func(d *chaos.Config, s chaos.Config) { d.Settle = s.Settle },
 	"temporal":          func(d *chaos.Config, s chaos.Config) { d.Temporal = s.Temporal },

@@ -19,10 +19,12 @@ import (
 // TestChaosShort runs `oncerun-dev chaos --short` as `make chaos` runs the full
 // harness: 20 runs of every effect class through the approvals API while
 // workers are SIGKILLed, the Temporal server is killed and started again,
-// PostgreSQL's connections are cut and the provider and the mail server
-// fail. The harness counts every effect in the business tables, the
-// provider's ledger and the mailbox, and exits 1 on any duplicate, loss or
-// drift.
+// PostgreSQL's connections are cut, the provider and the mail server
+// fail, and the workers' network fails under them (black holes, latency,
+// throttling, reset and refused connections, on one worker's link or a
+// whole zone's). The harness counts every effect in the business tables,
+// the provider's ledger and the mailbox, and exits 1 on any duplicate, loss
+// or drift; and it finds no transaction left open once the runs settled.
 func TestChaosShort(t *testing.T) {
 	t.Parallel()
 	rep := runChaos(t, []string{"--short"})
@@ -39,6 +41,18 @@ func TestChaosShort(t *testing.T) {
 	assert.Equal(t, short.TemporalRestarts, rep.TemporalRestarts)
 	assert.Equal(t, short.PGRestarts, rep.PGRestarts)
 	assert.Positive(t, rep.ProviderFaults)
+	assert.Equal(t, short.NetFaults, rep.NetFaults, "network faults")
+	require.NotNil(t, rep.Network)
+	faults := 0
+	for _, f := range rep.Network.Faults {
+		faults += f.Count
+		assert.Positive(t, f.Seconds, "%s on %s healed after a while", f.Kind, f.Scope)
+	}
+	assert.Equal(t, short.NetFaults, faults, "every network fault is in the report by kind and scope")
+	// Nothing was left behind: no transaction open, every worker sampled.
+	assert.Zero(t, rep.Network.IdleInTransaction, "backends idle in a transaction after settling")
+	assert.Len(t, rep.Network.Workers, short.Workers)
+	assert.NotEmpty(t, rep.Network.Proxies)
 	// Every run's note, and the credits and refunds it was given, landed.
 	assert.GreaterOrEqual(t, rep.Effects, short.Runs)
 	assert.Positive(t, rep.Mails)
