@@ -14,8 +14,9 @@ import (
 
 // The messages of the lines a worker logs when it gives its work back, cut
 // off from PostgreSQL or Temporal (fields: link, the links cut off, and
-// cut_off_after), and when it polls again (fields: cut_off_for, from the
-// cut to polling again). The chaos harness measures hand-overs by them.
+// cut_off_after), and when it polls again (fields: link, those that were
+// cut off, and cut_off_for, from the cut to polling again). The chaos
+// harness measures hand-overs by them.
 const (
 	logCutOff    = "cut off; giving work back"
 	logReachable = "reachable again; taking work"
@@ -38,17 +39,20 @@ const restartEvery = time.Second
 // Taking work again builds a new Temporal worker (a stopped one cannot
 // start again) and opens the gate.
 func (p *Process) supervise(ctx context.Context) {
-	var cutAt time.Time
+	var (
+		cutAt time.Time
+		cut   []string
+	)
 	for {
 		changed := p.links.Changed()
 		names, since := p.links.CutOff()
 		retry := (<-chan time.Time)(nil)
 		switch polling := p.current() != nil; {
 		case len(names) > 0 && polling:
-			cutAt = since
+			cutAt, cut = since, names
 			p.giveBack(names)
 		case len(names) == 0 && !polling:
-			if !p.takeWork(cutAt) {
+			if !p.takeWork(cutAt, cut) {
 				retry = time.After(restartEvery)
 			}
 		}
@@ -90,7 +94,7 @@ func (p *Process) giveBack(names []string) {
 
 // takeWork starts a new Temporal worker and opens the gate; false if the
 // worker did not start.
-func (p *Process) takeWork(cutAt time.Time) bool {
+func (p *Process) takeWork(cutAt time.Time, cut []string) bool {
 	w := p.workers()
 	p.gate.open()
 	if err := w.Start(); err != nil {
@@ -101,7 +105,8 @@ func (p *Process) takeWork(cutAt time.Time) bool {
 	p.worker = w
 	p.mu.Unlock()
 	p.polling.Set(1)
-	p.log.Info(logReachable, zap.Duration("cut_off_for", time.Since(cutAt).Round(time.Millisecond)))
+	p.log.Info(logReachable, zap.String("link", strings.Join(cut, ",")),
+		zap.Duration("cut_off_for", time.Since(cutAt).Round(time.Millisecond)))
 	return true
 }
 

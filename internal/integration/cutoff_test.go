@@ -230,7 +230,9 @@ func (h handOver) run(t testing.TB, w *cutOffWorld) handedOver {
 	require.Eventually(t, func() bool { return ready(w.aHTTP) == http.StatusOK }, 30*time.Second, 50*time.Millisecond,
 		"worker a polls again once %s answers", h.link)
 	got.repoll = time.Since(healed)
-	assert.Len(t, w.aLogs.FilterMessage("reachable again; taking work").All(), 1)
+	back := w.aLogs.FilterMessage("reachable again; taking work").All()
+	require.Len(t, back, 1)
+	assert.Equal(t, h.link, back[0].ContextMap()["link"])
 	for _, e := range w.aLogs.FilterMessage(worker.LogActivityStarted).All() {
 		if e.Time.After(gaveBack[0].Time) && e.Time.Before(healed) {
 			got.attemptsWhileCut++
