@@ -2,10 +2,13 @@ package worker
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
 )
@@ -40,21 +43,52 @@ const (
 	temporalKeepAliveTimeout = 5 * time.Second
 )
 
-// boundPool bounds cfg's connections: the server-side settings as runtime
-// parameters, unless the URL sets them, and TCP keepalives and user
-// timeout on the client's sockets.
+// pgBounds are the server-side settings boundPool gives a session, in
+// the order they are set.
+var pgBounds = [][2]string{
+	{"statement_timeout", pgStatementTimeout},
+	{"idle_in_transaction_session_timeout", pgIdleInTransaction},
+	{"tcp_keepalives_idle", seconds(pgKeepAliveIdle)},
+	{"tcp_keepalives_interval", seconds(pgKeepAliveEvery)},
+	{"tcp_keepalives_count", strconv.Itoa(pgKeepAliveProbes)},
+	{"tcp_user_timeout", millis(pgTCPUserTimeout)},
+}
+
+// boundSQL sets each setting named in $1 to its value in $2 where nothing
+// set it (its source is the built-in default): a bound set in the server's
+// configuration, on the database or on the role is kept.
+const boundSQL = `
+SELECT set_config(b.name, b.value, false)
+FROM unnest($1::text[], $2::text[]) AS b(name, value)
+JOIN pg_settings s ON s.name = b.name
+WHERE s.source = 'default'`
+
+// boundPool bounds cfg's connections: TCP keepalives and a user timeout on
+// the client's sockets, and, once each connects, the server-side settings
+// nothing else set, unless DATABASE_URL names them (as parameters or
+// in options). They are set after the connection is made rather than sent
+// as startup parameters, so that a setting of the role or the database
+// (ALTER ROLE ... SET) is kept, and so that a pooler that refuses unknown
+// startup parameters (PgBouncer) lets the connection through.
 func boundPool(cfg *pgxpool.Config) {
 	params := cfg.ConnConfig.RuntimeParams
-	for name, value := range map[string]string{
-		"statement_timeout":                   pgStatementTimeout,
-		"idle_in_transaction_session_timeout": pgIdleInTransaction,
-		"tcp_keepalives_idle":                 seconds(pgKeepAliveIdle),
-		"tcp_keepalives_interval":             seconds(pgKeepAliveEvery),
-		"tcp_keepalives_count":                strconv.Itoa(pgKeepAliveProbes),
-		"tcp_user_timeout":                    millis(pgTCPUserTimeout),
-	} {
-		if _, set := params[name]; !set {
-			params[name] = value
+	var names, values []string
+	for _, b := range pgBounds {
+		if _, set := params[b[0]]; set || strings.Contains(params["options"], b[0]) {
+			continue
+		}
+		names, values = append(names, b[0]), append(values, b[1])
+	}
+	if len(names) > 0 {
+		next := cfg.AfterConnect
+		cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			if _, err := c.Exec(ctx, boundSQL, names, values); err != nil {
+				return fmt.Errorf("bound the session (%s): %w", strings.Join(names, ", "), err)
+			}
+			if next != nil {
+				return next(ctx, c)
+			}
+			return nil
 		}
 	}
 	d := &net.Dialer{

@@ -1,15 +1,20 @@
 package worker
 
 import (
+	"strings"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// tcpUserTimeout sets TCP_USER_TIMEOUT on a socket before it connects.
+// tcpUserTimeout sets TCP_USER_TIMEOUT on a TCP socket before it
+// connects; a Unix socket has no such option.
 func tcpUserTimeout(d time.Duration) func(network, address string, c syscall.RawConn) error {
 	return func(network, address string, c syscall.RawConn) error {
+		if !strings.HasPrefix(network, "tcp") {
+			return nil
+		}
 		var serr error
 		err := c.Control(func(fd uintptr) {
 			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))

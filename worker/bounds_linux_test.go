@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -38,6 +39,15 @@ func TestEveryConnectionOfThePoolIsBounded(t *testing.T) {
 	} {
 		assert.Equal(t, want, show(t, url, setting), setting)
 	}
+	// A setting of the database is kept.
+	db := pgtest.NewDB(t)
+	admin, err := worker.NewPool(context.Background(), url)
+	require.NoError(t, err)
+	_, err = admin.Exec(context.Background(), "ALTER DATABASE "+pgx.Identifier{db.Name}.Sanitize()+" SET idle_in_transaction_session_timeout = '7s'")
+	admin.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "7s", show(t, db.URL, "idle_in_transaction_session_timeout"))
+	assert.Equal(t, "1min", show(t, db.URL, "statement_timeout"))
 	// A URL's own setting is kept.
 	assert.Equal(t, "0", show(t, url+map[bool]string{true: "&", false: "?"}[strings.Contains(url, "?")]+"statement_timeout=0", "statement_timeout"))
 

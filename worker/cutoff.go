@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -18,9 +19,10 @@ import (
 const errTypeCutOff = "oncerun.CutOff"
 
 // gate is open while the worker reaches every link. Each activity attempt
-// runs under the gate's context of its start: shutting the gate cancels
-// every attempt in progress, so that what waits on a black-holed
-// connection ends now, not at its deadline.
+// runs under the gate's context of its start: shutting the gate refuses
+// new attempts and ends those in progress that cannot finish (see
+// endsRunning), so that what waits on a black-holed connection ends now,
+// not at its deadline.
 type gate struct {
 	mu     sync.Mutex
 	ctx    context.Context
@@ -58,19 +60,24 @@ func (g *gate) current() context.Context {
 }
 
 // cutOffInterceptor runs each activity attempt under the gate, and fails a
-// workflow task whose local activity the gate cancelled.
+// workflow task whose local activity the gate ended.
 //
-// A regular activity's attempt ends with a retryable error: the worker
-// still reports it if it reaches Temporal, and Temporal retries it on a
-// worker that polls. A local activity runs inside its workflow task, which
-// the worker's SDK keeps alive (heartbeats) while the local activity is
-// retried, so that a retryable failure would keep the run on the cut-off
-// worker. Its attempt ends instead with a non-retryable error of type
-// errTypeCutOff, which the workflow side turns into a panic: the SDK fails
-// the workflow task, Temporal clears the run's stickiness and hands the
-// task to another worker, and nothing of the failed task, the local
-// activity's marker included, is recorded. The workflow never sees the
-// error, so its history is as if the task had timed out.
+// A regular activity's attempt the gate ends returns a retryable error:
+// the worker still reports it if it reaches Temporal, and Temporal retries
+// it on a worker that polls. A local activity runs inside its workflow
+// task, which the worker's SDK keeps alive (heartbeats) while the local
+// activity is retried, so that a retryable failure would keep the run on
+// the cut-off worker. Its attempt ends instead with a non-retryable error
+// of type errTypeCutOff, which the workflow side turns into a panic: the
+// SDK fails the workflow task (at its first attempt it says so to Temporal
+// at once; a later attempt waits for the task's timeout), Temporal clears
+// the run's stickiness and hands the task to another worker. The failed
+// task adds a WorkflowTaskFailed event and nothing else: no marker, no
+// command. The workflow never sees the error.
+//
+// The wrapped future is only ever waited on with Get: the SDK's Selector
+// and Settable.Chain take its own futures alone, and oncerun's workflows
+// wait on every local activity with Get at once.
 type cutOffInterceptor struct {
 	interceptor.WorkerInterceptorBase
 	gate *gate
@@ -101,13 +108,17 @@ func (c *cutOffActivity) ExecuteActivity(ctx context.Context, in *interceptor.Ex
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stop := context.AfterFunc(g, func() { cancel(context.Cause(g)) })
+	stop := context.AfterFunc(g, func() {
+		if cause := context.Cause(g); local || endsRunning(cause) {
+			cancel(cause)
+		}
+	})
 	defer stop()
 	res, err := c.Next.ExecuteActivity(ctx, in)
-	if err != nil && g.Err() != nil {
+	if err != nil && errors.Is(context.Cause(ctx), errWorkerCutOff) {
 		// Whatever the attempt made of its cancellation (a context error, an
 		// outcome left unknown under its lease), the reason is the cut.
-		return nil, cutOffError(fmt.Errorf("%w (the attempt ended: %s)", context.Cause(g), err.Error()), local)
+		return nil, cutOffError(fmt.Errorf("%w (the attempt ended: %s)", context.Cause(ctx), err.Error()), local)
 	}
 	return res, err
 }
@@ -147,7 +158,10 @@ type cutOffFuture struct {
 
 func (f cutOffFuture) Get(ctx workflow.Context, valuePtr any) error {
 	err := f.Future.Get(ctx, valuePtr)
-	if isCutOff(err) {
+	// A replayed marker never holds a cut: a task that met one did not
+	// complete. Should one ever be recorded, the run must not fail every
+	// task for ever.
+	if isCutOff(err) && !workflow.IsReplaying(ctx) {
 		panic(fmt.Sprintf("the workflow task is failed so that another worker takes the run over: %s", err.Error()))
 	}
 	return err
@@ -159,9 +173,27 @@ func isCutOff(err error) bool {
 	return errors.As(err, &app) && app.Type() == errTypeCutOff
 }
 
-// errCutOff is the cause the gate is shut with: which links are cut off.
-func errCutOff(links []string) error {
-	return fmt.Errorf("%w from %s", errWorkerCutOff, strings.Join(links, " and "))
-}
-
+// errWorkerCutOff is what every cause the gate is shut with is.
 var errWorkerCutOff = errors.New("worker cut off")
+
+// cutOff is the cause the gate is shut with: the links cut off.
+type cutOff struct{ links []string }
+
+func errCutOff(links []string) error { return &cutOff{links: links} }
+
+func (c *cutOff) Error() string { return "worker cut off from " + strings.Join(c.links, " and ") }
+
+// Is makes every cut errWorkerCutOff.
+func (c *cutOff) Is(target error) bool { return target == errWorkerCutOff }
+
+// endsRunning reports whether a cut ends the regular activity attempts in
+// progress, not only the local ones: a cut from PostgreSQL does, since
+// what they wait on will not answer and their worker still reaches
+// Temporal, which would wait for them. A cut from Temporal alone does
+// not: an attempt that reaches PostgreSQL records its outcome there, where
+// the worker that takes the step over finds it, and ending it would leave
+// an external call's outcome unknown for nothing.
+func endsRunning(cause error) bool {
+	var c *cutOff
+	return errors.As(cause, &c) && slices.Contains(c.links, "postgres")
+}

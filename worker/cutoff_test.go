@@ -145,3 +145,51 @@ func TestCutOffAfterFromTheEnvironment(t *testing.T) {
 		assert.ErrorContains(t, err, `ONCERUN_CUT_OFF_AFTER "`+value+`" is neither a duration of at least 1s`)
 	}
 }
+
+// A cut from Temporal alone lets a regular attempt in progress finish (it
+// records its outcome in PostgreSQL, where the worker that takes the step
+// over finds it) and refuses new ones; it still ends a local one.
+func TestACutFromTemporalLetsARunningAttemptFinish(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	env := cutOffEnv(g)
+	started, release := make(chan struct{}), make(chan struct{})
+	env.RegisterActivityWithOptions(func(ctx context.Context) (string, error) {
+		close(started)
+		select {
+		case <-release:
+			return "recorded", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}, activity.RegisterOptions{Name: "RunTool"})
+	go func() {
+		<-started
+		g.shut(errCutOff([]string{"temporal"}))
+		close(release)
+	}()
+	v, err := env.ExecuteActivity("RunTool")
+	require.NoError(t, err)
+	var got string
+	require.NoError(t, v.Get(&got))
+	assert.Equal(t, "recorded", got)
+
+	_, err = env.ExecuteActivity("RunTool")
+	require.True(t, isCutOff(err), "no new attempt while cut off: %v", err)
+}
+
+// An attempt that failed on its own while the worker was cut off keeps its
+// error: only the attempts the cut ended are the cut's.
+func TestAnAttemptsOwnFailureIsNotTheCuts(t *testing.T) {
+	t.Parallel()
+	g := newGate()
+	env := cutOffEnv(g)
+	env.RegisterActivityWithOptions(func(ctx context.Context) (string, error) {
+		g.shut(errCutOff([]string{"temporal"}))
+		return "", temporal.NewNonRetryableApplicationError("key reused", "oncerun.KeyReuse", nil)
+	}, activity.RegisterOptions{Name: "RunTool"})
+	_, err := env.ExecuteActivity("RunTool")
+	var app *temporal.ApplicationError
+	require.ErrorAs(t, err, &app)
+	assert.Equal(t, "oncerun.KeyReuse", app.Type())
+}

@@ -159,7 +159,7 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 		return err
 	}
 	if cfg.Setup != nil {
-		if err := cfg.Setup(ctx, pool); err != nil {
+		if err := setup(ctx, cfg); err != nil {
 			return fmt.Errorf("setup of the deployment's tables: %w", err)
 		}
 	}
@@ -195,7 +195,13 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	p.fatal = make(chan error, 1)
 	opts := sdkworker.Options{
 		WorkerStopTimeout: shutdownTimeout,
-		OnFatalError:      func(err error) { p.fatal <- err },
+		OnFatalError: func(err error) {
+			// The first is enough; a worker given back may report one too.
+			select {
+			case p.fatal <- err:
+			default:
+			}
+		},
 		DeploymentOptions: p.version.deploymentOptions(),
 	}
 	if cfg.LogActivityAttempts {
@@ -223,6 +229,21 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 		p.promReg.MustRegister(p.links.Collectors()...)
 	}
 	return nil
+}
+
+// setup runs cfg.Setup on a pool of its own whose statements have no
+// timeout: like a migration, a deployment's setup may rewrite a large
+// table.
+func setup(ctx context.Context, cfg Config) error {
+	pool, err := newPool(ctx, cfg.DatabaseURL, func(c *pgxpool.Config) {
+		c.ConnConfig.RuntimeParams["statement_timeout"] = "0"
+		c.MaxConns = 2
+	})
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return cfg.Setup(ctx, pool)
 }
 
 // Serve runs the process until ctx is done, then stops it gracefully: it
@@ -259,8 +280,13 @@ func (p *Process) Serve(ctx context.Context) error {
 	go refreshDrift(driftCtx, p.pool, p.drift, time.Minute, log)
 
 	if p.links != nil {
-		go p.links.Run(driftCtx)
-		go p.supervise(driftCtx)
+		// The supervisor is done before the worker stops (deferred
+		// above, so it runs after this).
+		supCtx, stopSupervising := context.WithCancel(ctx)
+		var supervising sync.WaitGroup
+		supervising.Go(func() { p.links.Run(supCtx) })
+		supervising.Go(func() { p.supervise(supCtx) })
+		defer func() { stopSupervising(); supervising.Wait() }()
 	}
 
 	srv := httpServer(p.handler(), log)

@@ -280,11 +280,19 @@ func Run(ctx context.Context, cfg Config) error {
 // approvals request's APPROVALS_DB_TIMEOUT. Every connection is bounded
 // besides, unless the URL sets the setting itself: a statement timeout of
 // 60 s, an idle-in-transaction timeout of 15 s, TCP keepalives and a TCP
-// user timeout of 15 s on both sides (docs/reliability.md, "Timeouts").
-func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) {
+// user timeout of 15 s on both sides (docs/reliability.md, "Timeouts"); a
+// setting of the server's configuration, the database or the role is
+// kept too.
+func NewPool(ctx context.Context, url string) (*pgxpool.Pool, error) { return newPool(ctx, url, nil) }
+
+// newPool is NewPool with change applied to the configuration first.
+func newPool(ctx context.Context, url string, change func(*pgxpool.Config)) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("DATABASE_URL: %w", err)
+	}
+	if change != nil {
+		change(cfg)
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = defaultConnectTimeout
@@ -306,11 +314,23 @@ func migrate(ctx context.Context, pool *pgxpool.Pool, log *zap.Logger) error {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	defer conn.Release()
-	// A migration may rewrite a large table: no statement timeout for it.
+	// A migration may rewrite a large table: no statement timeout for it,
+	// and the pool's bound again once it is done.
+	var bound string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('statement_timeout')").Scan(&bound); err != nil {
+		return fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
 	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
 		return fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	defer func() { _, _ = conn.Exec(context.WithoutCancel(ctx), "RESET statement_timeout") }()
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(rctx, "SELECT set_config('statement_timeout', $1, false)", bound); err != nil {
+			// A connection whose bound is unknown is not given back.
+			_ = conn.Conn().Close(rctx)
+		}
+	}()
 	res, err := migrations.Migrate(ctx, conn.Conn())
 	if err != nil {
 		return err

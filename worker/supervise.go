@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,14 +97,20 @@ func (p *Process) giveBack(names []string) {
 // worker did not start.
 func (p *Process) takeWork(cutAt time.Time, cut []string) bool {
 	w := p.workers()
-	p.gate.open()
 	if err := w.Start(); err != nil {
+		w.Stop()
 		p.log.Warn("the worker did not start polling again; trying again", zap.Error(err))
 		return false
 	}
 	p.mu.Lock()
 	p.worker = w
 	p.mu.Unlock()
+	p.gate.open()
+	if slices.Contains(cut, "postgres") {
+		// Connections the cut left half-open would fail one by one, each
+		// after the TCP user timeout: new ones are made instead.
+		p.pool.Reset()
+	}
 	p.polling.Set(1)
 	p.log.Info(logReachable, zap.String("link", strings.Join(cut, ",")),
 		zap.Duration("cut_off_for", time.Since(cutAt).Round(time.Millisecond)))

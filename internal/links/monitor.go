@@ -77,7 +77,14 @@ type Status struct {
 	Since time.Time `json:"since"`
 	// Error is the last probe's error, if it failed.
 	Error string `json:"error,omitempty"`
+	// answers counts the probes answered in a row.
+	answers int
 }
+
+// answersToReturn is how many probes in a row a cut-off link must answer
+// to count as reachable again: one answer on a flapping link would have
+// the worker take work and give it back every few seconds.
+const answersToReturn = 2
 
 // Monitor probes links and says which are cut off.
 type Monitor struct {
@@ -185,6 +192,7 @@ func (m *Monitor) answered(i int, err error) {
 	defer m.mu.Unlock()
 	s := &m.status[i]
 	if err != nil {
+		s.answers = 0
 		s.Error = err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {
 			s.Error = fmt.Sprintf("no answer within %s: %s", m.cfg.CutOffAfter, err)
@@ -193,7 +201,8 @@ func (m *Monitor) answered(i int, err error) {
 	}
 	now := time.Now()
 	s.Error, s.LastAnswer = "", now
-	if s.CutOff {
+	s.answers++
+	if s.CutOff && s.answers >= answersToReturn {
 		m.cfg.Logger.Info("link answers again", zap.String("link", s.Name), zap.Duration("cut_off_for", now.Sub(s.Since)))
 		s.CutOff, s.Since = false, now
 		m.cutOff.WithLabelValues(s.Name).Set(0)
@@ -214,7 +223,7 @@ func (m *Monitor) judge(now time.Time) {
 		if s.CutOff || now.Sub(last) <= m.cfg.CutOffAfter {
 			continue
 		}
-		s.CutOff, s.Since = true, now
+		s.CutOff, s.Since, s.answers = true, now, 0
 		m.cfg.Logger.Warn("link cut off", zap.String("link", s.Name), zap.Duration("silent_for", now.Sub(last)),
 			zap.String("error", s.Error))
 		m.cutOff.WithLabelValues(s.Name).Set(1)

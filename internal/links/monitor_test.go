@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/url"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +108,44 @@ func TestConfigNamesWhatIsWrong(t *testing.T) {
 	}
 	_, err := links.New(links.Config{}, links.Link{Name: "postgres"})
 	assert.ErrorContains(t, err, "link 0 has no name or no probe")
+}
+
+// A cut-off link must answer twice in a row to count as reachable again:
+// one answer on a flapping link would have the worker take work and give
+// it back every few seconds.
+func TestACutOffLinkMustAnswerTwiceInARow(t *testing.T) {
+	t.Parallel()
+	var answers atomic.Int32 // answers left to give; negative: answer always
+	probe := func(ctx context.Context) error {
+		if answers.Load() < 0 {
+			return nil
+		}
+		if answers.Add(-1) >= 0 {
+			return nil
+		}
+		answers.Store(0)
+		return errors.New("no route to host")
+	}
+	answers.Store(0)
+	m := run(t, links.Config{Interval: 50 * time.Millisecond, CutOffAfter: 200 * time.Millisecond},
+		links.Link{Name: "postgres", Probe: probe})
+	require.Eventually(t, func() bool { return len(cutOff(m)) == 1 }, 10*time.Second, 10*time.Millisecond)
+	since := m.Statuses()[0].Since
+	answers.Store(1) // one answer, then silence again
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, []string{"postgres"}, cutOff(m), "one answer is not enough")
+	assert.Equal(t, since, m.Statuses()[0].Since, "the link stayed cut off throughout")
+	answers.Store(-1)
+	require.Eventually(t, func() bool { return len(cutOff(m)) == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// A server that answers with an error of its own (too many connections) is
+// there: the link is not cut off for it.
+func TestAServersOwnRefusalIsAnAnswer(t *testing.T) {
+	t.Parallel()
+	cfg, _ := throughProxy(t)
+	cfg.User = "no_such_role_" + strconv.Itoa(int(time.Now().UnixNano()%1e6))
+	m := run(t, links.Config{Interval: 50 * time.Millisecond, CutOffAfter: 200 * time.Millisecond}, links.Postgres(cfg))
+	time.Sleep(600 * time.Millisecond)
+	assert.Empty(t, cutOff(m), "the server answered: role does not exist")
 }

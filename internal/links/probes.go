@@ -2,6 +2,7 @@ package links
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -9,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Postgres is the link to the PostgreSQL server cfg connects to, probed
@@ -51,7 +54,7 @@ func (p *pgProbe) probe(ctx context.Context) error {
 	if p.conn == nil {
 		c, err := pgx.ConnectConfig(ctx, p.cfg)
 		if err != nil {
-			return err
+			return answered(err)
 		}
 		p.conn = c
 	}
@@ -60,9 +63,21 @@ func (p *pgProbe) probe(ctx context.Context) error {
 		defer cancel()
 		_ = p.conn.Close(cctx)
 		p.conn = nil
-		return err
+		return answered(err)
 	}
 	return nil
+}
+
+// answered is nil when err is the server's own answer (too many
+// connections, a role's connection limit): the server is there, and the
+// pool may well be served. The probe's connection is one more than the
+// pool's.
+func answered(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return nil
+	}
+	return err
 }
 
 // Temporal is the link to the Temporal frontend c is connected to, probed
@@ -71,6 +86,13 @@ func (p *pgProbe) probe(ctx context.Context) error {
 func Temporal(c client.Client) Link {
 	return Link{Name: "temporal", Probe: func(ctx context.Context) error {
 		_, err := c.CheckHealth(ctx, &client.CheckHealthRequest{})
-		return err
+		switch status.Code(err) {
+		case codes.OK, codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unknown:
+			return err
+		}
+		// Any other status is an answer: a frontend, or a proxy in front of
+		// it, that does not serve the health check (Unimplemented,
+		// PermissionDenied) is reachable all the same.
+		return nil
 	}}
 }
