@@ -143,6 +143,13 @@ func TestNetFigures(t *testing.T) {
 	}, n.Faults)
 	assert.Equal(t, Delays{Count: 2, P50: 2, P90: 5, Max: 5}, n.Recovery[netBlackHole])
 	assert.Equal(t, 2, n.NoAttempt, "worker 1 started nothing after the latency healed, worker 2 nothing at all")
+	assert.Zero(t, n.HealedIntoAnother)
+
+	// A heal while another fault still holds the worker is left out.
+	overlapping := append(records[:2:2], &netRecord{netFault: netFault{kind: netBlackHole, scope: scopeWorker, worker: 1},
+		workers: []int{1}, began: at(55), healed: at(80)})
+	o := netFigures(overlapping, logs)
+	assert.Equal(t, 1, o.HealedIntoAnother, "worker 1 was still black-holed when the latency healed")
 	// Worker 1's cut-off line came after the heal: not the fault's. Worker
 	// 2's names both links it was cut off from; its reachable-again line
 	// names none.

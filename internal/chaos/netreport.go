@@ -26,9 +26,11 @@ type Network struct {
 	// Recovery is, by kind, the time from each heal to the next activity
 	// attempt a worker it reached started: one figure per fault and
 	// worker. NoAttempt counts the pairs with no attempt after the heal
-	// (the worker had nothing more to do).
-	Recovery  map[string]Delays `json:"recovery_by_kind,omitempty"`
-	NoAttempt int               `json:"heals_without_a_later_attempt"`
+	// (the worker had nothing more to do); HealedIntoAnother those left
+	// out because another fault still held the worker at the heal.
+	Recovery          map[string]Delays `json:"recovery_by_kind,omitempty"`
+	NoAttempt         int               `json:"heals_without_a_later_attempt"`
+	HealedIntoAnother int               `json:"heals_into_another_fault"`
 	// CutOff is, by kind of the faults that reached a worker's link to
 	// PostgreSQL or Temporal, the time from the fault's start to the
 	// worker's logging that it was cut off from that link and gave its
@@ -293,9 +295,14 @@ func netFigures(records []*netRecord, logs []workerLogs) Network {
 				continue
 			}
 			l := logs[w]
-			if i := slices.IndexFunc(l.starts, func(t time.Time) bool { return t.After(r.healed) }); i >= 0 {
+			switch i := slices.IndexFunc(l.starts, func(t time.Time) bool { return t.After(r.healed) }); {
+			case heldStill(records, r, w):
+				// Another fault still held the worker: this heal healed
+				// nothing it could recover from.
+				n.HealedIntoAnother++
+			case i >= 0:
 				recovery[r.kind] = append(recovery[r.kind], l.starts[i].Sub(r.healed))
-			} else {
+			default:
 				n.NoAttempt++
 			}
 			for _, link := range r.links {
@@ -330,6 +337,15 @@ func netFigures(records []*netRecord, logs []workerLogs) Network {
 	}
 	n.Recovery, n.CutOff, n.Reachable = delaysBy(recovery), delaysBy(cutOff), delaysBy(reachable)
 	return n
+}
+
+// heldStill reports whether a fault other than r still held worker w
+// when r healed.
+func heldStill(records []*netRecord, r *netRecord, w int) bool {
+	return slices.ContainsFunc(records, func(o *netRecord) bool {
+		return o != r && slices.Contains(o.workers, w) && o.began.Before(r.healed) &&
+			(o.healed.IsZero() || o.healed.After(r.healed))
+	})
 }
 
 // network gathers the network figures: the faults, the recovery from the
@@ -403,8 +419,9 @@ func (n *Network) print(row func(name string, v any)) {
 			row(fmt.Sprintf("  %s (%d)", k, ds[k].Count), ds[k])
 		}
 	}
-	byKind("from a heal to the worker's next activity attempt, p50 / p90 / max", n.Recovery)
+	byKind("from a heal that left the worker free of faults to its next activity attempt, p50 / p90 / max", n.Recovery)
 	row("  heals with no later attempt on the worker", n.NoAttempt)
+	row("  heals left out: another fault still held the worker", n.HealedIntoAnother)
 	byKind("from a cut to the worker's \""+logCutOff+"\"", n.CutOff)
 	byKind("from the heal to its \""+logReachable+"\"", n.Reachable)
 	row("  cut off, and never said reachable again (killed first)", n.NeverReachable)

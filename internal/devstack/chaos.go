@@ -25,7 +25,7 @@ func newChaosCmd(env cli.Env) *cobra.Command {
 		cfg                   = chaos.Full()
 	)
 	cmd := &cobra.Command{
-		Use:   "chaos [--short] [--temporal embedded|cluster] [--deploy] [--runs N] [--kills N] [--net-faults N] [--duration D] [--daily-cap EUR] [--json]",
+		Use:   "chaos [--short] [--temporal embedded|cluster] [--deploy] [--runs N] [--kills N] [--net-faults N] [--net-fault-max D] [--duration D] [--daily-cap EUR] [--json]",
 		Short: "Shake oncerun: runs of every effect class while workers, Temporal and PostgreSQL are killed and the network fails; count every effect where it landed",
 		Long: `Start agent runs (a keyed note, a natural-key credit whose e-mail goes through
 the outbox, an external refund at a sandbox payment provider) through the
@@ -172,6 +172,7 @@ rolls.`,
 	f.IntVar(&cfg.CrashWorkers, "crash-workers", cfg.CrashWorkers, "workers that also carry crash faults")
 	f.IntVar(&cfg.Kills, "kills", cfg.Kills, "worker SIGKILLs over the fault window")
 	f.IntVar(&cfg.NetFaults, "net-faults", cfg.NetFaults, "network faults on the workers' links over the fault window (see above)")
+	f.DurationVar(&cfg.NetFaultMax, "net-fault-max", cfg.NetFaultMax, "the longest a network fault lasts (the shortest is 5s)")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long faults go on")
 	f.DurationVar(&cfg.Settle, "settle", cfg.Settle, "how long to wait for every run to end after the faults")
 	f.IntVar(&cfg.TemporalRestarts, "temporal-restarts", cfg.TemporalRestarts, "Temporal server kills and restarts (with --temporal cluster: node kills, the nodes in turn)")
@@ -200,6 +201,7 @@ var chaosFlags = map[string]func(dst *chaos.Config, src chaos.Config){
 	"crash-workers":     func(d *chaos.Config, s chaos.Config) { d.CrashWorkers = s.CrashWorkers },
 	"kills":             func(d *chaos.Config, s chaos.Config) { d.Kills = s.Kills },
 	"net-faults":        func(d *chaos.Config, s chaos.Config) { d.NetFaults = s.NetFaults },
+	"net-fault-max":     func(d *chaos.Config, s chaos.Config) { d.NetFaultMax = s.NetFaultMax },
 	"duration":          func(d *chaos.Config, s chaos.Config) { d.Duration = s.Duration },
 	"settle":            func(d *chaos.Config, s chaos.Config) { d.Settle = s.Settle },
 	"temporal":          func(d *chaos.Config, s chaos.Config) { d.Temporal = s.Temporal },
