@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.temporal.io/sdk/client"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 )
 
 // The bounds on how long a connection of a worker may hang (docs/
@@ -41,6 +43,11 @@ const (
 	// every 10 s by default.
 	temporalKeepAlive        = 15 * time.Second
 	temporalKeepAliveTimeout = 5 * time.Second
+	// temporalReconnectMax is the longest wait between two attempts to
+	// connect to Temporal again, temporalMinConnect how long one attempt
+	// may take (the SDK's own).
+	temporalReconnectMax = 2 * time.Second
+	temporalMinConnect   = 20 * time.Second
 )
 
 // pgBounds are the server-side settings boundPool gives a session, in
@@ -103,8 +110,15 @@ func boundPool(cfg *pgxpool.Config) {
 func seconds(d time.Duration) string { return strconv.FormatInt(int64(d/time.Second), 10) }
 func millis(d time.Duration) string  { return strconv.FormatInt(d.Milliseconds(), 10) }
 
-// boundTemporal sets the gRPC keepalive of opts unless it is set.
+// boundTemporal sets the gRPC keepalive of opts unless it is set, and
+// shortens the wait between attempts to connect again: the SDK's own waits
+// up to 10 s, which a worker cut off from Temporal would add to its
+// return after the link heals.
 func boundTemporal(opts *client.Options) {
+	cp := grpc.ConnectParams{Backoff: backoff.DefaultConfig, MinConnectTimeout: temporalMinConnect}
+	cp.Backoff.BaseDelay, cp.Backoff.MaxDelay = 200*time.Millisecond, temporalReconnectMax
+	// First, so that the deployment's own dial options win.
+	opts.ConnectionOptions.DialOptions = append([]grpc.DialOption{grpc.WithConnectParams(cp)}, opts.ConnectionOptions.DialOptions...)
 	if opts.ConnectionOptions.KeepAliveTime == 0 {
 		opts.ConnectionOptions.KeepAliveTime = temporalKeepAlive
 	}

@@ -221,6 +221,8 @@ func (p *Process) build(ctx context.Context, cfg Config) error {
 	})
 	p.promReg.MustRegister(p.polling)
 	if cfg.CutOffAfter >= 0 {
+		cfg.CutOffAfter = cmp.Or(cfg.CutOffAfter, links.DefaultCutOffAfter)
+		p.cfg.CutOffAfter = cfg.CutOffAfter
 		p.links, err = links.New(links.Config{CutOffAfter: cfg.CutOffAfter, Logger: log},
 			links.Postgres(pool.Config().ConnConfig), links.Temporal(p.tc))
 		if err != nil {

@@ -318,11 +318,14 @@ func netFigures(records []*netRecord, logs []workerLogs) Network {
 					continue
 				}
 				cutOff[r.kind] = append(cutOff[r.kind], l.links[c].at.Sub(r.began))
-				if a := slices.IndexFunc(l.links[c:], func(e linkEvent) bool {
-					return !e.cut && e.names(link)
-				}); a >= 0 {
+				a := slices.IndexFunc(l.links[c:], func(e linkEvent) bool { return !e.cut && e.names(link) })
+				switch {
+				case heldStill(records, r, w):
+					// Another fault still held it: its return is that
+					// fault's.
+				case a >= 0:
 					reachable[r.kind] = append(reachable[r.kind], max(0, l.links[c+a].at.Sub(r.healed)))
-				} else {
+				default:
 					n.NeverReachable++
 				}
 			}
