@@ -119,9 +119,6 @@ func Listen(addr, target string) (*Proxy, error) {
 // Addr is the address the proxy's clients dial, host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
-// Target is where the proxy forwards.
-func (p *Proxy) Target() string { return p.target }
-
 // Set makes f the fault of every connection, open or new.
 func (p *Proxy) Set(f Fault) {
 	p.mu.Lock()
@@ -133,13 +130,6 @@ func (p *Proxy) Set(f Fault) {
 
 // Heal removes the fault: bytes held flow again.
 func (p *Proxy) Heal() { p.Set(Fault{}) }
-
-// Fault is the proxy's current fault.
-func (p *Proxy) Fault() Fault {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.fault
-}
 
 // Conns is the number of connections open through the proxy.
 func (p *Proxy) Conns() int {
