@@ -20,10 +20,12 @@ import (
 
 // PlanInput is what the workflow tells the planner on one turn.
 type PlanInput struct {
-	Tenant  string `json:"tenant"`
-	RunID   string `json:"run_id"`
-	Goal    string `json:"goal"`
-	Planner string `json:"planner"`
+	// Facts are the run's facts it has not written yet (see RunFact).
+	Facts   []RunFact `json:"facts,omitempty"`
+	Tenant  string    `json:"tenant"`
+	RunID   string    `json:"run_id"`
+	Goal    string    `json:"goal"`
+	Planner string    `json:"planner"`
 	// Plan is the part of a scripted run's plan the planner needs this
 	// turn: the next calls (one, or a batch), or nothing when every call
 	// was proposed. Runs of earlier releases sent the whole plan.
@@ -146,6 +148,9 @@ type Delegation struct {
 // failures are non-retryable; other planner errors are retried.
 func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, err error) {
 	defer keepAlive(ctx)()
+	if err := a.recordFacts(ctx, in.Tenant, in.Facts); err != nil {
+		return PlanOutput{}, err
+	}
 	ctx, span := startTurn(ctx, in)
 	defer func() { endTurn(span, out, err) }()
 	p, ok := a.Planners[in.Planner]

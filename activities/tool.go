@@ -26,10 +26,13 @@ const leaseMargin = 30 * time.Second
 
 // ToolInput is one step to execute.
 type ToolInput struct {
-	Tenant string `json:"tenant"`
-	RunID  string `json:"run_id"`
-	Step   int64  `json:"step"`
-	Tool   string `json:"tool"`
+	// Facts are the run's facts it has not written yet (see RunFact):
+	// written first, before the step's own work.
+	Facts  []RunFact `json:"facts,omitempty"`
+	Tenant string    `json:"tenant"`
+	RunID  string    `json:"run_id"`
+	Step   int64     `json:"step"`
+	Tool   string    `json:"tool"`
 	// Args are the canonical arguments the step was planned (and, if it
 	// needed one, approved) with.
 	Args json.RawMessage `json:"args"`
@@ -126,6 +129,9 @@ type TreeDuplicate struct {
 //     outcome is unknown is resolved by the tool's paired read.
 func (a *Activities) RunTool(ctx context.Context, in ToolInput) (ToolOutput, error) {
 	defer keepAlive(ctx)()
+	if err := a.recordFacts(ctx, in.Tenant, in.Facts); err != nil {
+		return ToolOutput{}, err
+	}
 	key, err := keys.New(in.Tenant, in.RunID, in.Step, in.Tool)
 	if err != nil {
 		return ToolOutput{}, temporalError(err)

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
+	"github.com/oncerun/oncerun/internal/events"
 	"github.com/oncerun/oncerun/internal/httpserver"
 	"github.com/oncerun/oncerun/internal/runs"
 	"github.com/oncerun/oncerun/internal/telemetry"
@@ -118,6 +120,9 @@ func (c Config) validate() error {
 type Server struct {
 	cfg Config
 	log *zap.Logger
+	// hub wakes the event streams (see eventHub).
+	hubOnce sync.Once
+	hub     *events.Hub
 }
 
 // New checks cfg and builds a server.
@@ -159,7 +164,11 @@ func (s *Server) Handler() http.Handler {
 	api := func(pattern string, method string, h func(http.ResponseWriter, *http.Request, Identity)) {
 		resource(pattern, map[string]func(http.ResponseWriter, *http.Request, Identity){method: h})
 	}
-	api("/v1/runs", http.MethodPost, s.startRun)
+	resource("/v1/runs", map[string]func(http.ResponseWriter, *http.Request, Identity){
+		http.MethodPost: s.startRun, http.MethodGet: s.listRunsAPI,
+	})
+	api("/v1/runs/{run_id}/events", http.MethodGet, s.RunEvents)
+	api("/v1/events", http.MethodGet, s.TenantEvents)
 	api("/v1/runs/{run_id}", http.MethodGet, s.runStatus)
 	api("/v1/approvals", http.MethodGet, s.listApprovals)
 	api("/v1/runs/{run_id}/steps/{step}/approve", http.MethodPost, s.decideAPI("approve"))
@@ -176,6 +185,7 @@ func (s *Server) Handler() http.Handler {
 	resource("/v1/limits/{name}", map[string]func(http.ResponseWriter, *http.Request, Identity){
 		http.MethodGet: s.limit, http.MethodPut: s.setLimit, http.MethodDelete: s.deleteLimit,
 	})
+	mux.HandleFunc("GET /v1/openapi.json", s.openAPIDocument)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no API endpoint %s", r.URL.Path))
 	})
@@ -416,7 +426,12 @@ func ListenAndServe(ctx context.Context, addr string, h http.Handler, log *zap.L
 	if log == nil {
 		log = zap.NewNop()
 	}
-	srv := httpserver.New(h, httpserver.Config{ErrorLog: zap.NewStdLog(log)})
+	// Event streams last as long as their clients: they end when the
+	// service shuts down, while other requests finish (see streamsEnd).
+	streams := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), shutdownKey{}, ctx)))
+	})
+	srv := httpserver.New(streams, httpserver.Config{ErrorLog: zap.NewStdLog(log)})
 	if ready != nil {
 		ready(ln.Addr())
 	}

@@ -30,11 +30,11 @@ func TestMigrateConcurrentProcessesApplyEachMigrationOnce(t *testing.T) {
 	var applied []string
 	for i := range starters {
 		require.NoError(t, errs[i], "starter %d", i)
-		assert.EqualValues(t, 22, results[i].Version, "starter %d", i)
+		assert.EqualValues(t, 23, results[i].Version, "starter %d", i)
 		applied = append(applied, results[i].Applied...)
 	}
 	assert.ElementsMatch(t, []string{"001_idempotency_keys.sql", "002_credits.sql", "003_order_notes.sql",
-		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql", "008_audit_invalid_requests.sql", "009_external_effects.sql", "010_transactional_claim.sql", "011_validate_args_hash_check.sql", "012_cli_decisions.sql", "013_approval_edits.sql", "014_run_controls.sql", "015_spend_limits.sql", "016_approval_trace_and_lineage.sql", "017_questions.sql", "018_external_handles.sql", "019_live_question_holds.sql", "020_tree_intents.sql", "021_forbidden_controls.sql", "022_other_currencies.sql"}, applied,
+		"004_orders.sql", "005_approvals.sql", "006_key_expiry_alerts.sql", "007_approval_decisions.sql", "008_audit_invalid_requests.sql", "009_external_effects.sql", "010_transactional_claim.sql", "011_validate_args_hash_check.sql", "012_cli_decisions.sql", "013_approval_edits.sql", "014_run_controls.sql", "015_spend_limits.sql", "016_approval_trace_and_lineage.sql", "017_questions.sql", "018_external_handles.sql", "019_live_question_holds.sql", "020_tree_intents.sql", "021_forbidden_controls.sql", "022_other_currencies.sql", "023_run_events.sql"}, applied,
 		"every migration is applied by exactly one starter")
 
 	conn := pgtest.Connect(t, db)
@@ -50,7 +50,7 @@ func TestMigrateIsIdempotent(t *testing.T) {
 	res, err := migrations.Migrate(context.Background(), pgtest.Connect(t, db))
 	require.NoError(t, err)
 	assert.Empty(t, res.Applied)
-	assert.EqualValues(t, 22, res.Version)
+	assert.EqualValues(t, 23, res.Version)
 }
 
 func TestStateCheckRejectsUnknownState(t *testing.T) {

@@ -74,6 +74,7 @@ func serveApprovals(ctx context.Context, cfg ApprovalsConfig, pool *pgxpool.Pool
 	if err != nil {
 		return err
 	}
+	defer srv.Close()
 	ib, err := inbox.New(inbox.Config{API: srv, SecureCookies: cfg.SecureCookies, Log: log.Named("inbox")})
 	if err != nil {
 		return err

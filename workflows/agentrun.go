@@ -35,11 +35,12 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	checkCarry(in.Carry)
 	r := newRun(ctx, in)
 	if c := in.Carry; c == nil || c.Bundled {
-		v := workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, stepIdentity)
+		v := workflow.GetVersion(ctx, bundledChanges, workflow.DefaultVersion, runEvents)
 		// A later generation keeps the run's first answers on limits and
 		// on step identity.
 		r.bundled, r.limits = v >= 1, v >= spendLimits && (c == nil || c.Limits)
 		r.identity = v >= stepIdentity && (c == nil || c.Identity)
+		r.story.on = v >= runEvents && (c == nil || c.Events)
 	}
 	if err := workflow.SetQueryHandler(ctx, QueryStatus, func() (Status, error) { return r.snapshot().withSummaries(), nil }); err != nil {
 		return Status{}, fmt.Errorf("register status query: %w", err)
@@ -82,6 +83,7 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	if err := r.registerControls(ctx); err != nil {
 		return Status{}, err
 	}
+	r.startStory(ctx)
 
 	err := r.loop(ctx)
 	var can *workflow.ContinueAsNewError
@@ -126,6 +128,7 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 		case controlled && r.cancelled():
 			r.status.State, r.status.Message, r.ctl.ended = RunCancelled, r.cancelledBy(), true
 			r.touch(ctx)
+			r.flushStory(ctx)
 			return r.snapshot(), nil
 		case controlled:
 			return Status{}, r.continueAsNew(ctx)
@@ -137,6 +140,7 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 		r.ctl.ended = true
 		workflow.GetLogger(ctx).Error("run failed", "error", err)
 		r.touch(ctx)
+		r.flushStory(ctx)
 		return r.snapshot(), err
 	}
 	r.status.State = RunCompleted
@@ -146,6 +150,7 @@ func AgentRun(ctx workflow.Context, in RunInput) (Status, error) {
 	}
 	r.ctl.ended = true
 	r.touch(ctx)
+	r.flushStory(ctx)
 	return r.snapshot(), nil
 }
 
@@ -176,6 +181,8 @@ type run struct {
 	// early are the answers that came while their step's round of
 	// questions was being recorded, by step (see awaitAnswer).
 	early map[int64][]Answer
+	// story is what the run told of itself in its event log.
+	story story
 }
 
 // bundledChanges is the change ID that stands for every change ID of this
@@ -252,7 +259,7 @@ func (r *run) appliedIntent(tool, argsHash string) *Step {
 // the workflow task (see localStep); any other's as an activity whose ID is
 // the step's key (with the round after a person answered not_applied, for
 // a new activity).
-func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (activities.ToolOutput, error) {
+func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall, round int) (_ activities.ToolOutput, err error) {
 	in := activities.ToolInput{Tenant: r.in.Tenant, RunID: r.in.RunID, Step: s.Step, Tool: s.Tool, Args: s.Args, ArgsHash: s.ArgsHash,
 		Reply: s.reply}
 	if r.limits {
@@ -266,6 +273,14 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 		return r.delegate(ctx, s, call)
 	}
 	in.Tree = r.treeOf(s, call)
+	in.Facts = r.takeStory(ctx)
+	// Facts an attempt may not have written are written again: a fact
+	// written twice is one event.
+	defer func() {
+		if err != nil && len(in.Facts) > 0 {
+			r.story.pending = append(in.Facts, r.story.pending...)
+		}
+	}()
 	if r.localStep(call) {
 		return r.executeLocal(ctx, call, in)
 	}
@@ -290,7 +305,7 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 		opts.ScheduleToCloseTimeout = limit
 	}
 	var out activities.ToolOutput
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, in).Get(ctx, &out)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, opts), a.RunTool, in).Get(ctx, &out)
 	return out, err
 }
 
@@ -384,6 +399,7 @@ func (r *run) historyFull(ctx workflow.Context) bool {
 }
 
 func (r *run) continueAsNew(ctx workflow.Context) error {
+	r.flushStory(ctx)
 	next := r.in
 	next.Carry = &Carry{
 		Steps:      r.status.Steps,
@@ -394,6 +410,7 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 		Bundled:    r.bundled,
 		Limits:     r.limits,
 		Identity:   r.identity,
+		Events:     r.story.on,
 		Format:     carryFormat,
 		Turns:      r.turns,
 		Paused:     r.status.Paused,
@@ -408,6 +425,7 @@ func (r *run) continueAsNew(ctx workflow.Context) error {
 func (r *run) touch(ctx workflow.Context) {
 	r.settle()
 	r.status.UpdatedAt = workflow.Now(ctx)
+	r.observe(ctx)
 }
 
 // withSummaries fills in the summary of each step that has a result and no

@@ -30,10 +30,11 @@ func scriptedTurns(t *testing.T, calls []activities.PlannedCall, before bool) (S
 	suite.SetLogger(testLogger(t))
 	env := suite.NewTestWorkflowEnvironment()
 	if before {
-		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, stepIdentity).Return(workflow.DefaultVersion)
+		env.OnGetVersion(bundledChanges, workflow.DefaultVersion, runEvents).Return(workflow.DefaultVersion)
 	}
 	var inputs []activities.PlanInput
 	env.OnActivity(a.Plan, mock.Anything, mock.Anything).Return(func(ctx context.Context, pi activities.PlanInput) (activities.PlanOutput, error) {
+		pi.Facts = nil
 		inputs = append(inputs, pi)
 		prop, err := planner.Script{}.Next(ctx, planner.Request{Plan: pi.Plan, Proposed: pi.Proposed})
 		if err != nil || prop.Done {

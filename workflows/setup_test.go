@@ -94,6 +94,7 @@ type harness struct {
 	mu          sync.Mutex
 	plans       []activities.PlanInput
 	tools       []toolCall
+	facts       []activities.RunFact
 	requests    []activities.ApprovalRequest
 	resolutions []activities.ApprovalResolution
 	warnings    []warning
@@ -134,6 +135,12 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 	env.OnActivity(a.WarnApprovalDeadline, mock.Anything, mock.Anything).Return(h.warnDeadline)
 	env.OnActivity(a.CheckEdit, mock.Anything, mock.Anything).Return(h.checkEdit)
 	env.OnActivity(a.MadeSteps, mock.Anything, mock.Anything).Return(h.madeSteps)
+	env.OnActivity(a.RecordFacts, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.RecordFactsInput) error {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.facts = append(h.facts, in.Facts...)
+		return nil
+	})
 	env.OnActivity(a.RecordEditRefused, mock.Anything, mock.Anything).Return(func(_ context.Context, in activities.EditRefusal) error {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -156,6 +163,8 @@ func setup(t *testing.T, calls ...activities.PlannedCall) *harness {
 func (h *harness) plan(_ context.Context, in activities.PlanInput) (activities.PlanOutput, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.facts = append(h.facts, in.Facts...)
+	in.Facts = nil
 	h.plans = append(h.plans, in)
 	next := in.PlanOffset + in.Proposed
 	switch {
@@ -186,6 +195,9 @@ func (h *harness) plan(_ context.Context, in activities.PlanInput) (activities.P
 
 func (h *harness) runTool(_ context.Context, in activities.ToolInput) (activities.ToolOutput, error) {
 	h.mu.Lock()
+	// The run's facts are the story tests' (see events_test.go).
+	h.facts = append(h.facts, in.Facts...)
+	in.Facts = nil
 	h.tools = append(h.tools, toolCall{In: in, At: h.env.Now()})
 	h.mu.Unlock()
 	if h.onTool != nil {
@@ -299,7 +311,7 @@ func (w *testWriter) Write(p []byte) (int, error) {
 // beforeStepIdentity makes the run one that began before step identity
 // (under spendLimits), as runs of the release before it replay.
 func (h *harness) beforeStepIdentity() {
-	h.env.OnGetVersion(bundledChanges, workflow.DefaultVersion, stepIdentity).Return(spendLimits)
+	h.env.OnGetVersion(bundledChanges, workflow.DefaultVersion, runEvents).Return(spendLimits)
 }
 
 // run executes the workflow to its end and returns its result.

@@ -46,8 +46,14 @@ func (r *run) loop(ctx workflow.Context) error {
 		r.deliverMessages(r.turns)
 		var plan activities.PlanOutput
 		in := r.planInput()
+		r.turnStarted(ctx)
+		in.Facts = r.takeStory(ctx)
 		err := r.plan(ctx, in).Get(ctx, &plan)
+		if err != nil {
+			r.story.pending = append(in.Facts, r.story.pending...)
+		}
 		r.task.ranPlan(r, plan)
+		r.turnEnded(ctx, plan, err)
 		if err != nil {
 			return &runFailure{msg: fmt.Sprintf("plan turn %d", r.proposed+1), err: err}
 		}

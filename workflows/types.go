@@ -345,6 +345,9 @@ type Carry struct {
 	// Identity says the run began under step identity: every generation
 	// numbers its steps so.
 	Identity bool `json:"identity,omitempty"`
+	// Events says the run began under runEvents: every generation tells
+	// its story in the event log.
+	Events bool `json:"events,omitempty"`
 	// Format is the carry's format (carryFormat); a worker whose release
 	// knows only older formats fails the generation's workflow task rather
 	// than drop a field it does not know. 0 in carries of releases before

@@ -28,11 +28,11 @@ func TestMigrateCommand(t *testing.T) {
 
 	out, err := run(t, Env{DatabaseURL: db.URL}, "migrate")
 	require.NoError(t, err, out)
-	assert.Equal(t, "applied 001_idempotency_keys.sql, 002_credits.sql, 003_order_notes.sql, 004_orders.sql, 005_approvals.sql, 006_key_expiry_alerts.sql, 007_approval_decisions.sql, 008_audit_invalid_requests.sql, 009_external_effects.sql, 010_transactional_claim.sql, 011_validate_args_hash_check.sql, 012_cli_decisions.sql, 013_approval_edits.sql, 014_run_controls.sql, 015_spend_limits.sql, 016_approval_trace_and_lineage.sql, 017_questions.sql, 018_external_handles.sql, 019_live_question_holds.sql, 020_tree_intents.sql, 021_forbidden_controls.sql, 022_other_currencies.sql\nschema is at version 22\n", out)
+	assert.Equal(t, "applied 001_idempotency_keys.sql, 002_credits.sql, 003_order_notes.sql, 004_orders.sql, 005_approvals.sql, 006_key_expiry_alerts.sql, 007_approval_decisions.sql, 008_audit_invalid_requests.sql, 009_external_effects.sql, 010_transactional_claim.sql, 011_validate_args_hash_check.sql, 012_cli_decisions.sql, 013_approval_edits.sql, 014_run_controls.sql, 015_spend_limits.sql, 016_approval_trace_and_lineage.sql, 017_questions.sql, 018_external_handles.sql, 019_live_question_holds.sql, 020_tree_intents.sql, 021_forbidden_controls.sql, 022_other_currencies.sql, 023_run_events.sql\nschema is at version 23\n", out)
 
 	out, err = run(t, Env{}, "migrate", "--database-url", db.URL)
 	require.NoError(t, err, out)
-	assert.Equal(t, "schema is up to date at version 22\n", out)
+	assert.Equal(t, "schema is up to date at version 23\n", out)
 
 	var n int
 	require.NoError(t, pgtest.Connect(t, db).QueryRow(context.Background(),

@@ -70,6 +70,7 @@ func (e *env) serveApprovals(adjust func(*approvals.Config)) *approvalsEnv {
 	}
 	srv, err := approvals.New(cfg)
 	require.NoError(e.t, err)
+	e.t.Cleanup(srv.Close)
 	ib, err := inbox.New(inbox.Config{API: srv, Log: e.logger("inbox")})
 	require.NoError(e.t, err)
 	a.srv = httptest.NewServer(ib.Handler())

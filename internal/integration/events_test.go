@@ -1,0 +1,177 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/workflows"
+)
+
+// sseEvent is one event of a Server-Sent Events stream.
+type sseEvent struct {
+	id, typ string
+	data    approvals.Event
+}
+
+// follow reads the run's stream from after on, as a browser or the CLI
+// would, sending Last-Event-ID, until n events came or the stream ended;
+// it returns them.
+func (a *approvalsEnv) follow(runID, who string, after int64, n int) ([]sseEvent, bool) {
+	a.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.srv.URL+"/v1/runs/"+runID+"/events", nil)
+	require.NoError(a.t, err)
+	req.Header.Set("Authorization", "Bearer "+a.tokens[who])
+	req.Header.Set("Accept", "text/event-stream")
+	if after > 0 {
+		req.Header.Set("Last-Event-ID", strconv.FormatInt(after, 10))
+	}
+	resp, err := a.srv.Client().Do(req)
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	require.Equal(a.t, http.StatusOK, resp.StatusCode)
+	require.Equal(a.t, "text/event-stream", resp.Header.Get("Content-Type"))
+	sc := bufio.NewScanner(resp.Body)
+	var (
+		out []sseEvent
+		cur sseEvent
+	)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if cur.typ != "" {
+				out = append(out, cur)
+				if len(out) == n {
+					return out, false
+				}
+			}
+			cur = sseEvent{}
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "event: "):
+			cur.typ = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			require.NoError(a.t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.data))
+		}
+	}
+	return out, true
+}
+
+// A run's story through the API: the JSON pages, the stream followed
+// across a dropped connection with Last-Event-ID (each event once, in
+// order), the tenant's stream, the runs' list, and another tenant's 404.
+func TestARunsEventsAreServedOnceInOrderAcrossReconnects(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	e.startWorker("w", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("events")
+	a.startPending("ops", run)
+
+	// The first events, then the connection drops.
+	first, ended := a.follow(run, "vic", 0, 3)
+	require.False(t, ended)
+	require.Len(t, first, 3)
+	assert.Equal(t, "run.started", first[0].typ)
+	last, err := strconv.ParseInt(first[2].id, 10, 64)
+	require.NoError(t, err)
+
+	r := a.do(http.MethodPost, stepPath(run, 2, "approve"), "dana", map[string]any{"args_hash": a.status("acme", run).Steps[1].ArgsHash})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+
+	rest, ended := a.follow(run, "vic", last, 0)
+	require.True(t, ended, "the stream ends when the run does")
+	all := append(first, rest...)
+	var types []string
+	for i, ev := range all {
+		assert.Equal(t, strconv.Itoa(i+1), ev.id, "each offset once, in order")
+		assert.EqualValues(t, i+1, ev.data.Offset)
+		assert.Equal(t, ev.typ, ev.data.Type)
+		types = append(types, fmt.Sprintf("%s@%d", ev.typ, ev.data.Step))
+	}
+	assert.Equal(t, []string{
+		"run.started@0",
+		"step.proposed@1", "step.running@1", "step.completed@1",
+		"step.proposed@2", "step.waiting_for_approval@2", "approval.approved@2", "step.approved@2", "step.running@2",
+		"step.applied@2", "step.completed@2",
+		"run.completed@0",
+	}, types)
+	var decided map[string]any
+	require.NoError(t, json.Unmarshal(all[6].data.Data, &decided))
+	assert.Equal(t, "dana", decided["by"])
+
+	// The same story as JSON pages.
+	var page approvals.EventPage
+	r = a.do(http.MethodGet, "/v1/runs/"+run+"/events?after=4&limit=3", "vic", nil)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	r.json(t, &page)
+	require.Len(t, page.Events, 3)
+	assert.EqualValues(t, 5, page.Events[0].Offset)
+	assert.EqualValues(t, 7, page.NextAfter)
+	assert.False(t, page.Ended)
+	r = a.do(http.MethodGet, "/v1/runs/"+run+"/events?after=7", "vic", nil)
+	r.json(t, &page)
+	assert.True(t, page.Ended)
+
+	// The status tells the same story: each step's last fact is its state.
+	st := a.status("acme", run)
+	assert.Equal(t, workflows.RunCompleted, st.State)
+	assert.Len(t, st.Steps, 2)
+
+	// The tenant's stream, from its start, holds the run's events; the
+	// runs' list holds the run.
+	// (Its reads wait for the server's oldest open transaction, which
+	// other tests' may be.)
+	n, after := 0, ""
+	for deadline := time.Now().Add(time.Minute); n < len(all) && time.Now().Before(deadline); {
+		var tp approvals.TenantEventPage
+		r = a.do(http.MethodGet, "/v1/events?limit=1000&after="+after, "vic", nil)
+		require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+		r.json(t, &tp)
+		for _, ev := range tp.Events {
+			if ev.RunID == run {
+				n++
+				assert.NotEmpty(t, ev.Cursor)
+			}
+		}
+		if len(tp.Events) > 0 {
+			after = tp.NextAfter
+		} else {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	assert.Equal(t, len(all), n, "each of the run's events once in the tenant's stream")
+	var list approvals.RunList
+	r = a.do(http.MethodGet, "/v1/runs?state=completed&limit=1000", "vic", nil)
+	require.Equal(t, http.StatusOK, r.status, "body: %s", r.body)
+	r.json(t, &list)
+	found := false
+	for _, s := range list.Runs {
+		if s.RunID == run {
+			found = true
+			assert.Equal(t, "completed", s.State)
+			assert.Equal(t, "refund order 1001", s.Goal)
+		}
+	}
+	assert.True(t, found, "the run is listed")
+
+	// Another tenant's run is not there; bad input is named.
+	a.expectError(a.do(http.MethodGet, "/v1/runs/"+run+"/events", "gus", nil), http.StatusNotFound, "not_found", run)
+	a.expectError(a.do(http.MethodGet, "/v1/runs/"+run+"/events?after=x", "vic", nil), http.StatusBadRequest, "invalid_request", "after")
+	a.expectError(a.do(http.MethodGet, "/v1/runs?state=sleeping", "vic", nil), http.StatusBadRequest, "invalid_request", "sleeping")
+	a.expectError(a.do(http.MethodGet, "/v1/events?after=nope", "vic", nil), http.StatusBadRequest, "invalid_request", "nope")
+}
