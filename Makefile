@@ -41,6 +41,7 @@ test-deps: ## Install what the tests run besides Go: the reference MCP memory an
 		npm ci --prefix $(SERVER_MEMORY) --no-audit --no-fund --loglevel=error
 	@test -f $(MCP_TASKS)/node_modules/@modelcontextprotocol/server-everything/dist/index.js || \
 		npm ci --prefix $(MCP_TASKS) --no-audit --no-fund --loglevel=error
+	@test -f internal/openapiclient/node_modules/openapi-typescript/bin/cli.js || npm ci --prefix internal/openapiclient --no-audit --no-fund --loglevel=error
 
 .PHONY: test
 test: test-deps ## Vet, check workflow determinism, run every test with the race detector, then fuzz each target briefly (needs PostgreSQL at DATABASE_URL, Chromium, Node.js and npm).
