@@ -172,6 +172,39 @@ func (c *Client) DeleteLimit(ctx context.Context, name string) error {
 	return err
 }
 
+// Events returns a page of a run's events and its children's after
+// offset after (GET /v1/runs/{run}/events): at most limit, 0 for the
+// service's default. Follow follows them as they come.
+func (c *Client) Events(ctx context.Context, runID string, after int64, limit int) (EventPage, error) {
+	var out EventPage
+	q := url.Values{"after": {strconv.FormatInt(after, 10)}}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	_, err := c.do(ctx, http.MethodGet, "/v1/runs/"+url.PathEscape(runID)+"/events?"+q.Encode(), nil, &out)
+	return out, err
+}
+
+// TenantEvents returns a page of the events of every run of the token's
+// tenant after cursor after (GET /v1/events): at most limit, 0 for the
+// service's default. An empty after starts at the oldest event kept.
+func (c *Client) TenantEvents(ctx context.Context, after string, limit int) (TenantEventPage, error) {
+	var out TenantEventPage
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := "/v1/events"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	_, err := c.do(ctx, http.MethodGet, path, nil, &out)
+	return out, err
+}
+
 func (c *Client) do(ctx context.Context, method, path string, in, out any) (int, error) {
 	var body io.Reader
 	if in != nil {

@@ -9,6 +9,8 @@
 //	oncerun migrate [--database-url URL]
 //	oncerun start --tenant T --run-id R (--plan FILE | --goal TEXT) [--json]
 //	oncerun status --tenant T --run-id R [--json]
+//	oncerun watch RUN-ID [--tenant T] [--after N] [--json]
+//	oncerun watch --tenant T [--after CURSOR] [--json]
 //	oncerun approvals [--tenant T] [--state S] [--json]
 //	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT] [--args FILE]
 //	oncerun resolve [--tenant T] --run-id R --step N --outcome applied|not_applied [--result JSON] [--note TEXT]

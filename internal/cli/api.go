@@ -17,8 +17,8 @@ import (
 // Environment variables of the CLI's API mode.
 const (
 	// EnvAPI is the approvals service's URL; when set, start, status,
-	// approvals, approve, reject, resolve, cancel, pause, resume, message
-	// and limits go through it.
+	// watch, approvals, approve, reject, resolve, cancel, pause, resume,
+	// message and limits go through it.
 	EnvAPI = "ONCERUN_API"
 	// EnvToken is the bearer token for EnvAPI.
 	EnvToken = "ONCERUN_TOKEN"

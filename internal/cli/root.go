@@ -115,6 +115,7 @@ func NewRoot(env Env) *cobra.Command {
 		newMigrateCmd(env),
 		newStartCmd(conn),
 		newStatusCmd(conn),
+		newWatchCmd(conn),
 		newToolsCmd(env),
 		newApprovalsCmd(conn),
 		newDecideCmd(conn, "approve"),

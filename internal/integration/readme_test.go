@@ -139,6 +139,16 @@ func TestTheREADMEWalkthroughRunsAsWritten(t *testing.T) {
 			assert.Contains(t, out, "approved step 3 (issue_credit) of run "+r1+" as dana")
 		},
 	}, {
+		words: "watch r1", claim: "the run's story, each event once, to run.completed; exits 0",
+		check: func(out string, err error) {
+			require.NoError(t, err, out)
+			assert.Contains(t, out, "approval.approved")
+			assert.Contains(t, out, "step.applied")
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			assert.Contains(t, lines[len(lines)-1], "run.completed", "the story ends with the run")
+			assert.Equal(t, 1, strings.Count(out, "run.started"), "each event once")
+		},
+	}, {
 		words: "status", claim: "completed, every step done",
 		before: func() { w.result("acme", r1) },
 		check: func(out string, err error) {

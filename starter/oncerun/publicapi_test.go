@@ -136,8 +136,8 @@ func isInternal(path string) bool {
 // more raises the package's budget here, on purpose and in review; one
 // that exports fewer lowers it, so that the budget stays the surface.
 var exportBudget = map[string]int{
-	"github.com/oncerun/oncerun/activities":         90,
-	"github.com/oncerun/oncerun/approvals":          128,
+	"github.com/oncerun/oncerun/activities":         93,  // RunFact, RecordFactsInput, RecordFacts: a run's event log
+	"github.com/oncerun/oncerun/approvals":          143, // the event streams, the runs' list, the OpenAPI document, the watch client
 	"github.com/oncerun/oncerun/approvals/inbox":    5,
 	"github.com/oncerun/oncerun/migrations":         5,
 	"github.com/oncerun/oncerun/starter/oncerun":    4,
