@@ -16,6 +16,13 @@
 // the share used; a step that waits at a limit says which on its card, and
 // approving it reads as the exception it is.
 //
+// The pages update themselves: the inbox follows its tenant's event stream
+// (/events) and the run page its run's (/runs/{run_id}/events), both
+// Server-Sent Events under the session (docs/events.md). A card appears,
+// leaves or changes state, and a model's text comes in, without a reload;
+// after a dropped connection the browser resumes and the page catches up.
+// Without JavaScript the pages are as they were.
+//
 // The inbox holds no state and writes no row: every form goes through
 // the API's Go methods ([API], which *approvals.Server implements), so that
 // a decision taken in the inbox takes the one audited path a decision of

@@ -42,6 +42,11 @@ type API interface {
 	Answer(ctx context.Context, in approvals.AnswerInput) (approvals.AnswerResponse, error)
 	Check(ctx context.Context, in approvals.StepRequest) (approvals.CheckResponse, error)
 	Control(ctx context.Context, in approvals.ControlInput) (approvals.Controlled, error)
+	// RunEvents and TenantEvents serve a run's events and its tenant's,
+	// as GET /v1/runs/{run_id}/events and GET /v1/events do: the inbox's
+	// pages follow them (live.go).
+	RunEvents(w http.ResponseWriter, r *http.Request, id approvals.Identity)
+	TenantEvents(w http.ResponseWriter, r *http.Request, id approvals.Identity)
 }
 
 // Config configures an [Inbox].
@@ -117,6 +122,7 @@ func (s *Inbox) Handler() http.Handler {
 	pages.HandleFunc("POST /runs/{run_id}/cancel", s.controlForm(approvalstore.ActionCancel))
 	pages.HandleFunc("POST /runs/{run_id}/pause", s.controlForm(approvalstore.ActionPause))
 	pages.HandleFunc("POST /runs/{run_id}/resume", s.controlForm(approvalstore.ActionResume))
+	s.handleLive(pages)
 	cop := http.NewCrossOriginProtection()
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "error", page{Title: "Refused", Error: "Forms sent from another site are refused.", Status: http.StatusForbidden})
