@@ -63,6 +63,9 @@ type PlanInput struct {
 	// dedup store for the key of each call it refuses or holds for
 	// approval, and a call whose key is there is that step (Made).
 	FirstStep int64 `json:"first_step,omitempty"`
+	// Turn numbers the run's planning turns from 1: a model's text as it
+	// writes it is told under it (see textStream).
+	Turn int `json:"turn,omitempty"`
 }
 
 // MaxMessageBytes bounds the planner's final message as a run records it.
@@ -158,7 +161,7 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, er
 		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("run %s: unknown planner %q", in.RunID, in.Planner), ErrTypeUnknownPlanner, nil)
 	}
-	prop, err := p.Next(ctx, planner.Request{
+	req := planner.Request{
 		Tenant:   in.Tenant,
 		RunID:    in.RunID,
 		Goal:     in.Goal,
@@ -167,7 +170,13 @@ func (a *Activities) Plan(ctx context.Context, in PlanInput) (out PlanOutput, er
 		History:  in.History,
 		Tools:    a.specs(in),
 		Model:    in.Model,
-	})
+	}
+	text := a.textStream(ctx, in)
+	if !text.disabled {
+		req.OnText = text.write
+	}
+	prop, err := p.Next(ctx, req)
+	text.flush()
 	if errors.Is(err, planner.ErrPermanent) {
 		return PlanOutput{}, temporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("planner %s: %v", in.Planner, err), ErrTypePlanner, err)

@@ -240,6 +240,11 @@ func (r *run) turnEnded(ctx workflow.Context, plan activities.PlanOutput, err er
 		return
 	}
 	data := map[string]any{"turn": r.turns, "calls": len(plan.Calls), "done": plan.Done}
+	if plan.Message != "" {
+		// The model's final words, whole (at most MaxMessageBytes): what
+		// its text.delta events were, for a reader that missed them.
+		data["message"] = plan.Message
+	}
 	if err != nil {
 		data["error"] = failureMessage(err)
 	}

@@ -46,6 +46,7 @@ func (r *run) loop(ctx workflow.Context) error {
 		r.deliverMessages(r.turns)
 		var plan activities.PlanOutput
 		in := r.planInput()
+		in.Turn = r.turns
 		r.turnStarted(ctx)
 		in.Facts = r.takeStory(ctx)
 		err := r.plan(ctx, in).Get(ctx, &plan)

@@ -9,7 +9,7 @@
 //	oncerun migrate [--database-url URL]
 //	oncerun start --tenant T --run-id R (--plan FILE | --goal TEXT) [--json]
 //	oncerun status --tenant T --run-id R [--json]
-//	oncerun watch RUN-ID [--tenant T] [--after N] [--json]
+//	oncerun watch (RUN-ID | --run-id R) [--tenant T] [--after N] [--json]
 //	oncerun watch --tenant T [--after CURSOR] [--json]
 //	oncerun approvals [--tenant T] [--state S] [--json]
 //	oncerun approve|reject [--tenant T] --run-id R --step N [--as NAME] [--comment TEXT] [--args FILE]

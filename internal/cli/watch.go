@@ -40,18 +40,19 @@ const (
 
 func newWatchCmd(conn *connections) *cobra.Command {
 	var (
-		tenant, after string
-		asJSON        bool
+		tenant, after, runID string
+		asJSON               bool
 	)
 	cmd := &cobra.Command{
-		Use:   "watch (RUN-ID | --tenant T)",
+		Use:   "watch (RUN-ID | --run-id R | --tenant T)",
 		Short: "Follow the events of a run, or of every run of a tenant, as they come",
 		Long: `Follow a run's story as it happens: one line per event (its time, its
 offset in the run's log, the child run it is about, the step, the type and
 what matters of its data: the tool, who decided, the error), and a model's
 text as it comes. The events of the run's children are followed too.
 
-oncerun watch RUN-ID prints the run's events from its beginning (--after N:
+oncerun watch RUN-ID (or --run-id R, as the other commands take it)
+prints the run's events from its beginning (--after N:
 from after offset N), then each as it comes, and exits once the run has
 ended, with its outcome:
 
@@ -77,6 +78,12 @@ step, type, at, data and ephemeral.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			w := &watcher{out: cmd.OutOrStdout(), errOut: cmd.ErrOrStderr(), asJSON: asJSON}
+			if cmd.Flags().Changed("run-id") {
+				if len(args) == 1 && args[0] != runID {
+					return fmt.Errorf("two runs to follow: RUN-ID %q and --run-id %q; give one", args[0], runID)
+				}
+				args = []string{runID}
+			}
 			if len(args) == 1 {
 				if args[0] == "" {
 					return errors.New("the RUN-ID is empty")
@@ -114,6 +121,7 @@ step, type, at, data and ephemeral.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&runID, "run-id", "", "the run to follow (the same as RUN-ID)")
 	f.StringVar(&tenant, "tenant", "", "follow every run of this tenant (without ONCERUN_API: also the tenant of RUN-ID)")
 	f.StringVar(&after, "after", "", "start after this offset of the run's log (default: its beginning), or after this cursor of the tenant's stream (default: the events to come)")
 	f.BoolVar(&asJSON, "json", false, "print each event as a JSON object on a line")

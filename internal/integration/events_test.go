@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/oncerun/oncerun/approvals"
+	"github.com/oncerun/oncerun/internal/planner"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -174,4 +177,96 @@ func TestARunsEventsAreServedOnceInOrderAcrossReconnects(t *testing.T) {
 	a.expectError(a.do(http.MethodGet, "/v1/runs/"+run+"/events?after=x", "vic", nil), http.StatusBadRequest, "invalid_request", "after")
 	a.expectError(a.do(http.MethodGet, "/v1/runs?state=sleeping", "vic", nil), http.StatusBadRequest, "invalid_request", "sleeping")
 	a.expectError(a.do(http.MethodGet, "/v1/events?after=nope", "vic", nil), http.StatusBadRequest, "invalid_request", "nope")
+}
+
+// A model's words as it writes them: the planner asks for a stream, the
+// run's followers get each piece as an ephemeral text.delta (no offset),
+// then the turn's end, durable, with the whole message; a turn tried
+// again says that its first attempt's text is discarded.
+func TestAModelsTextStreamsToTheRunsFollowers(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	release := make(chan struct{})
+	var turns atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		<-release
+		n := turns.Add(1)
+		if req["stream"] != true {
+			http.Error(w, "this model streams only", http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, piece := range []string{"Nothing ", "to refund: ", "the order is fine."} {
+			b, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "delta": map[string]any{"content": piece}}}})
+			fmt.Fprintf(w, "data: %s\n\n", b)
+			w.(http.Flusher).Flush()
+			time.Sleep(150 * time.Millisecond)
+		}
+		if n == 1 {
+			// The first attempt dies mid-answer: its text is discarded.
+			return
+		}
+		fmt.Fprint(w, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	e.openai = planner.OpenAIConfig{BaseURL: srv.URL + "/v1", Model: "fake-model"}
+	e.startWorker("w", worker.Options{})
+	a := e.serveApprovals(nil)
+	run := e.id("words")
+	r := a.do(http.MethodPost, "/v1/runs", "ops", map[string]any{"run_id": run, "goal": "refund order 1001 if it needs one"})
+	require.Equal(t, http.StatusCreated, r.status, "body: %s", r.body)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.srv.URL+"/v1/runs/"+run+"/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+a.tokens["vic"])
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := a.srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var (
+		story []string
+		text  = map[string]string{}
+		cur   sseEvent
+		typ   string
+	)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			typ = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "id: "):
+			cur.id = strings.TrimPrefix(line, "id: ")
+		case strings.HasPrefix(line, "data: "):
+			require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &cur.data))
+		case line == "" && typ != "":
+			if typ == "run.started" {
+				// Following: the model may answer now.
+				close(release)
+			}
+			var data map[string]any
+			require.NoError(t, json.Unmarshal(cur.data.Data, &data))
+			if typ == "text.delta" {
+				assert.True(t, cur.data.Ephemeral)
+				assert.Empty(t, cur.id, "an ephemeral event has no offset to resume from")
+				text[data["message_id"].(string)] += data["text"].(string)
+			} else {
+				story = append(story, typ)
+				if typ == "turn.discarded" {
+					assert.EqualValues(t, 1, data["attempt"])
+				}
+				if typ == "turn.ended" {
+					assert.Equal(t, "Nothing to refund: the order is fine.", data["message"])
+				}
+			}
+			cur, typ = sseEvent{}, ""
+		}
+	}
+	assert.Equal(t, []string{"run.started", "turn.started", "turn.discarded", "turn.ended", "run.completed"}, story)
+	assert.Equal(t, "Nothing to refund: the order is fine.", text[run+"/turn-1/2"], "the second attempt's text, whole")
+	assert.NotEmpty(t, text[run+"/turn-1/1"], "the first attempt's text came, and was discarded")
 }

@@ -139,7 +139,7 @@ func TestTheREADMEWalkthroughRunsAsWritten(t *testing.T) {
 			assert.Contains(t, out, "approved step 3 (issue_credit) of run "+r1+" as dana")
 		},
 	}, {
-		words: "watch r1", claim: "the run's story, each event once, to run.completed; exits 0",
+		words: "watch", claim: "the run's story, each event once, to run.completed; exits 0",
 		check: func(out string, err error) {
 			require.NoError(t, err, out)
 			assert.Contains(t, out, "approval.approved")

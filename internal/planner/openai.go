@@ -142,6 +142,9 @@ func (p *OpenAI) Next(ctx context.Context, req Request) (prop Proposal, err erro
 	}
 	httpReq.Header.Set("Content-Type", "application/json")
 	httpReq.Header.Set("Accept", "application/json")
+	if chat.Stream {
+		httpReq.Header.Set("Accept", "text/event-stream, application/json")
+	}
 	if p.cfg.APIKey != "" {
 		httpReq.Header.Set("Authorization", "Bearer "+p.cfg.APIKey)
 	}
@@ -151,7 +154,13 @@ func (p *OpenAI) Next(ctx context.Context, req Request) (prop Proposal, err erro
 		return Proposal{}, fmt.Errorf("openai: post chat completions: %w", err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	var raw []byte
+	if streamed(resp) {
+		// An endpoint that cannot stream answers whole, as below.
+		raw, err = readStream(resp.Body, req.OnText)
+	} else {
+		raw, err = io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	}
 	if err != nil {
 		return Proposal{}, fmt.Errorf("openai: read response: %w", err)
 	}
@@ -183,6 +192,12 @@ type (
 		// ParallelToolCalls is sent only as false: endpoints that do not
 		// know it (Ollama, vLLM) take its absence as their default.
 		ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+		// Stream asks for the answer as it is written (see readStream).
+		Stream        bool           `json:"stream,omitempty"`
+		StreamOptions *streamOptions `json:"stream_options,omitempty"`
+	}
+	streamOptions struct {
+		IncludeUsage bool `json:"include_usage"`
 	}
 	chatMessage struct {
 		Role       string         `json:"role"`
@@ -293,6 +308,9 @@ func (p *OpenAI) chatRequest(req Request) (chatRequest, error) {
 			off := false
 			out.ParallelToolCalls = &off
 		}
+	}
+	if req.OnText != nil {
+		out.Stream, out.StreamOptions = true, &streamOptions{IncludeUsage: true}
 	}
 	return out, nil
 }

@@ -127,6 +127,9 @@ type Request struct {
 	// Model, when set, is the model a model planner asks instead of the
 	// one it is configured with: a sub-agent's own.
 	Model string `json:"model,omitempty"`
+	// OnText, when set, is given the model's text as it writes it: a
+	// model planner then asks for its answer as a stream.
+	OnText func(delta string) `json:"-"`
 }
 
 // Proposal is a planner's answer for one turn.
