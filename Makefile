@@ -140,6 +140,10 @@ bench-run: ## A scripted 10-step run against a plain Temporal workflow making th
 bench-handover: ## One of two workers cut off from PostgreSQL for 40 s, then 150 s, 20 runs each: how long after the cut every run had ended, and how soon after the heal the cut worker polled again (about 4 minutes).
 	go test -run '^$$' -bench BenchmarkHandOver -benchtime 1x -timeout 20m ./internal/integration/
 
+.PHONY: bench-events
+bench-events: ## 1,000 subscribers follow 40 working runs on one service over Server-Sent Events: the time from a fact's commit to each subscriber (p50, p99) and what an idle subscriber costs (about 1 minute).
+	go test -run '^$$' -bench BenchmarkEventSubscribers -benchtime 40x -count 1 -timeout 10m ./approvals/
+
 .PHONY: bench-history
 bench-history: ## A 10-step scripted run's history per step (events, bytes, -v for each event type), and a scripted run of 1,100 steps: its history's size, every Continue-As-New generation included.
 	go test -run '^$$' -bench BenchmarkTenStepRunHistory -benchtime 5x -v -timeout 10m ./internal/integration/

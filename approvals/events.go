@@ -42,9 +42,9 @@ const (
 	// comment, so that proxies keep it open and clients see it alive.
 	streamHeartbeat = 15 * time.Second
 	// streamPoll is how often a stream reads its log though PostgreSQL
-	// woke nobody: a notification lost with a connection costs at most
-	// this.
-	streamPoll = 5 * time.Second
+	// woke nobody. The hub wakes every stream when it connects again, so
+	// this is a safety net, not the way news comes.
+	streamPoll = 30 * time.Second
 	// streamRetry is the reconnection delay a stream tells its client, in
 	// milliseconds.
 	streamRetry      = 2000
@@ -128,9 +128,18 @@ func (s *Server) RunEvents(w http.ResponseWriter, r *http.Request, id Identity) 
 		return
 	}
 	read := func(ctx context.Context, after int64, limit int) ([]Event, error) {
-		ctx, cancel := s.dbContext(ctx)
-		defer cancel()
-		return events.ReadRun(ctx, s.cfg.Pool, events.RunQuery{Tenant: id.Tenant, Run: runID, After: after, Limit: limit})
+		// The followers of a run are mostly at the same offset: one read
+		// serves every follower that asks for the same page at once.
+		key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", id.Tenant, runID, after, limit)
+		v, err, _ := s.reads.Do(key, func() (any, error) {
+			ctx, cancel := s.dbContext(context.WithoutCancel(ctx))
+			defer cancel()
+			return events.ReadRun(ctx, s.cfg.Pool, events.RunQuery{Tenant: id.Tenant, Run: runID, After: after, Limit: limit})
+		})
+		if err != nil {
+			return nil, err
+		}
+		return v.([]Event), nil
 	}
 	if !wantsStream(r) {
 		evs, err := read(r.Context(), after, limit)

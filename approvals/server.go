@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/oncerun/oncerun/internal/approvalstore"
 	"github.com/oncerun/oncerun/internal/events"
@@ -123,6 +124,8 @@ type Server struct {
 	// hub wakes the event streams (see eventHub).
 	hubOnce sync.Once
 	hub     *events.Hub
+	// reads shares a read of a run's log among its followers.
+	reads singleflight.Group
 }
 
 // New checks cfg and builds a server.

@@ -33,8 +33,6 @@ CREATE TABLE run_events (
 );
 
 CREATE INDEX run_events_tenant_idx ON run_events (tenant, xid, id);
--- Retention: the watchdog removes a root run's events with its keys.
-CREATE INDEX run_events_at_idx ON run_events (at);
 
 -- The last offset of each root run's log. Its row lock orders the writers
 -- of one log: an offset is taken and committed before the next is taken,
@@ -62,6 +60,8 @@ CREATE TABLE run_index (
 
 CREATE INDEX run_index_list_idx ON run_index (tenant, created_at DESC, run_id DESC);
 CREATE INDEX run_index_state_idx ON run_index (tenant, state, created_at DESC, run_id DESC);
+-- A tree's rows, removed with its root's log (see internal/events.PruneEnded).
+CREATE INDEX run_index_root_idx ON run_index (tenant, root_run_id);
 
 -- oncerun_root_run returns the root of a run's tree (see above).
 CREATE FUNCTION oncerun_root_run(run text) RETURNS text

@@ -285,3 +285,36 @@ func drain(ch <-chan struct{}) {
 		}
 	}
 }
+
+// A root run's log goes once the run has ended and its own keys are gone;
+// not before.
+func TestPruneEndedRemovesTheLogsOfEndedRunsWithoutKeys(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t, 4)
+	for _, run := range []string{"done", "open", "kept"} {
+		require.NoError(t, events.Record(ctx, pool, "acme", []events.Fact{
+			fact(run, "run:started", "run.started", 0), fact(run+".1", "run:started", "run.started", 0),
+			fact(run, "step:1:proposed", "step.proposed", 1)}))
+		if run != "open" {
+			require.NoError(t, events.Record(ctx, pool, "acme", []events.Fact{fact(run, "run:ended", events.RunCompleted, 0)}))
+		}
+	}
+	// "kept" still holds a key.
+	_, err := pool.Exec(ctx, `INSERT INTO idempotency_keys (tenant, key, run_id, step, tool, state, args_hash, result, completed_at, expires_at)
+VALUES ('acme', 'k1', 'kept', 1, 'issue_credit', 'completed', $1, '{}', now(), now() + interval '1 day')`, fmt.Sprintf("%064x", 1))
+	require.NoError(t, err)
+
+	n, err := events.PruneEnded(ctx, pool, []string{"acme", "acme", "acme", "acme"}, []string{"done.1", "done", "open", "kept"})
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, n, "done's four events")
+	for run, want := range map[string]int{"done": 0, "open": 3, "kept": 5} {
+		got, err := events.ReadRun(ctx, pool, events.RunQuery{Tenant: "acme", Run: run, Limit: 100})
+		require.NoError(t, err)
+		assert.Len(t, got, want, run)
+	}
+	var rows int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM run_index WHERE root_run_id = 'done'`).Scan(&rows))
+	assert.Zero(t, rows, "the tree's index rows go with it")
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM run_event_heads WHERE root_run_id = 'done'`).Scan(&rows))
+	assert.Zero(t, rows)
+}

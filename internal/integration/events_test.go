@@ -19,6 +19,7 @@ import (
 
 	"github.com/oncerun/oncerun/approvals"
 	"github.com/oncerun/oncerun/internal/planner"
+	"github.com/oncerun/oncerun/internal/shop"
 	"github.com/oncerun/oncerun/workflows"
 )
 
@@ -269,4 +270,72 @@ func TestAModelsTextStreamsToTheRunsFollowers(t *testing.T) {
 	assert.Equal(t, []string{"run.started", "turn.started", "turn.discarded", "turn.ended", "run.completed"}, story)
 	assert.Equal(t, "Nothing to refund: the order is fine.", text[run+"/turn-1/2"], "the second attempt's text, whole")
 	assert.NotEmpty(t, text[run+"/turn-1/1"], "the first attempt's text came, and was discarded")
+}
+
+// Nothing lost or repeated: a run of 41 steps that continues as new
+// several times and waits for an approval is followed while its worker
+// and the service that serves its stream both go away; a new worker takes
+// the run over, and the follower, reconnecting to a new service with
+// Last-Event-ID, gets exactly the run's events, in order, each once.
+func TestARunsStoryHoldsAcrossContinueAsNewAndTheLossOfWorkerAndService(t *testing.T) {
+	t.Parallel()
+	const notes = 20
+	e := setup(t)
+	run := e.id("story")
+	var plan []planner.Call
+	for i := range notes {
+		plan = append(plan, call(shop.ToolAddOrderNote, fmt.Sprintf(`{"order_id":"1002","text":"note %d"}`, i+1)))
+	}
+	plan = append(plan, call(shop.ToolIssueCredit, `{"order_id":"1001","reason":"damaged_in_transit","amount_cents":25900,"currency":"EUR"}`))
+	for i := range notes {
+		plan = append(plan, call(shop.ToolAddOrderNote, fmt.Sprintf(`{"order_id":"1002","text":"after %d"}`, i+1)))
+	}
+	w1 := e.startWorker("w1", worker.Options{})
+	first := e.serveApprovals(nil)
+	_, err := e.runs.Start(context.Background(), workflows.RunInput{Tenant: "acme", RunID: run, Plan: plan,
+		Limits: workflows.Limits{HistoryLimit: 40}})
+	require.NoError(t, err)
+
+	seen, ended := first.follow(run, "vic", 0, 12)
+	require.False(t, ended)
+	require.Len(t, seen, 12)
+	// The worker and the service go away mid-run.
+	w1.Stop()
+	first.srv.CloseClientConnections()
+	first.srv.Close()
+
+	e.startWorker("w2", worker.Options{})
+	second := e.serveApprovals(nil)
+	st := e.waitFor("acme", run, "the credit's approval", func(s workflows.Status) bool {
+		return s.State == workflows.RunWaitingForApproval
+	})
+	credit := st.Steps[notes]
+	r := second.do(http.MethodPost, stepPath(run, credit.Step, "approve"), "dana", map[string]any{"args_hash": credit.ArgsHash})
+	require.Equal(t, http.StatusAccepted, r.status, "body: %s", r.body)
+	last, err := strconv.ParseInt(seen[len(seen)-1].id, 10, 64)
+	require.NoError(t, err)
+	rest, ended := second.follow(run, "vic", last, 0)
+	require.True(t, ended)
+	all := append(seen, rest...)
+
+	final := e.result("acme", run)
+	require.Equal(t, workflows.RunCompleted, final.State)
+	assert.Positive(t, final.Generation, "the run continued as new")
+	count := map[string]int{}
+	steps := map[int64]int{}
+	for i, ev := range all {
+		require.Equal(t, strconv.Itoa(i+1), ev.id, "offset %d: each once, in order", i+1)
+		count[ev.typ]++
+		if ev.typ == "step.completed" {
+			steps[ev.data.Step]++
+		}
+	}
+	assert.Equal(t, 1, count["run.started"])
+	assert.Equal(t, 1, count["run.completed"])
+	assert.Equal(t, len(plan), count["step.proposed"])
+	assert.Equal(t, len(plan), count["step.completed"])
+	assert.Len(t, steps, len(plan), "every step completed once")
+	assert.Equal(t, len(plan), count["step.applied"], "every effect applied once, in its transaction")
+	assert.Equal(t, 1, count["approval.approved"])
+	assert.Equal(t, all[len(all)-1].typ, "run.completed")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/oncerun/oncerun/activities"
 	"github.com/oncerun/oncerun/internal/alerts"
+	"github.com/oncerun/oncerun/internal/events"
 	"github.com/oncerun/oncerun/internal/idempotency"
 	"github.com/oncerun/oncerun/internal/metrics"
 	"github.com/oncerun/oncerun/internal/runs"
@@ -63,6 +64,9 @@ type PruneOutput struct {
 	// Skipped counts keys left for a later pass because Temporal could not
 	// say whether their run is open.
 	Skipped int `json:"skipped,omitempty"`
+	// Events counts the events removed with the last keys of ended runs
+	// (docs/events.md, "Retention").
+	Events int64 `json:"events,omitempty"`
 	// DBTime is how long the batch kept the database busy: its read and its
 	// transaction, not the questions to Temporal. The watchdog sizes its
 	// pause before the next batch from it.
@@ -133,6 +137,9 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 		var (
 			del  []idempotency.KeyRef
 			hold []idempotency.KeyHold
+			// ended are the closed runs whose keys go: their story may go
+			// with the last of them (events.PruneEnded).
+			endedTenants, endedRuns []string
 		)
 		actions := map[string]string{} // key -> policy action, for keys of open runs
 		for _, k := range due {
@@ -141,6 +148,7 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 			case state == "":
 				del = append(del, k.Ref())
 				pruned = append(pruned, k.Tool)
+				endedTenants, endedRuns = append(endedTenants, k.Tenant), append(endedRuns, k.RunID)
 			case in.Policy == PolicyHold || k.InFlight():
 				hold = append(hold, idempotency.KeyHold{KeyRef: k.Ref(), Until: in.Cutoff.Add(a.window(k.Tool))})
 				actions[k.Key] = PolicyHold
@@ -153,6 +161,9 @@ func (a *Activities) PruneExpired(ctx context.Context, in PruneInput) (PruneOutp
 			return err
 		}
 		if err := idempotency.HoldKeys(ctx, tx, hold); err != nil {
+			return err
+		}
+		if out.Events, err = events.PruneEnded(ctx, tx, endedTenants, endedRuns); err != nil {
 			return err
 		}
 		raised, err = recordAlerts(ctx, tx, due, states, actions)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/oncerun/oncerun/internal/events"
 	"github.com/oncerun/oncerun/internal/watchdog"
 )
 
@@ -31,6 +32,14 @@ VALUES ('acme', 'v1/acme/' || $1 || '/' || $2::bigint || '/add_order_note', $1, 
 	insert("r-open", 2, "in_flight", "-1 minute") // lease expired: outcome unknown
 	insert("r-open", 3, "in_flight", "1 hour")    // an attempt holds it right now
 	insert("r-fail", 1, "completed", "0s")
+	// The closed run's story, and the open one's.
+	for _, run := range []string{"r-closed", "r-open"} {
+		facts := []events.Fact{{RunID: run, Source: "started", Type: "run.started"}}
+		if run == "r-closed" {
+			facts = append(facts, events.Fact{RunID: run, Source: "ended", Type: events.RunCompleted})
+		}
+		require.NoError(t, events.Record(ctx, f.pool, "acme", facts))
+	}
 
 	out, err := f.acts.PruneExpired(ctx, watchdog.PruneInput{Cutoff: time.Now(), BatchSize: 100, Policy: watchdog.PolicyPrune})
 	require.NoError(t, err)
@@ -41,6 +50,12 @@ VALUES ('acme', 'v1/acme/' || $1 || '/' || $2::bigint || '/add_order_note', $1, 
 	assert.Equal(t, 1, out.Held, "an in-flight key is held whatever the policy")
 	assert.Equal(t, 1, out.Skipped)
 	assert.Positive(t, out.DBTime, "the watchdog sizes its pause before the next batch from it")
+	assert.EqualValues(t, 3, out.Events, "the closed run's story (started, applied, completed) goes with its last key")
+	for run, want := range map[string]int{"r-closed": 0, "r-open": 2} {
+		evs, err := events.ReadRun(ctx, f.pool, events.RunQuery{Tenant: "acme", Run: run, Limit: 10})
+		require.NoError(t, err)
+		assert.Len(t, evs, want, "%s's story", run)
+	}
 	exists := func(run string, step int) bool {
 		var n int
 		require.NoError(t, f.pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE run_id = $1 AND step = $2`, run, step).Scan(&n))
