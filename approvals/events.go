@@ -127,10 +127,12 @@ func (s *Server) RunEvents(w http.ResponseWriter, r *http.Request, id Identity) 
 		s.fail(w, r, err)
 		return
 	}
-	read := func(ctx context.Context, after int64, limit int) ([]Event, error) {
+	read := func(ctx context.Context, gen uint64, after int64, limit int) ([]Event, error) {
 		// The followers of a run are mostly at the same offset: one read
-		// serves every follower that asks for the same page at once.
-		key := fmt.Sprintf("%s\x00%s\x00%d\x00%d", id.Tenant, runID, after, limit)
+		// serves every follower that asks for the same page, having seen
+		// the same wakes, at once. (A follower woken since a read began
+		// must not take that read's answer: it may predate the news.)
+		key := fmt.Sprintf("%s\x00%s\x00%d\x00%d\x00%d", id.Tenant, runID, after, limit, gen)
 		v, err, _ := s.reads.Do(key, func() (any, error) {
 			ctx, cancel := s.dbContext(context.WithoutCancel(ctx))
 			defer cancel()
@@ -142,7 +144,9 @@ func (s *Server) RunEvents(w http.ResponseWriter, r *http.Request, id Identity) 
 		return v.([]Event), nil
 	}
 	if !wantsStream(r) {
-		evs, err := read(r.Context(), after, limit)
+		ctx, cancel := s.dbContext(r.Context())
+		evs, err := events.ReadRun(ctx, s.cfg.Pool, events.RunQuery{Tenant: id.Tenant, Run: runID, After: after, Limit: limit})
+		cancel()
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -161,7 +165,7 @@ func (s *Server) RunEvents(w http.ResponseWriter, r *http.Request, id Identity) 
 	// A child's follower gets the ephemeral events of its own tree only.
 	st.keep = func(e Event) bool { return e.RunID == runID || strings.HasPrefix(e.RunID, runID+".") }
 	for {
-		evs, err := read(r.Context(), after, events.MaxPage)
+		evs, err := read(r.Context(), sub.Gen(), after, events.MaxPage)
 		if err != nil {
 			if r.Context().Err() == nil {
 				s.log.Warn("event stream: reading the log failed; the client will reconnect", zap.Error(err))

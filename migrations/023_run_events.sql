@@ -102,7 +102,8 @@ BEGIN
                              updated_at = coalesce(p_at, clock_timestamp())
             WHERE tenant = p_tenant AND run_id = p_run;
     END IF;
-    PERFORM pg_notify('oncerun_events', p_tenant || ' ' || root);
+    -- chr(31) is in no tenant or run id (they are printable text).
+    PERFORM pg_notify('oncerun_events', p_tenant || chr(31) || root);
     RETURN taken;
 END
 $$;

@@ -273,17 +273,14 @@ func (r *run) execute(ctx workflow.Context, s *Step, call activities.PlannedCall
 		return r.delegate(ctx, s, call)
 	}
 	in.Tree = r.treeOf(s, call)
-	in.Facts = r.takeStory(ctx)
-	// Facts an attempt may not have written are written again: a fact
-	// written twice is one event.
-	defer func() {
-		if err != nil && len(in.Facts) > 0 {
-			r.story.pending = append(in.Facts, r.story.pending...)
-		}
-	}()
 	if r.localStep(call) {
+		// Facts an attempt may not have written are written again: a
+		// fact written twice is one event.
+		in.Facts = r.takeStory(ctx)
+		defer func() { r.wrote(in.Facts, err) }()
 		return r.executeLocal(ctx, call, in)
 	}
+	r.flushStory(ctx)
 	opts := toolOptions
 	opts.ActivityID = s.Key
 	switch {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"go.temporal.io/sdk/workflow"
 
@@ -114,7 +115,9 @@ func (r *run) observe(ctx workflow.Context) {
 			}
 			r.tell(ctx, fmt.Sprintf("step:%d:proposed", s.Step), s.Step, "step.proposed", data)
 		}
-		if t.state == s.State {
+		if t.state == s.State || (s.State == StepRunning && s.StartedAt.IsZero()) {
+			// A step of a parallel turn is numbered running before it
+			// starts: it is told running once it does.
 			continue
 		}
 		t.state = s.State
@@ -134,9 +137,9 @@ func (r *run) observe(ctx workflow.Context) {
 		r.story.paused = paused
 		if paused {
 			r.story.pauses++
-			r.tell(ctx, "paused:"+strconv.Itoa(r.story.pauses), 0, "run.paused", map[string]any{"by": r.status.Paused.By})
+			r.tell(ctx, r.generation()+"paused:"+strconv.Itoa(r.story.pauses), 0, "run.paused", map[string]any{"by": r.status.Paused.By})
 		} else {
-			r.tell(ctx, "resumed:"+strconv.Itoa(r.story.pauses), 0, "run.resumed", nil)
+			r.tell(ctx, r.generation()+"resumed:"+strconv.Itoa(r.story.pauses), 0, "run.resumed", nil)
 		}
 	}
 	if r.ctl.ended && !r.story.ended {
@@ -151,6 +154,10 @@ func (r *run) observe(ctx workflow.Context) {
 		r.tell(ctx, "run:ended", 0, "run."+string(r.status.State), data)
 	}
 }
+
+// generation prefixes the source of a fact the run may tell again in a
+// later generation (a pause), whose counts start again there.
+func (r *run) generation() string { return "g" + strconv.Itoa(r.status.Generation) + ":" }
 
 // stepFact is the fact of step s entering its state: its type and data;
 // no type for a state whose fact another writer tells (a decision's, by
@@ -190,8 +197,11 @@ func stepFact(s *Step) (string, map[string]any) {
 	return "step." + string(s.State), data
 }
 
-// takeStory hands the run's unwritten facts to the activity about to run,
-// once any flush in flight has ended.
+// takeStory hands the run's unwritten facts to the local activity about
+// to run in this workflow task, once any write in flight has ended; the
+// run writes no other fact until that activity has (see wrote), so that
+// the log keeps the run's order. Only a local activity carries facts: a
+// regular one may start much later, after facts the run tells meanwhile.
 func (r *run) takeStory(ctx workflow.Context) []activities.RunFact {
 	if !r.story.on || len(r.story.pending) == 0 {
 		return nil
@@ -199,7 +209,20 @@ func (r *run) takeStory(ctx workflow.Context) []activities.RunFact {
 	_ = workflow.Await(ctx, func() bool { return !r.story.writing })
 	facts := r.story.pending
 	r.story.pending = nil
+	r.story.writing = len(facts) > 0
 	return facts
+}
+
+// wrote ends the write of facts a local activity carried (see takeStory):
+// when it failed, its facts are written again before any later one.
+func (r *run) wrote(facts []activities.RunFact, err error) {
+	if len(facts) == 0 {
+		return
+	}
+	if err != nil {
+		r.story.pending = append(facts, r.story.pending...)
+	}
+	r.story.writing = false
 }
 
 // flushStory writes the run's unwritten facts with an activity of their
@@ -217,16 +240,23 @@ func (r *run) flushStory(ctx workflow.Context) {
 	r.story.writing = true
 	defer func() { r.story.writing = false }()
 	in := activities.RecordFactsInput{Tenant: r.in.Tenant, Facts: facts}
-	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, storyOptions), a.RecordFacts, in).Get(ctx, nil)
+	// A run that is cancelled still tells how it ended.
+	dctx, _ := workflow.NewDisconnectedContext(ctx)
+	err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(dctx, storyOptions), a.RecordFacts, in).Get(dctx, nil)
 	if err != nil {
 		// The story is not worth the run: it goes on, and says so.
 		workflow.GetLogger(ctx).Warn("the run's events could not be written", "events", len(facts), "error", err)
 	}
 }
 
-// storyOptions retry the writing of a run's facts as a script's turn is
-// retried: it is a statement of milliseconds.
-var storyOptions = localPlanOptions
+// storyOptions retry the writing of a run's facts, a statement of
+// milliseconds, through a database outage as long as the approvals
+// table's writes ride out (bookkeepingHorizon).
+var storyOptions = workflow.LocalActivityOptions{
+	StartToCloseTimeout:    10 * time.Second,
+	ScheduleToCloseTimeout: bookkeepingHorizon,
+	RetryPolicy:            localPlanOptions.RetryPolicy,
+}
 
 // turnFacts tells a model's planning turn: started before it, ended after.
 func (r *run) turnStarted(ctx workflow.Context) {

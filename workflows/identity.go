@@ -38,7 +38,7 @@ const stepIdentity workflow.Version = 3
 // without raises it; a worker whose release knows an older format fails
 // the generation's workflow task (see checkCarry), so that a worker of a
 // newer release takes it instead of dropping what it does not know.
-const carryFormat = 1
+const carryFormat = 2
 
 // checkCarry fails the workflow task, by a panic that Temporal records as
 // the task's failure and retries on another worker, when the generation's

@@ -48,11 +48,15 @@ func (r *run) loop(ctx workflow.Context) error {
 		in := r.planInput()
 		in.Turn = r.turns
 		r.turnStarted(ctx)
-		in.Facts = r.takeStory(ctx)
-		err := r.plan(ctx, in).Get(ctx, &plan)
-		if err != nil {
-			r.story.pending = append(in.Facts, r.story.pending...)
+		if r.in.Planner == planner.NameScript {
+			// A script's turn of a run that tells its story is a local
+			// activity (see plan): it carries the facts.
+			in.Facts = r.takeStory(ctx)
+		} else {
+			r.flushStory(ctx)
 		}
+		err := r.plan(ctx, in).Get(ctx, &plan)
+		r.wrote(in.Facts, err)
 		r.task.ranPlan(r, plan)
 		r.turnEnded(ctx, plan, err)
 		if err != nil {

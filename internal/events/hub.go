@@ -14,12 +14,16 @@ import (
 
 // Channels of PostgreSQL's notifications.
 const (
-	// channelLogs carries "<tenant> <root run>" after a commit that wrote
-	// to that root run's log (oncerun_emit).
+	// channelLogs carries the tenant and the root run, apart by sep, after
+	// a commit that wrote to that root run's log (oncerun_emit).
 	channelLogs = "oncerun_events"
 	// channelEphemeral carries an ephemeral event (see Publish).
 	channelEphemeral = "oncerun_ephemeral"
 )
+
+// sep parts a tenant from a root run in the hub's keys and the logs'
+// notifications: a control character, which no tenant or run id holds.
+const sep = "\x1f"
 
 // maxEphemeralBytes bounds an ephemeral event's notification; PostgreSQL
 // takes at most 8000 bytes.
@@ -57,8 +61,10 @@ type Hub struct {
 	connect func(ctx context.Context) (*pgx.Conn, error)
 	log     *zap.Logger
 
-	mu      sync.Mutex
-	subs    map[string]map[*Subscription]struct{}
+	mu   sync.Mutex
+	subs map[string]map[*Subscription]struct{}
+	// gens counts the wakes of each key (see Subscription.Gen).
+	gens    map[string]uint64
 	started bool
 	stop    context.CancelFunc
 	done    chan struct{}
@@ -70,7 +76,7 @@ func NewHub(connect func(ctx context.Context) (*pgx.Conn, error), log *zap.Logge
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Hub{connect: connect, log: log, subs: map[string]map[*Subscription]struct{}{}}
+	return &Hub{connect: connect, log: log, subs: map[string]map[*Subscription]struct{}{}, gens: map[string]uint64{}}
 }
 
 // Subscription is one follower: Wake has a value when its log may have
@@ -85,7 +91,7 @@ type Subscription struct {
 // Subscribe follows the log of root in tenant, or, with root empty, every
 // log of the tenant. Close the subscription when done.
 func (h *Hub) Subscribe(tenant, root string) *Subscription {
-	s := &Subscription{Wake: make(chan struct{}, 1), Ephemeral: make(chan Event, 256), key: tenant + " " + root, hub: h}
+	s := &Subscription{Wake: make(chan struct{}, 1), Ephemeral: make(chan Event, 256), key: tenant + sep + root, hub: h}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.subs[s.key] == nil {
@@ -101,6 +107,15 @@ func (h *Hub) Subscribe(tenant, root string) *Subscription {
 	return s
 }
 
+// Gen returns how many times the subscription's log has been woken: a
+// read that begins after a wake was seen reads what that wake announced,
+// and readers may share a read only if they saw the same count.
+func (s *Subscription) Gen() uint64 {
+	s.hub.mu.Lock()
+	defer s.hub.mu.Unlock()
+	return s.hub.gens[s.key]
+}
+
 // Close ends the subscription.
 func (s *Subscription) Close() {
 	h := s.hub
@@ -109,6 +124,7 @@ func (s *Subscription) Close() {
 	delete(h.subs[s.key], s)
 	if len(h.subs[s.key]) == 0 {
 		delete(h.subs, s.key)
+		delete(h.gens, s.key)
 	}
 }
 
@@ -174,16 +190,16 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 		}
 		switch n.Channel {
 		case channelLogs:
-			tenant, _, _ := strings.Cut(n.Payload, " ")
+			tenant, _, _ := strings.Cut(n.Payload, sep)
 			h.wake(n.Payload)
-			h.wake(tenant + " ")
+			h.wake(tenant + sep)
 		case channelEphemeral:
 			var e ephemeral
 			if err := json.Unmarshal([]byte(n.Payload), &e); err != nil {
 				continue
 			}
-			h.hand(e.Tenant+" "+e.Event.RootRunID, e.Event)
-			h.hand(e.Tenant+" ", e.Event)
+			h.hand(e.Tenant+sep+e.Event.RootRunID, e.Event)
+			h.hand(e.Tenant+sep, e.Event)
 		}
 	}
 }
@@ -191,6 +207,7 @@ func (h *Hub) listenOnce(ctx context.Context) error {
 func (h *Hub) wake(key string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.gens[key]++
 	for s := range h.subs[key] {
 		select {
 		case s.Wake <- struct{}{}:
@@ -202,7 +219,8 @@ func (h *Hub) wake(key string) {
 func (h *Hub) wakeAll() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, m := range h.subs {
+	for key, m := range h.subs {
+		h.gens[key]++
 		for s := range m {
 			select {
 			case s.Wake <- struct{}{}:

@@ -165,6 +165,11 @@ func (p *OpenAI) Next(ctx context.Context, req Request) (prop Proposal, err erro
 		return Proposal{}, fmt.Errorf("openai: read response: %w", err)
 	}
 	switch code := resp.StatusCode; {
+	case code == http.StatusBadRequest && chat.Stream:
+		// An endpoint that refuses to stream (or stream_options) answers
+		// the same request whole.
+		req.OnText = nil
+		return p.Next(ctx, req)
 	case code >= 200 && code < 300:
 	case code >= 500, code == http.StatusTooManyRequests, code == http.StatusRequestTimeout:
 		return Proposal{}, fmt.Errorf("openai: status %d: %s", code, excerpt(raw))

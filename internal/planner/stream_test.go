@@ -90,6 +90,19 @@ func TestOpenAIStreamedFinalAnswerAndItsFaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "all done", prop.Message)
 
+	// An endpoint that refuses to stream is asked again for the whole
+	// answer.
+	refusing, _ := setup(t, planner.OpenAIConfig{}, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/json" {
+			respond(http.StatusBadRequest, `{"error":{"message":"stream_options is not supported"}}`)(w, r)
+			return
+		}
+		respond(http.StatusOK, doneAnswer)(w, r)
+	})
+	prop, err = refusing.Next(context.Background(), planner.Request{Goal: "refund", OnText: func(string) {}})
+	require.NoError(t, err)
+	assert.Equal(t, "all done", prop.Message)
+
 	// A chunk that is not JSON names itself.
 	bad, _ := setup(t, planner.OpenAIConfig{}, sse([]string{`{"choices":[`}, false))
 	_, err = bad.Next(context.Background(), planner.Request{Goal: "refund", OnText: func(string) {}})
