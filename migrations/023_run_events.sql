@@ -63,10 +63,11 @@ CREATE INDEX run_index_state_idx ON run_index (tenant, state, created_at DESC, r
 -- A tree's rows, removed with its root's log (see internal/events.PruneEnded).
 CREATE INDEX run_index_root_idx ON run_index (tenant, root_run_id);
 
--- oncerun_root_run returns the root of a run's tree (see above).
+-- oncerun_root_run returns the root of a run's tree (see above); most runs
+-- are roots, without a dot, and take no regular expression.
 CREATE FUNCTION oncerun_root_run(run text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    AS $$ SELECT regexp_replace(run, '(\.[0-9]+)+$', '') $$;
+    AS $$ SELECT CASE WHEN strpos(run, '.') = 0 THEN run ELSE regexp_replace(run, '(\.[0-9]+)+$', '') END $$;
 
 -- oncerun_emit appends one fact to its root run's log, unless the log holds
 -- a fact of that source already, and wakes the log's followers. It returns
@@ -79,10 +80,15 @@ DECLARE
     taken bigint;
 BEGIN
     -- Taking the head's row lock first makes the check below see any
-    -- writer of the same source that came first: it has committed.
-    INSERT INTO run_event_heads AS h (tenant, root_run_id, last_seq) VALUES (p_tenant, root, 1)
-        ON CONFLICT (tenant, root_run_id) DO UPDATE SET last_seq = h.last_seq + 1
+    -- writer of the same source that came first: it has committed. The
+    -- head exists but for a log's first event.
+    UPDATE run_event_heads SET last_seq = last_seq + 1 WHERE tenant = p_tenant AND root_run_id = root
         RETURNING last_seq INTO taken;
+    IF NOT FOUND THEN
+        INSERT INTO run_event_heads AS h (tenant, root_run_id, last_seq) VALUES (p_tenant, root, 1)
+            ON CONFLICT (tenant, root_run_id) DO UPDATE SET last_seq = h.last_seq + 1
+            RETURNING last_seq INTO taken;
+    END IF;
     INSERT INTO run_events (tenant, root_run_id, seq, run_id, source, step, type, data, at)
         VALUES (p_tenant, root, taken, p_run, p_source, p_step, p_type, coalesce(p_data, '{}'),
                 coalesce(p_at, clock_timestamp()))
