@@ -371,8 +371,7 @@ func (f *startingTemporal) DescribeWorkflowExecution(ctx context.Context, id, ru
 // refused) and reading its status.
 func TestOpenAPIConformanceOfRuns(t *testing.T) {
 	t.Parallel()
-	var c *conformance
-	c = setupConformance(t, func(cfg *Config) {
+	c := setupConformance(t, func(cfg *Config) {
 		cfg.Runs = &runs.Client{Temporal: &startingTemporal{Temporal: cfg.Runs.Temporal.(*approvalstest.Temporal),
 			started: map[string]*commonpb.Payload{}}, Pool: cfg.Pool}
 	})
