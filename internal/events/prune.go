@@ -3,19 +3,21 @@ package events
 import (
 	"context"
 	"fmt"
+
+	"github.com/oncerun/oncerun/internal/idempotency"
 )
 
 // pruneEndedSQL removes the logs of the root runs of runs ($1 tenants, $2
 // run ids) whose root has ended and holds no key any more: their events,
 // their heads and the index rows of their trees.
-const pruneEndedSQL = `
+var pruneEndedSQL = `
 WITH cand AS (
     SELECT DISTINCT d.t AS tenant, oncerun_root_run(d.r) AS root FROM unnest($1::text[], $2::text[]) AS d(t, r)
 ), ended AS (
     SELECT c.tenant, c.root FROM cand c
     JOIN run_index i ON i.tenant = c.tenant AND i.run_id = c.root
     WHERE i.state IN ('completed', 'failed', 'cancelled')
-      AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.run_id = c.root AND k.tenant = c.tenant)
+      AND ` + fmt.Sprintf(idempotency.RunHoldsNoKeySQL, "c.root", "c.tenant") + `
 ), ev AS (
     DELETE FROM run_events e USING ended WHERE e.tenant = ended.tenant AND e.root_run_id = ended.root RETURNING 1
 ), heads AS (
