@@ -45,6 +45,8 @@ const (
 	// woke nobody. The hub wakes every stream when it connects again, so
 	// this is a safety net, not the way news comes.
 	streamPoll = 30 * time.Second
+	// tenantPoll is streamPoll for a tenant's stream.
+	tenantPoll = time.Second
 	// streamRetry is the reconnection delay a stream tells its client, in
 	// milliseconds.
 	streamRetry      = 2000
@@ -258,6 +260,10 @@ func (s *Server) TenantEvents(w http.ResponseWriter, r *http.Request, id Identit
 	sub := s.eventHub().Subscribe(id.Tenant, "")
 	defer sub.Close()
 	st := newStream(w, r, "")
+	// A tenant's events wait for the server's older transactions (see
+	// events.ReadTenant): a wake may come before they can be read, so the
+	// stream reads again soon.
+	st.poll = tenantPoll
 	// The stream says where it starts, so that a client that loses it
 	// before its first event resumes from there.
 	if !st.mark(tq.After.String()) {
@@ -335,6 +341,8 @@ type stream struct {
 	lastBeat time.Time
 	// keep, when set, says which ephemeral events the stream passes on.
 	keep func(Event) bool
+	// poll is how often the stream reads though nothing woke it.
+	poll time.Duration
 }
 
 func newStream(w http.ResponseWriter, r *http.Request, protocol string) *stream {
@@ -348,7 +356,7 @@ func newStream(w http.ResponseWriter, r *http.Request, protocol string) *stream 
 	w.WriteHeader(http.StatusOK)
 	fmt.Fprintf(w, "retry: %d\n\n", streamRetry)
 	_ = rc.Flush()
-	st := &stream{w: w, rc: rc, r: r, lastBeat: time.Now()}
+	st := &stream{w: w, rc: rc, r: r, lastBeat: time.Now(), poll: streamPoll}
 	if protocol == "ag-ui" {
 		st.agui = &aguiStream{}
 	}
@@ -412,7 +420,7 @@ func (st *stream) close() {
 // wait waits until the log may have news, passing on ephemeral events and
 // heartbeats meanwhile; it reports false once the client is gone.
 func (st *stream) wait(sub *events.Subscription) bool {
-	poll := time.NewTimer(streamPoll)
+	poll := time.NewTimer(st.poll)
 	defer poll.Stop()
 	for {
 		beat := time.Until(st.lastBeat.Add(streamHeartbeat))

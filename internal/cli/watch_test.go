@@ -251,7 +251,7 @@ func TestWatchFollowsATenant(t *testing.T) {
 		var err error
 		page, err = (&approvals.Client{BaseURL: w.srv.URL, Token: w.api.Token}).TenantEvents(context.Background(), "", 0)
 		return err == nil && len(page.Events) == 1
-	}, 10*time.Second, 20*time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	w.record(t, w.fact("r1", 0, "run.started", "", 1), w.fact("r2", 0, "run.started", "", 2),
 		w.fact("r1", 1, "step.running", `{"tool":"lookup_order"}`, 3), w.fact("r1", 0, "run.completed", "", 4))
 	require.NoError(t, events.Record(context.Background(), w.Pool, "globex", []events.Fact{w.fact("g1", 0, "run.started", "", 1)}))
@@ -261,14 +261,14 @@ func TestWatchFollowsATenant(t *testing.T) {
 		"2026-12-01T09:00:04Z  r1  run.completed\n"
 	for _, m := range modes {
 		t.Run(m.name, func(t *testing.T) {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			var out, errOut lockedBuffer
 			done := make(chan int, 1)
 			go func() {
 				done <- watch(ctx, m.env(w), &out, &errOut, "watch", "--tenant", "acme", "--after", page.NextAfter)
 			}()
-			require.Eventually(t, func() bool { return out.String() == want }, 10*time.Second, 10*time.Millisecond, out.String())
+			require.Eventually(t, func() bool { return out.String() == want }, time.Minute, 10*time.Millisecond, out.String())
 			select {
 			case code := <-done:
 				t.Fatalf("watch --tenant ended on its own, with %d: %s", code, errOut.String())
